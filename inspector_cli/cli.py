@@ -1,0 +1,124 @@
+"""The `mi` command group and the one error boundary.
+
+Commands are imported lazily (only the one that runs), so `mi --help` stays fast and never imports
+onnx or onnxruntime. Every failure becomes one `Error:` line and a documented exit code here.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from typing import Any, Callable, Dict, List, Optional
+
+import click
+
+from .commands._state import AppState
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError
+from .version import __version__
+
+# command name -> "module:attribute". Add a line here when a command lands.
+COMMANDS: Dict[str, str] = {
+    "compare": "inspector_cli.commands.compare:compare",
+}
+
+
+class MiGroup(click.Group):
+    """A click group with lazy subcommands and the error boundary in `main`."""
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
+             complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        code = run_guarded(lambda: super(MiGroup, self).main(argv, prog_name or "mi", complete_var,
+                                                             standalone_mode=False, **extra),
+                           debug="--debug" in argv)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
+    """Run `call`, turning every exception into one stderr line and an exit code."""
+    try:
+        value = call()
+        return value if isinstance(value, int) else 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:
+        exc.show()
+        return EXIT_USAGE
+    except click.ClickException as exc:  # FileError and friends: a usage problem
+        exc.show()
+        return EXIT_USAGE
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("Interrupted; reports already written are complete.", err=True)
+        return EXIT_INTERRUPTED
+    except MiError as exc:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"Error: {exc}", err=True)
+        return exc.exit_code
+    except Exception as exc:  # a bug: one line, unless --debug
+        if debug:
+            traceback.print_exc()
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        click.echo(f"Internal error: {type(exc).__name__}: {detail} (this is a bug in mi; rerun with --debug "
+                   f"for the traceback)", err=True)
+        return EXIT_INTERNAL
+
+
+@click.group(cls=MiGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
+              help="YAML run config: a section per command, keys = flag names; flags win.")
+@click.option("-v", "--verbose", count=True, help="More detail on stderr (repeatable).")
+@click.option("-q", "--quiet", is_flag=True, help="No tables or progress; only errors and requested data.")
+@click.option("--no-color", is_flag=True, help="Plain text, no colours (NO_COLOR is honoured too).")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(__version__, "-V", "--version", prog_name="mi")
+@click.pass_context
+def cli(ctx: click.Context, config_path: Optional[str], verbose: int, quiet: bool, no_color: bool,
+        debug: bool) -> None:
+    """model-inspector: diagnostics for ONNX models (compare, validate, probe, nan-bisect, profile, report).
+
+    Exit codes: 0 ran and every gate passed; 1 a gate failed or a defect was found; 2 usage or
+    config error; 3 the model or inputs could not be analysed; 4 internal error; 130 interrupted.
+    """
+    ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path)
+    if config_path and ctx.invoked_subcommand:
+        apply_config(ctx, config_path, ctx.invoked_subcommand)
+
+
+def apply_config(ctx: click.Context, config_path: str, command_name: str) -> None:
+    """Load the config and install its section as the subcommand's defaults (flags still win)."""
+    from .config.loader import check_top_level, load_config_file, section_default_map
+
+    group = ctx.command
+    assert isinstance(group, MiGroup)
+    config = load_config_file(config_path)
+    check_top_level(config, list(COMMANDS))
+    command = group.get_command(ctx, command_name)
+    if command is None:
+        return
+    # Command modules are light to import (heavy imports live inside their functions).
+    others = {name: c for name in COMMANDS if name != command_name
+              for c in [group.get_command(ctx, name)] if c is not None}
+    defaults = section_default_map(config, command_name, command, others)
+    ctx.default_map = {command_name: defaults}
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli.main()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

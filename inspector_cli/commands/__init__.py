@@ -1,0 +1,1 @@
+"""One click command per module; shared options in _options.py, shared output in _output.py."""

@@ -1,0 +1,116 @@
+"""Option decorators and value types shared by the commands, and builders of config objects.
+
+Only this package and cli.py touch click. Heavy modules (onnx, onnxruntime, numpy-based core) are
+imported inside functions, so importing a command module stays cheap.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+import click
+
+F = Callable[..., Any]
+
+OPT_LEVELS = ("disable", "basic", "extended", "all")
+FORMATS = ("table", "markdown", "csv", "json")
+
+
+class NumberOrNamedNumber(click.ParamType):
+    """'0.99' or 'NAME=0.99': a threshold, optionally for one tensor (name or glob)."""
+
+    name = "[NAME=]NUMBER"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> str:
+        text = str(value).strip()
+        target, sep, number = text.rpartition("=")
+        try:
+            float(number if sep else text)
+        except ValueError:
+            self.fail(f"'{value}' is not a number or NAME=NUMBER", param, ctx)
+        if sep and not target.strip():
+            self.fail(f"'{value}': the name before '=' is empty", param, ctx)
+        return text
+
+
+class NamePair(click.ParamType):
+    """'A=B': a pair of tensor names."""
+
+    name = "A=B"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> str:
+        text = str(value).strip()
+        a, sep, b = text.partition("=")
+        if not sep or not a.strip() or not b.strip():
+            self.fail(f"'{value}' is not of the form A_NAME=B_NAME", param, ctx)
+        return text
+
+
+def compose(*decorators: F) -> F:
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+    return apply
+
+
+def model_argument(name: str) -> F:
+    return click.argument(name, type=click.Path(exists=True, dir_okay=False))
+
+
+def input_options(func: F) -> F:
+    return compose(
+        click.option("--inputs", "-i", multiple=True, type=click.Path(exists=True),
+                     help="Samples: a folder or files (.npz, .npy, .pb, test_data_set_N/). Repeatable. "
+                          "Without it, synthetic samples are generated."),
+        click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Number of synthetic samples (without --inputs)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of synthetic samples."),
+        click.option("--val-range", multiple=True, metavar="[NAME:]LO,HI",
+                     help="Value range of synthetic inputs (default 0,1 for floats). Repeatable."),
+        click.option("--shape", multiple=True, metavar="NAME:DIMS",
+                     help="Fix an input's shape, e.g. input:1x3x224x224 (needed for dynamic dims). Repeatable."),
+    )(func)
+
+
+def runtime_options(func: F) -> F:
+    return compose(
+        click.option("--providers", default="cpu", show_default=True, metavar="LIST",
+                     help="onnxruntime execution providers in priority order, e.g. cuda,cpu."),
+        click.option("--opt-level", type=click.Choice(OPT_LEVELS), default="all", show_default=True,
+                     help="onnxruntime graph optimisation level (recorded in the result)."),
+        click.option("--intra-op-threads", type=click.IntRange(min=0), default=0,
+                     help="onnxruntime intra-op threads (0 = onnxruntime's default)."),
+        click.option("--custom-op-lib", multiple=True, type=click.Path(exists=True, dir_okay=False),
+                     help="Shared library of custom ops to register. Repeatable."),
+    )(func)
+
+
+def report_options(func: F) -> F:
+    return compose(
+        click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), metavar="PATH|-",
+                     help="Write the versioned JSON result (written before exiting 1); '-' for stdout."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                     help="Form of stdout: rich table, markdown, csv or json."),
+    )(func)
+
+
+def build_runtime(params: Dict[str, Any]) -> Any:
+    from ..core.runner import OptLevel, RuntimeConfig
+
+    providers = tuple(p.strip() for p in str(params.get("providers") or "cpu").split(",") if p.strip())
+    return RuntimeConfig(providers=providers or ("cpu",), opt_level=OptLevel(params.get("opt_level") or "all"),
+                         intra_op_threads=params.get("intra_op_threads") or None,
+                         custom_op_libs=tuple(params.get("custom_op_lib") or ()))
+
+
+def build_synthetic(params: Dict[str, Any]) -> Any:
+    from ..core.synthetic import make_synthetic_spec
+
+    return make_synthetic_spec(params.get("samples") or 1, params.get("seed") or 0,
+                               params.get("val_range") or (), params.get("shape") or ())
+
+
+def name_pairs(values: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
+    from ..core.io_match import parse_name_map
+
+    return tuple(parse_name_map(values))

@@ -1,0 +1,14 @@
+"""Global flags of the `mi` group, handed to commands through click's context object."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class AppState:
+    quiet: bool = False
+    verbose: int = 0
+    no_color: bool = False
+    debug: bool = False
+    config_path: Optional[str] = None

@@ -1,0 +1,72 @@
+"""`mi compare`: where, and by how much, two models' outputs diverge, with gates for CI."""
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ._options import (NamePair, NumberOrNamedNumber, build_runtime, build_synthetic, compose, input_options,
+                       model_argument, name_pairs, report_options, runtime_options)
+from ._output import app_state, check_report_paths, emit, progress_bar
+
+GATE_HELP = {
+    "min-cosine": "Fail when cosine similarity is below this (per output and sample).",
+    "max-abs": "Fail when max |b - a| exceeds this.",
+    "max-rel": "Fail when max relative error exceeds this.",
+    "min-sqnr": "Fail when SQNR (dB) is below this.",
+    "min-top1": "Fail when top-1 overlap is below this.",
+    "min-top5": "Fail when top-5 overlap is below this.",
+}
+
+
+def gate_options(func: Any) -> Any:
+    return compose(*[
+        click.option(f"--{flag}", f"gate_{flag.replace('-', '_')}", multiple=True, type=NumberOrNamedNumber(),
+                     help=f"{text} OUTPUT=VALUE limits it to one output (glob allowed). Repeatable.")
+        for flag, text in GATE_HELP.items()
+    ])(func)
+
+
+@click.command("compare")
+@model_argument("model_a")
+@model_argument("model_b")
+@input_options
+@gate_options
+@click.option("--map", "name_map", multiple=True, type=NamePair(),
+              help="Pair an output (or input) of A with one of B whose name differs: A_NAME=B_NAME. Repeatable.")
+@click.option("--no-per-sample", is_flag=True, help="Do not keep per-sample metrics in the JSON result.")
+@runtime_options
+@report_options
+@click.pass_context
+def compare(ctx: click.Context, model_a: str, model_b: str, **params: Any) -> int:
+    """Compare MODEL_B against the reference MODEL_A on the same inputs.
+
+    Prints, per output, the metrics over all samples (data-set value, worst and mean sample) and
+    which gates failed on how many samples. Exit 0 when every gate passed, 1 when any failed.
+
+    \b
+    Example:
+      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 --max-abs 0.1 --json out.json
+    """
+    from ..config.compare import CompareConfig
+    from ..diff.gates import GATE_FLAGS, parse_gates
+    from ..render.compare_view import compare_view
+    from ..workflows.compare import compare_models
+
+    state = app_state(ctx)
+    check_report_paths({"--json": params.get("json_path")})
+    gates = parse_gates({flag: params.get(f"gate_{flag.replace('-', '_')}") or () for flag in GATE_FLAGS})
+    config = CompareConfig(
+        inputs=tuple(params.get("inputs") or ()),
+        synthetic=build_synthetic(params),
+        runtime=build_runtime(params),
+        gates=tuple(gates),
+        output_map=name_pairs(params.get("name_map") or ()),
+        per_sample=not params.get("no_per_sample"),
+    )
+    show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
+    with progress_bar(state, "comparing", enabled=show_progress) as progress:
+        result = compare_models(model_a, model_b, config, progress=progress)
+    return emit(ctx, result, compare_view, fmt=params["fmt"], json_path=params.get("json_path"))
+
+

@@ -1,0 +1,1 @@
+"""Run configuration: per-command frozen config dataclasses and the YAML config loader."""

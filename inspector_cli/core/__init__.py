@@ -1,0 +1,1 @@
+"""Graph core: loading, selection, exposure, capture, inputs and the onnxruntime runner."""

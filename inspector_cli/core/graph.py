@@ -1,0 +1,391 @@
+"""The graph core: load a model safely and answer structural questions about it.
+
+`ModelGraph` holds the ModelProto *without* external weights loaded (they stay references to files
+inside the model's folder), so models over 2 GB load in milliseconds and can be re-serialised
+cheaply for onnxruntime, which reads the weights itself from the folder.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from ..errors import ModelLoadError, UsageError
+from .types import Dim, TensorInfo
+
+_EXTERNAL = onnx.TensorProto.EXTERNAL
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One top-level node, with its position in topological order."""
+
+    name: str
+    op_type: str
+    domain: str
+    inputs: Tuple[str, ...]
+    outputs: Tuple[str, ...]
+    implicit_inputs: Tuple[str, ...]
+    """Outer-scope tensors read inside If/Loop/Scan bodies: real dependencies, invisible in `inputs`."""
+    order: int
+    original_name: str
+
+    @property
+    def all_inputs(self) -> Tuple[str, ...]:
+        return tuple(t for t in self.inputs if t) + self.implicit_inputs
+
+    @property
+    def has_subgraph(self) -> bool:
+        return self.op_type in ("If", "Loop", "Scan") or bool(self.implicit_inputs)
+
+
+@dataclass
+class ModelGraph:
+    """A loaded model and its structure. Build it with `load_model` or `ModelGraph.from_proto`."""
+
+    model: onnx.ModelProto
+    path: Optional[Path] = None
+    nodes: List[NodeInfo] = field(default_factory=list)
+    cycle_nodes: List[str] = field(default_factory=list)
+    renamed_nodes: Dict[str, str] = field(default_factory=dict)
+    _tensor_info: Optional[Dict[str, TensorInfo]] = field(default=None, repr=False)
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_proto(cls, model: onnx.ModelProto, path: Optional[Path] = None) -> "ModelGraph":
+        graph = cls(model=model, path=path)
+        graph.renamed_nodes = _assign_node_names(model.graph)
+        graph.nodes, graph.cycle_nodes = _topological_nodes(model.graph, graph.renamed_nodes)
+        graph._index()
+        return graph
+
+    def _index(self) -> None:
+        self.node_by_name: Dict[str, NodeInfo] = {n.name: n for n in self.nodes}
+        self.producer: Dict[str, NodeInfo] = {}
+        self.consumers: Dict[str, List[NodeInfo]] = {}
+        for node in self.nodes:
+            for out in node.outputs:
+                if out:
+                    self.producer[out] = node
+            for inp in node.all_inputs:
+                self.consumers.setdefault(inp, []).append(node)
+        self.initializer_names = {t.name for t in self.model.graph.initializer}
+        self.input_names = [i.name for i in self.model.graph.input if i.name not in self.initializer_names]
+        self.output_names = [o.name for o in self.model.graph.output]
+
+    # ---- basic facts --------------------------------------------------------------------------
+    @property
+    def display_name(self) -> str:
+        return str(self.path) if self.path else (self.model.graph.name or "<model>")
+
+    @property
+    def folder(self) -> Optional[Path]:
+        return self.path.parent if self.path else None
+
+    @property
+    def opset(self) -> int:
+        for imp in self.model.opset_import:
+            if imp.domain in ("", "ai.onnx"):
+                return imp.version
+        return 0
+
+    @property
+    def uses_external_data(self) -> bool:
+        return any(t.data_location == _EXTERNAL for t in iter_tensors(self.model.graph))
+
+    @property
+    def inputs(self) -> List[TensorInfo]:
+        return [_value_info(v) for v in self.model.graph.input if v.name not in self.initializer_names]
+
+    @property
+    def outputs(self) -> List[TensorInfo]:
+        return [_value_info(v) for v in self.model.graph.output]
+
+    def node_outputs(self) -> Iterator[Tuple[NodeInfo, str]]:
+        """Every (node, output tensor) of the top-level graph, in topological order."""
+        for node in self.nodes:
+            for out in node.outputs:
+                if out:
+                    yield node, out
+
+    def topo_position(self, tensor: str) -> int:
+        """Position of a tensor's producer in topological order (-1 for graph inputs/initializers)."""
+        node = self.producer.get(tensor)
+        return node.order if node else -1
+
+    # ---- tensor types and shapes ----------------------------------------------------------------
+    def tensor_info(self, name: str) -> TensorInfo:
+        """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
+        if self._tensor_info is None:
+            self._tensor_info = _infer_tensor_info(self.model)
+        return self._tensor_info.get(name, TensorInfo(name))
+
+    def all_tensor_info(self) -> Dict[str, TensorInfo]:
+        self.tensor_info("")
+        assert self._tensor_info is not None
+        return self._tensor_info
+
+    def initializer(self, name: str) -> Optional[onnx.TensorProto]:
+        for tensor in self.model.graph.initializer:
+            if tensor.name == name:
+                return tensor
+        return None
+
+
+# ---- loading ------------------------------------------------------------------------------------
+def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
+    """Load an ONNX model by path, checking that external data stays inside the model's folder.
+
+    Weights stored as external data are not read into memory: they stay references that
+    onnxruntime resolves against the model's folder. Raises `UsageError` for a path that does not
+    exist or is a directory, `ModelLoadError` for a file that is not a usable ONNX model.
+    """
+    model_path = Path(path)
+    if not model_path.exists():
+        raise UsageError(f"{model_path}: no such file", hint="check the model path")
+    if model_path.is_dir():
+        raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
+    model = parse_model_file(model_path)
+    check_external_data(model, model_path)
+    return ModelGraph.from_proto(model, model_path)
+
+
+def parse_model_file(model_path: Path) -> onnx.ModelProto:
+    """Parse a file as a ModelProto, turning every way it can be broken into one ModelLoadError."""
+    size = model_path.stat().st_size
+    if size == 0:
+        raise ModelLoadError(f"{model_path}: the file is empty", hint="re-export or re-copy the model")
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except (DecodeError, RuntimeError, ValueError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelLoadError(
+            f"{model_path}: not a valid ONNX protobuf ({reason})",
+            hint="the file is truncated or is not an ONNX model",
+        ) from exc
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
+        raise ModelLoadError(
+            f"{model_path}: parsed, but holds no ONNX model (ir_version={model.ir_version}, "
+            f"{len(model.graph.node)} nodes, {len(model.opset_import)} opset imports)",
+            hint="the file is not an ONNX model or is truncated",
+        )
+    return model
+
+
+def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tuple[str, str]]:
+    """(tensor name, problem) for every external-data reference that is unsafe or missing."""
+    folder = model_path.resolve().parent
+    problems: List[Tuple[str, str]] = []
+    for tensor in iter_tensors(model.graph):
+        if tensor.data_location != _EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        if not location:
+            problems.append((tensor.name, "external data without a location"))
+            continue
+        target = (folder / location).resolve()
+        if os.path.isabs(location) or not _is_inside(target, folder):
+            problems.append((tensor.name, f"external data location '{location}' resolves outside the model's folder {folder}"))
+            continue
+        if not target.is_file():
+            problems.append((tensor.name, f"external data file '{location}' not found in {folder}"))
+            continue
+        end = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
+        if end > target.stat().st_size:
+            problems.append((tensor.name, f"external data file '{location}' is shorter ({target.stat().st_size} bytes) than the tensor needs ({end})"))
+    return problems
+
+
+def check_external_data(model: onnx.ModelProto, model_path: Path) -> None:
+    problems = external_data_problems(model, model_path)
+    if problems:
+        name, problem = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ModelLoadError(f"{model_path}: tensor '{name}': {problem}{more}",
+                             hint="external data must live inside the model's folder; refusing to read it")
+
+
+def _is_inside(target: Path, folder: Path) -> bool:
+    try:
+        target.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def load_external_tensor(graph: ModelGraph, tensor: onnx.TensorProto) -> onnx.TensorProto:
+    """A copy of `tensor` with its external data read in (the location was checked at load)."""
+    if tensor.data_location != _EXTERNAL:
+        return tensor
+    if graph.folder is None:
+        raise ModelLoadError(f"tensor '{tensor.name}' uses external data but the model has no folder")
+    loaded = onnx.TensorProto()
+    loaded.CopyFrom(tensor)
+    onnx.external_data_helper.load_external_data_for_tensor(loaded, str(graph.folder.resolve()))
+    return loaded
+
+
+# ---- traversal helpers ------------------------------------------------------------------------
+def iter_subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """Every graph nested in If/Loop/Scan attributes, at any depth."""
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield attr.g
+                yield from iter_subgraphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield sub
+                    yield from iter_subgraphs(sub)
+
+
+def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers and Constant-node values of a graph and all its subgraphs."""
+    for g in [graph, *iter_subgraphs(graph)]:
+        yield from g.initializer
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+
+
+def _implicit_inputs(node: onnx.NodeProto) -> Tuple[str, ...]:
+    """Names a node's subgraphs read from the enclosing scope."""
+    found: List[str] = []
+    for attr in node.attribute:
+        subs: Sequence[onnx.GraphProto] = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for sub in subs:
+            found.extend(_outer_names(sub))
+    return tuple(dict.fromkeys(found))
+
+
+def _outer_names(graph: onnx.GraphProto) -> List[str]:
+    local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    for node in graph.node:
+        local.update(o for o in node.output if o)
+    outer: List[str] = []
+    for node in graph.node:
+        outer.extend(i for i in node.input if i and i not in local)
+        outer.extend(n for n in _implicit_inputs(node) if n not in local)
+    outer.extend(o.name for o in graph.output if o.name not in local)
+    return outer
+
+
+def _assign_node_names(graph: onnx.GraphProto, prefix: str = "") -> Dict[str, str]:
+    """Give unnamed or duplicate-named nodes deterministic unique names: `<OpType>_<index>`.
+
+    Returns new name -> original name ('' when it had none). Names are written into the proto so
+    onnxruntime's profiler and our reports use the same names.
+    """
+    renamed: Dict[str, str] = {}
+    taken = {n.name for n in graph.node if n.name}
+    seen: set[str] = set()
+    for index, node in enumerate(graph.node):
+        original = node.name
+        if not original or original in seen:
+            base = f"{prefix}{original or node.op_type}_{index}"
+            name, k = base, 1
+            while name in taken or name in seen:
+                name, k = f"{base}_{k}", k + 1
+            node.name = name
+            renamed[name] = original
+        seen.add(node.name)
+        for attr in node.attribute:
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in subs:
+                renamed.update(_assign_node_names(sub, prefix=f"{node.name}/"))
+    return renamed
+
+
+def _topological_nodes(graph: onnx.GraphProto, renamed: Dict[str, str]) -> Tuple[List[NodeInfo], List[str]]:
+    """Kahn's algorithm, ties broken by file order, so a sorted file keeps its order exactly."""
+    protos = list(graph.node)
+    implicit = [_implicit_inputs(n) for n in protos]
+    producer: Dict[str, int] = {}
+    for i, node in enumerate(protos):
+        for out in node.output:
+            if out:
+                producer.setdefault(out, i)
+    deps: List[set[int]] = []
+    dependents: List[List[int]] = [[] for _ in protos]
+    for i, node in enumerate(protos):
+        d = {producer[t] for t in (*node.input, *implicit[i]) if t and t in producer and producer[t] != i}
+        deps.append(d)
+        for j in d:
+            dependents[j].append(i)
+    remaining = [len(d) for d in deps]
+    heap = [i for i, r in enumerate(remaining) if r == 0]
+    heapq.heapify(heap)
+    order: List[int] = []
+    while heap:
+        i = heapq.heappop(heap)
+        order.append(i)
+        for j in dependents[i]:
+            remaining[j] -= 1
+            if remaining[j] == 0:
+                heapq.heappush(heap, j)
+    placed = set(order)
+    cycle = [protos[i].name for i in range(len(protos)) if i not in placed]
+    order.extend(i for i in range(len(protos)) if i not in placed)
+    nodes = [
+        NodeInfo(name=protos[i].name, op_type=protos[i].op_type, domain=protos[i].domain,
+                 inputs=tuple(protos[i].input), outputs=tuple(protos[i].output),
+                 implicit_inputs=implicit[i], order=pos,
+                 original_name=renamed.get(protos[i].name, protos[i].name))
+        for pos, i in enumerate(order)
+    ]
+    return nodes, cycle
+
+
+# ---- shape inference ----------------------------------------------------------------------------
+def _dims(type_proto: onnx.TypeProto) -> Optional[Tuple[Dim, ...]]:
+    if not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims: List[Dim] = []
+    for d in type_proto.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return tuple(dims)
+
+
+def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    if not vi.type.HasField("tensor_type"):
+        return TensorInfo(vi.name)
+    return TensorInfo(vi.name, vi.type.tensor_type.elem_type, _dims(vi.type))
+
+
+def _infer_tensor_info(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
+    """Declared value infos, initializers, then ONNX shape inference; inference never fails us."""
+    info: Dict[str, TensorInfo] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        graph = inferred.graph
+    except Exception:  # inference is a best effort; unknown tensors are typed by onnxruntime later
+        graph = model.graph
+    for vi in [*graph.value_info, *graph.input, *graph.output]:
+        ti = _value_info(vi)
+        if ti.elem_type or vi.name not in info:
+            info[vi.name] = ti
+    for init in model.graph.initializer:
+        info[init.name] = TensorInfo(init.name, init.data_type, tuple(int(d) for d in init.dims))
+    return info
+
+
+def infer_tensor_info(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
+    """Public form of the inference used by `ModelGraph.tensor_info`."""
+    return _infer_tensor_info(model)
+
+
+def tensors_in_order(graph: ModelGraph, names: Iterable[str]) -> List[str]:
+    """Sort tensor names by their producer's topological position (inputs first), stably."""
+    return sorted(dict.fromkeys(names), key=graph.topo_position)

@@ -1,0 +1,141 @@
+"""Readers for sample files: .npz, .npy, ONNX TensorProto .pb, and per-sample folders.
+
+Each reader turns one path into a name -> array map (names may be positional placeholders that
+`inputs.py` resolves against the model). More formats register with `register_reader`.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..errors import InputDataError
+from .types import TensorInfo, TensorMap
+
+Reader = Callable[[Path, Sequence[TensorInfo], Dict[str, object]], TensorMap]
+"""(path, model inputs, reader options) -> feeds. Raise InputDataError naming the file."""
+
+_READERS: Dict[str, Reader] = {}
+POSITIONAL = "\x00pos"  # prefix of placeholder names meaning "the k-th model input"
+
+
+def register_reader(suffixes: Sequence[str], reader: Reader) -> None:
+    """Register a reader for file suffixes such as ('.png', '.jpg')."""
+    for suffix in suffixes:
+        _READERS[suffix.lower()] = reader
+
+
+def reader_for(path: Path) -> Optional[Reader]:
+    return _READERS.get(path.suffix.lower())
+
+
+def known_suffixes() -> List[str]:
+    return sorted(_READERS)
+
+
+def positional(index: int) -> str:
+    return f"{POSITIONAL}{index}"
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise InputDataError(f"{path}: cannot read .npy without unpickling ({exc})",
+                             hint="save plain numeric arrays; object arrays are refused for safety") from exc
+    except (OSError, EOFError) as exc:
+        raise InputDataError(f"{path}: not a readable .npy file ({exc})") from exc
+
+
+def read_npy(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
+    """One array: named after the file when the stem is an input name, else the single input."""
+    array = _read_npy(path)
+    names = [s.name for s in specs]
+    if path.stem in names:
+        return {path.stem: array}
+    if len(specs) == 1:
+        return {specs[0].name: array}
+    raise InputDataError(
+        f"{path}: a .npy file holds one array but the model has {len(specs)} inputs ({', '.join(names)})",
+        hint="use one .npz per sample, or one folder per sample with <input_name>.npy files",
+    )
+
+
+_NPZ_POSITIONAL = re.compile(r"arr_(\d+)$")
+
+
+def read_npz(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
+    """Keys are input names; `np.savez(f, a, b)` keys (arr_0, arr_1) mean inputs by position."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            feeds = {key: archive[key] for key in archive.files}
+    except ValueError as exc:
+        raise InputDataError(f"{path}: cannot read .npz without unpickling ({exc})",
+                             hint="save plain numeric arrays; object arrays are refused for safety") from exc
+    except (OSError, EOFError, KeyError) as exc:
+        raise InputDataError(f"{path}: not a readable .npz file ({exc})") from exc
+    names = {s.name for s in specs}
+    if feeds and not (set(feeds) & names) and all(_NPZ_POSITIONAL.match(k) for k in feeds):
+        return {positional(int(_NPZ_POSITIONAL.match(k).group(1))): v for k, v in feeds.items()}  # type: ignore[union-attr]
+    return feeds
+
+
+_ZOO_INPUT = re.compile(r"input_(\d+)\.pb$")
+
+
+def read_pb(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
+    """An ONNX TensorProto; its `name` field, `input_K.pb` or `<input>.pb` says which input it is."""
+    import onnx
+    from onnx import numpy_helper
+    from google.protobuf.message import DecodeError
+
+    tensor = onnx.TensorProto()
+    try:
+        tensor.ParseFromString(path.read_bytes())
+        array = numpy_helper.to_array(tensor)
+    except (DecodeError, ValueError, TypeError) as exc:
+        raise InputDataError(f"{path}: not a readable ONNX TensorProto ({str(exc).splitlines()[0] if str(exc) else exc})") from exc
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        raise InputDataError(f"{path}: TensorProto with external data is not supported as an input file")
+    names = [s.name for s in specs]
+    if tensor.name and tensor.name in names:
+        return {tensor.name: array}
+    if path.stem in names:
+        return {path.stem: array}
+    zoo = _ZOO_INPUT.match(path.name)
+    if zoo:
+        return {positional(int(zoo.group(1))): array}
+    if len(specs) == 1:
+        return {specs[0].name: array}
+    raise InputDataError(f"{path}: cannot tell which of the model's inputs ({', '.join(names)}) this tensor is",
+                         hint="set the TensorProto name, or name the file input_K.pb or <input_name>.pb")
+
+
+def read_folder(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
+    """One sample as a folder: `<input>.npy`/`.pb` files, or `input_K.pb` (ONNX model zoo layout)."""
+    feeds: TensorMap = {}
+    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    for file in files:
+        if file.suffix.lower() not in (".npy", ".pb"):
+            continue
+        if file.name.startswith("output_"):
+            continue
+        if file.suffix.lower() == ".npy":
+            part = {file.stem: _read_npy(file)} if file.stem in {s.name for s in specs} or len(files) > 1 \
+                else read_npy(file, specs, options)
+        else:
+            part = read_pb(file, specs, options)
+        for key, value in part.items():
+            if key in feeds:
+                raise InputDataError(f"{path}: input '{key}' is given twice (second time by {file.name})")
+            feeds[key] = value
+    if not feeds:
+        raise InputDataError(f"{path}: sample folder holds no .npy or .pb input files")
+    return feeds
+
+
+register_reader([".npy"], read_npy)
+register_reader([".npz"], read_npz)
+register_reader([".pb"], read_pb)

@@ -1,0 +1,196 @@
+"""The onnxruntime session wrapper. onnxruntime is imported here only, and only when needed."""
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import InferenceError, UsageError
+from .types import TensorInfo, TensorMap, numpy_dtype_from_ort
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnxruntime as ort
+
+    from .graph import ModelGraph
+
+
+class OptLevel(str, enum.Enum):
+    """onnxruntime graph optimisation level (`--opt-level`)."""
+
+    DISABLE = "disable"
+    BASIC = "basic"
+    EXTENDED = "extended"
+    ALL = "all"
+
+
+PROVIDER_ALIASES: Dict[str, str] = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "trt": "TensorrtExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "migraphx": "MIGraphXExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "qnn": "QNNExecutionProvider",
+    "xnnpack": "XnnpackExecutionProvider",
+    "azure": "AzureExecutionProvider",
+}
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How onnxruntime runs a model; the same settings apply to both models of a comparison."""
+
+    providers: Tuple[str, ...] = ("cpu",)
+    opt_level: OptLevel = OptLevel.ALL
+    intra_op_threads: Optional[int] = None
+    inter_op_threads: Optional[int] = None
+    custom_op_libs: Tuple[str, ...] = ()
+    session_config: Tuple[Tuple[str, str], ...] = field(default=())
+    """Extra `SessionOptions.add_session_config_entry` pairs (advanced)."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "providers": list(self.providers),
+            "opt_level": self.opt_level.value,
+            "intra_op_threads": self.intra_op_threads,
+            "inter_op_threads": self.inter_op_threads,
+            "custom_op_libs": list(self.custom_op_libs),
+        }
+
+    def replace(self, **changes: Any) -> "RuntimeConfig":
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def resolve_providers(names: Sequence[str]) -> List[str]:
+    """Map `cuda,cpu` style names to onnxruntime provider names, checking they are available."""
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    resolved: List[str] = []
+    for raw in names:
+        key = raw.strip()
+        name = PROVIDER_ALIASES.get(key.lower(), key)
+        if name not in available:
+            raise UsageError(
+                f"execution provider '{raw}' is not available in this onnxruntime build",
+                hint=f"available: {', '.join(available)}",
+            )
+        resolved.append(name)
+    return resolved or ["CPUExecutionProvider"]
+
+
+def _session_options(runtime: RuntimeConfig, external_dir: Optional[Path]) -> "ort.SessionOptions":
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = {
+        OptLevel.DISABLE: ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        OptLevel.BASIC: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        OptLevel.EXTENDED: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        OptLevel.ALL: ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[OptLevel(runtime.opt_level)]
+    if runtime.intra_op_threads:
+        options.intra_op_num_threads = runtime.intra_op_threads
+    if runtime.inter_op_threads:
+        options.inter_op_num_threads = runtime.inter_op_threads
+    options.log_severity_level = 3  # onnxruntime's warnings go to our result, not the terminal
+    for lib in runtime.custom_op_libs:
+        if not Path(lib).is_file():
+            raise UsageError(f"custom-op library '{lib}' not found")
+        try:
+            options.register_custom_ops_library(str(lib))
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise InferenceError(f"custom-op library '{lib}' could not be registered: {_first_line(exc)}") from exc
+    if external_dir is not None:
+        # Lets a model serialised from memory find its external weights in the original folder.
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(external_dir))
+    for key, value in runtime.session_config:
+        options.add_session_config_entry(key, value)
+    return options
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line[:500]
+    return type(exc).__name__
+
+
+ModelSource = Union[bytes, str, os.PathLike]
+
+
+class Session:
+    """One onnxruntime session with the names, types and error reporting `mi` needs."""
+
+    def __init__(self, source: ModelSource, runtime: RuntimeConfig = RuntimeConfig(), *,
+                 label: str = "model", external_dir: Optional[Path] = None,
+                 options_hook: Optional[Any] = None) -> None:
+        import onnxruntime as ort
+
+        self.label = label
+        self.runtime = runtime
+        options = _session_options(runtime, external_dir)
+        if options_hook is not None:
+            options_hook(options)
+        self.options = options
+        providers = resolve_providers(runtime.providers)
+        try:
+            model_arg = source if isinstance(source, bytes) else str(source)
+            self._session = ort.InferenceSession(model_arg, sess_options=options, providers=providers)
+        except Exception as exc:
+            raise InferenceError(f"{label}: onnxruntime could not load the model: {_first_line(exc)}",
+                                 hint="run 'mi validate' on it for details") from exc
+        self.inputs: List[TensorInfo] = []
+        self.input_dtypes: Dict[str, Optional[np.dtype]] = {}
+        for arg in self._session.get_inputs():
+            self.input_dtypes[arg.name] = numpy_dtype_from_ort(arg.type)
+        self.output_names: List[str] = [o.name for o in self._session.get_outputs()]
+
+    @property
+    def ort_session(self) -> "ort.InferenceSession":
+        return self._session
+
+    @property
+    def input_names(self) -> List[str]:
+        return list(self.input_dtypes)
+
+    def run(self, feeds: Mapping[str, np.ndarray], outputs: Optional[Sequence[str]] = None,
+            *, sample: str = "") -> TensorMap:
+        """Run once; returns name -> array for `outputs` (all outputs by default)."""
+        names = list(outputs) if outputs is not None else self.output_names
+        try:
+            values = self._session.run(names, dict(feeds))
+        except Exception as exc:
+            where = f" on sample {sample}" if sample else ""
+            raise InferenceError(f"{self.label}: inference failed{where}: {_first_line(exc)}") from exc
+        return dict(zip(names, values))
+
+    def end_profiling(self) -> str:
+        return self._session.end_profiling()
+
+
+def open_session(graph: "ModelGraph", runtime: RuntimeConfig = RuntimeConfig(), *,
+                 extra_outputs: Sequence[str] = (), keep_outputs: bool = True,
+                 label: Optional[str] = None, options_hook: Optional[Any] = None) -> Session:
+    """A session for `graph`, optionally with intermediate tensors exposed as outputs.
+
+    The in-memory proto (with our deterministic node names) is what runs; its external weights are
+    read by onnxruntime from the model's folder, so large models are never copied in memory.
+    """
+    from .expose import serialized_with_outputs
+
+    data = serialized_with_outputs(graph, list(extra_outputs), keep_original=keep_outputs)
+    external_dir = graph.folder.resolve() if graph.folder is not None and graph.uses_external_data else None
+    return Session(data, runtime, label=label or graph.display_name, external_dir=external_dir,
+                   options_hook=options_hook)

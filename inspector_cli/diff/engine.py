@@ -1,0 +1,124 @@
+"""The tensor-diff engine: compare tensor pairs sample by sample and accumulate over a data set.
+
+A `TensorTracker` follows one tensor pair (a model output, or a layer) across samples. Each
+sample's arrays are reduced to `PairStats` at once and dropped, so memory does not grow with the
+number of samples; the tracker keeps the merged sums (exact data-set values), the worst and mean
+of each per-sample metric, and the per-sample gate verdicts.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .gates import Gate, gates_for
+from .metrics import DEFAULT_TOPK, METRICS, PairStats, compare_arrays, metric_value_ok, shapes_compatible
+
+MAX_EXAMPLES = 5
+"""Failing sample ids kept per gate, as examples for the report."""
+
+
+@dataclass
+class GateTally:
+    gate: Gate
+    failed: int = 0
+    evaluated: int = 0
+    examples: List[str] = field(default_factory=list)
+    worst: Optional[float] = None
+
+
+@dataclass
+class TensorTracker:
+    """Accumulates one tensor pair over samples."""
+
+    name: str
+    name_b: str
+    gates: List[Gate] = field(default_factory=list)
+    topk: Sequence[int] = DEFAULT_TOPK
+    distribution: bool = True
+    keep_per_sample: bool = True
+    total: PairStats = field(default_factory=PairStats)
+    samples: int = 0
+    shape_mismatch_samples: int = 0
+    dtype_a: str = ""
+    dtype_b: str = ""
+    shape_a: List[int] = field(default_factory=list)
+    shape_b: List[int] = field(default_factory=list)
+    _sum: Dict[str, float] = field(default_factory=dict)
+    _count: Dict[str, int] = field(default_factory=dict)
+    _worst: Dict[str, float] = field(default_factory=dict)
+    per_sample: List[dict] = field(default_factory=list)
+    tallies: List[GateTally] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.tallies = [GateTally(g) for g in gates_for(self.name, self.gates)]
+
+    def add(self, sample: str, a: np.ndarray, b: np.ndarray) -> Optional[Dict[str, Optional[float]]]:
+        """Compare one sample's pair; returns its metrics (None on a shape mismatch)."""
+        self.samples += 1
+        if not self.dtype_a:
+            self.dtype_a, self.dtype_b = str(a.dtype), str(b.dtype)
+            self.shape_a, self.shape_b = list(a.shape), list(b.shape)
+        if not shapes_compatible(a.shape, b.shape):
+            self.shape_mismatch_samples += 1
+            self._record_gates(sample, None, shape_mismatch=True, nonfinite_mismatch=0)
+            if self.keep_per_sample:
+                self.per_sample.append({"sample": sample, "metrics": {}, "nonfinite_mismatch": 0,
+                                        "shape_mismatch": True})
+            return None
+        stats = compare_arrays(a, b, topk=self.topk, distribution=self.distribution)
+        return self.add_stats(sample, stats)
+
+    def add_stats(self, sample: str, stats: PairStats) -> Dict[str, Optional[float]]:
+        """Fold in one sample already reduced to sums (used by workers that compare remotely)."""
+        self.total.merge(stats)
+        metrics = stats.metrics()
+        for name, value in metrics.items():
+            if value is None or name not in METRICS:
+                continue
+            self._sum[name] = self._sum.get(name, 0.0) + value
+            self._count[name] = self._count.get(name, 0) + 1
+            previous = self._worst.get(name)
+            if previous is None or _worse(name, value, previous):
+                self._worst[name] = value
+        self._record_gates(sample, metrics, shape_mismatch=False, nonfinite_mismatch=stats.nonfinite_mismatch)
+        if self.keep_per_sample:
+            self.per_sample.append({"sample": sample, "metrics": metrics,
+                                    "nonfinite_mismatch": stats.nonfinite_mismatch, "shape_mismatch": False})
+        return metrics
+
+    def _record_gates(self, sample: str, metrics: Optional[Dict[str, Optional[float]]], *,
+                      shape_mismatch: bool, nonfinite_mismatch: int) -> None:
+        for tally in self.tallies:
+            value = None if metrics is None else metrics.get(tally.gate.metric)
+            if metrics is not None and value is None:
+                continue  # metric undefined for this tensor (e.g. top-5 of 3 classes)
+            tally.evaluated += 1
+            ok = not shape_mismatch and nonfinite_mismatch == 0 and metric_value_ok(tally.gate.metric, value, tally.gate.threshold)
+            if value is not None and (tally.worst is None or _worse(tally.gate.metric, value, tally.worst)):
+                tally.worst = value
+            if not ok:
+                tally.failed += 1
+                if len(tally.examples) < MAX_EXAMPLES:
+                    tally.examples.append(sample)
+
+    # ---- read-out -------------------------------------------------------------------------------
+    def dataset_metrics(self) -> Dict[str, Optional[float]]:
+        return self.total.metrics()
+
+    def worst_metrics(self) -> Dict[str, Optional[float]]:
+        return {name: self._worst.get(name) for name in self.dataset_metrics()}
+
+    def mean_metrics(self) -> Dict[str, Optional[float]]:
+        return {name: (self._sum[name] / self._count[name] if self._count.get(name) else None)
+                for name in self.dataset_metrics()}
+
+
+def _worse(metric: str, value: float, than: float) -> bool:
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    if isinstance(than, float) and math.isnan(than):
+        return False
+    return value < than if METRICS[metric].higher_is_better else value > than

@@ -1,0 +1,250 @@
+"""Tensor-diff metrics: definitions, one registry of names, and the per-pair computation.
+
+Everything is pure numpy. A comparison of reference `a` with candidate `b` is reduced to sums
+(`PairStats`) from which every metric is derived; sums of several samples merge exactly, so the
+same code gives per-sample values and exact data-set-level values (cosine over all samples as one
+vector, RMSE over all elements, ...). Definitions, with their edge cases, are in the README.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+REL_EPSILON = 1e-12
+"""Floor of |a| in relative errors, so that a_i = 0 does not divide by zero."""
+KL_EPSILON = 1e-12
+"""Floor of probabilities in KL divergence, so that q_i = 0 gives a large but finite term."""
+DISTRIBUTION_TOLERANCE = 2e-2
+"""Rows summing to 1 within this, with values in [0, 1], are taken as distributions already (the
+loose bound admits quantised softmax outputs); such rows are renormalised to sum to 1."""
+DEFAULT_TOPK: Tuple[int, ...] = (1, 5)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric's name, its label and which direction is better."""
+
+    name: str
+    label: str
+    higher_is_better: bool
+    description: str
+
+
+METRICS: Dict[str, MetricSpec] = {m.name: m for m in [
+    MetricSpec("cosine", "cosine", True, "cosine similarity of a and b as flat vectors"),
+    MetricSpec("max_abs", "max abs err", False, "max |b - a|"),
+    MetricSpec("mean_abs", "mean abs err", False, "mean |b - a|"),
+    MetricSpec("rmse", "RMSE", False, "sqrt(mean (b - a)^2)"),
+    MetricSpec("max_rel", "max rel err", False, "max |b - a| / max(|a|, 1e-12)"),
+    MetricSpec("mean_rel", "mean rel err", False, "mean |b - a| / max(|a|, 1e-12)"),
+    MetricSpec("sqnr", "SQNR dB", True, "10 log10(sum a^2 / sum (b - a)^2)"),
+    MetricSpec("kl", "KL div", False, "mean over rows of KL(P_a || P_b) on the last axis"),
+    MetricSpec("top1", "top-1 overlap", True, "mean over rows of |top1(a) ∩ top1(b)| on the last axis"),
+    MetricSpec("top5", "top-5 overlap", True, "mean over rows of |top5(a) ∩ top5(b)| / 5 on the last axis"),
+]}
+ELEMENT_METRICS = ("cosine", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", "sqnr")
+
+
+def topk_metric_name(k: int) -> str:
+    return f"top{k}"
+
+
+@dataclass
+class PairStats:
+    """Sufficient statistics of one comparison (or of several, merged). All sums in float64."""
+
+    count: int = 0
+    """Elements compared: positions finite in both tensors."""
+    sum_abs: float = 0.0
+    sum_sq_err: float = 0.0
+    max_abs: float = 0.0
+    sum_rel: float = 0.0
+    max_rel: float = 0.0
+    dot: float = 0.0
+    sum_a2: float = 0.0
+    sum_b2: float = 0.0
+    nan_a: int = 0
+    inf_a: int = 0
+    nan_b: int = 0
+    inf_b: int = 0
+    nonfinite_mismatch: int = 0
+    """Positions where a and b are not both finite and do not hold the same NaN/Inf."""
+    kl_sum: float = 0.0
+    kl_rows: int = 0
+    kl_mode: Optional[str] = None
+    topk_hits: Dict[int, float] = field(default_factory=dict)
+    topk_rows: Dict[int, int] = field(default_factory=dict)
+    samples: int = 0
+
+    def merge(self, other: "PairStats") -> "PairStats":
+        """Add another comparison's sums into this one (exact, order-independent up to rounding)."""
+        for f in fields(self):
+            name = f.name
+            if name in ("max_abs", "max_rel"):
+                setattr(self, name, max(getattr(self, name), getattr(other, name)))
+            elif name == "kl_mode":
+                if other.kl_mode and self.kl_mode and other.kl_mode != self.kl_mode:
+                    self.kl_mode = "mixed"
+                else:
+                    self.kl_mode = self.kl_mode or other.kl_mode
+            elif name in ("topk_hits", "topk_rows"):
+                mine, theirs = getattr(self, name), getattr(other, name)
+                for k, v in theirs.items():
+                    mine[k] = mine.get(k, 0) + v
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+    def metrics(self) -> Dict[str, Optional[float]]:
+        """Every metric derived from the sums; None where a metric does not apply."""
+        n = self.count
+        values: Dict[str, Optional[float]] = {
+            "cosine": _cosine(self.dot, self.sum_a2, self.sum_b2, self.sum_sq_err),
+            "max_abs": self.max_abs,
+            "mean_abs": self.sum_abs / n if n else 0.0,
+            "rmse": math.sqrt(self.sum_sq_err / n) if n else 0.0,
+            "max_rel": self.max_rel,
+            "mean_rel": self.sum_rel / n if n else 0.0,
+            "sqnr": _sqnr(self.sum_a2, self.sum_sq_err),
+            "kl": self.kl_sum / self.kl_rows if self.kl_rows else None,
+        }
+        for k in sorted(set(self.topk_rows) | set(DEFAULT_TOPK)):
+            rows = self.topk_rows.get(k, 0)
+            values[topk_metric_name(k)] = self.topk_hits.get(k, 0.0) / rows if rows else None
+        return values
+
+    def nonfinite(self) -> Dict[str, int]:
+        return {"nan_a": self.nan_a, "inf_a": self.inf_a, "nan_b": self.nan_b, "inf_b": self.inf_b,
+                "mismatch": self.nonfinite_mismatch}
+
+
+def _cosine(dot: float, a2: float, b2: float, sq_err: float) -> float:
+    if a2 == 0.0 and b2 == 0.0:
+        return 1.0
+    if a2 == 0.0 or b2 == 0.0:
+        return 0.0
+    if sq_err == 0.0:
+        return 1.0  # identical: avoid 1 - 1 ulp from the square roots
+    return float(min(1.0, max(-1.0, dot / (math.sqrt(a2) * math.sqrt(b2)))))
+
+
+def _sqnr(a2: float, sq_err: float) -> float:
+    if sq_err == 0.0:
+        return math.inf
+    if a2 == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(a2 / sq_err)
+
+
+def shapes_compatible(shape_a: Sequence[int], shape_b: Sequence[int]) -> bool:
+    """Equal shapes, or equal after dropping size-1 dimensions ([1, 1000] vs [1000])."""
+    if tuple(shape_a) == tuple(shape_b):
+        return True
+    return [d for d in shape_a if d != 1] == [d for d in shape_b if d != 1]
+
+
+def compare_arrays(a: np.ndarray, b: np.ndarray, *, topk: Sequence[int] = DEFAULT_TOPK,
+                   distribution: bool = True) -> PairStats:
+    """Sums of one comparison of reference `a` and candidate `b` (shapes must be compatible).
+
+    Values are widened to float64 (fp16, bf16-as-float, integers and bools alike). Positions where
+    either side is NaN/Inf are left out of the error sums and counted; when both sides hold the
+    same non-finite value there, they agree. `distribution` adds KL and top-k on the last axis
+    (floating tensors only).
+    """
+    stats = PairStats(samples=1)
+    a64 = np.asarray(a).astype(np.float64, copy=False).reshape(-1)
+    b64 = np.asarray(b).astype(np.float64, copy=False).reshape(-1)
+    finite_a = np.isfinite(a64)
+    finite_b = np.isfinite(b64)
+    all_finite = bool(finite_a.all()) and bool(finite_b.all())
+    if not all_finite:
+        stats.nan_a, stats.nan_b = int(np.isnan(a64).sum()), int(np.isnan(b64).sum())
+        stats.inf_a, stats.inf_b = int(np.isinf(a64).sum()), int(np.isinf(b64).sum())
+        both = finite_a & finite_b
+        neither = ~finite_a & ~finite_b
+        agree = neither & ((a64 == b64) | (np.isnan(a64) & np.isnan(b64)))
+        stats.nonfinite_mismatch = int(a64.size - both.sum() - agree.sum())
+        a64, b64 = a64[both], b64[both]
+    _accumulate_elements(stats, a64, b64)
+    float_inputs = np.issubdtype(np.asarray(a).dtype, np.floating) and np.issubdtype(np.asarray(b).dtype, np.floating)
+    if distribution and float_inputs and np.ndim(a) >= 1 and stats.nonfinite_mismatch == 0 and all_finite:
+        _accumulate_distribution(stats, np.asarray(a), np.asarray(b), topk)
+    return stats
+
+
+def _accumulate_elements(stats: PairStats, a: np.ndarray, b: np.ndarray) -> None:
+    stats.count = int(a.size)
+    if a.size == 0:
+        return
+    diff = b - a
+    abs_diff = np.abs(diff)
+    stats.max_abs = float(abs_diff.max())
+    stats.sum_abs = float(abs_diff.sum())
+    stats.sum_sq_err = float(diff @ diff)
+    stats.dot = float(a @ b)
+    stats.sum_a2 = float(a @ a)
+    stats.sum_b2 = float(b @ b)
+    rel = abs_diff / np.maximum(np.abs(a), REL_EPSILON)
+    stats.max_rel = float(rel.max())
+    stats.sum_rel = float(rel.sum())
+
+
+def _accumulate_distribution(stats: PairStats, a: np.ndarray, b: np.ndarray, topk: Sequence[int]) -> None:
+    width = a.shape[-1] if a.ndim else 0
+    if width < 2:
+        return
+    rows_a = a.reshape(-1, width).astype(np.float64)
+    rows_b = b.reshape(-1, width).astype(np.float64)
+    raw = _is_distribution(rows_a) and _is_distribution(rows_b)
+    p = _normalise(rows_a) if raw else _softmax(rows_a)
+    q = _normalise(rows_b) if raw else _softmax(rows_b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * (np.log(np.maximum(p, KL_EPSILON)) - np.log(np.maximum(q, KL_EPSILON))), 0.0)
+    stats.kl_sum = float(terms.sum())
+    stats.kl_rows = rows_a.shape[0]
+    stats.kl_mode = "raw" if raw else "softmax"
+    for k in topk:
+        if width <= k and k > 1:
+            continue  # top-k of k or fewer values always overlaps fully: not informative
+        top_a = _top_indices(rows_a, k)
+        top_b = _top_indices(rows_b, k)
+        hits = (top_a[:, :, None] == top_b[:, None, :]).any(axis=2).sum(axis=1) / k
+        stats.topk_hits[k] = float(hits.sum())
+        stats.topk_rows[k] = rows_a.shape[0]
+
+
+def _top_indices(rows: np.ndarray, k: int) -> np.ndarray:
+    if k == 1:
+        return rows.argmax(axis=1)[:, None]
+    return np.argpartition(-rows, k - 1, axis=1)[:, :k]
+
+
+def _is_distribution(rows: np.ndarray) -> bool:
+    if rows.min() < 0.0 or rows.max() > 1.0:
+        return False
+    return bool(np.all(np.abs(rows.sum(axis=1) - 1.0) <= DISTRIBUTION_TOLERANCE))
+
+
+def _normalise(rows: np.ndarray) -> np.ndarray:
+    return rows / rows.sum(axis=1, keepdims=True)
+
+
+def _softmax(rows: np.ndarray) -> np.ndarray:
+    shifted = rows - rows.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def metric_value_ok(name: str, value: Optional[float], threshold: float) -> bool:
+    """Whether `value` meets a gate on metric `name` (NaN never does)."""
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return False
+    if METRICS[name].higher_is_better:
+        return value >= threshold
+    return value <= threshold

@@ -1,0 +1,56 @@
+"""Error types and exit codes: the one vocabulary every layer uses to say what went wrong.
+
+Imports nothing from the package, so every module can depend on it.
+"""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_GATE_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANNOT_ANALYSE = 3
+EXIT_INTERNAL = 4
+EXIT_INTERRUPTED = 130
+
+
+class MiError(Exception):
+    """Base of every error `mi` reports as one line; `exit_code` says which code the CLI returns."""
+
+    exit_code = EXIT_CANNOT_ANALYSE
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(MiError):
+    """Bad flags, a bad option value or a path that does not exist (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(UsageError):
+    """A run config that cannot be used: unknown key, wrong type, bad YAML (exit 2)."""
+
+
+class SelectionError(UsageError):
+    """A tensor pattern that names nothing in the model (exit 2)."""
+
+
+class ModelLoadError(MiError):
+    """The model cannot be loaded: not ONNX, truncated, unsafe external data (exit 3)."""
+
+
+class InputDataError(MiError):
+    """Input samples that cannot be read or do not fit the model (exit 3)."""
+
+
+class InferenceError(MiError):
+    """onnxruntime could not create a session or run a sample (exit 3)."""
+
+
+class ReportError(MiError):
+    """A report cannot be written or read (exit 3 when reading, 2 when the path is unusable)."""

@@ -1,0 +1,56 @@
+"""Tables of a `CompareResult`: one per output, rows = metrics, with gates and failing counts."""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ..diff.metrics import METRICS
+from ..results.base import GateOutcome, Severity
+from ..results.compare import CompareResult, OutputDiff
+from .table import FAIL, MUTED, OK, Cell, Table, View, fmt_value
+
+METRIC_ORDER = ["cosine", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", "sqnr", "kl", "top1", "top5"]
+
+
+def output_table(out: OutputDiff, gates: List[GateOutcome]) -> Table:
+    by_metric: Dict[str, GateOutcome] = {g.metric: g for g in gates if g.tensor == out.name}
+    pairing = "" if out.matched_by == "name" else f" vs '{out.name_b}' (paired by {out.matched_by})"
+    table = Table(
+        title=f"output '{out.name}'{pairing}  {out.dtype_a} {out.shape_a}  ({out.samples} sample{'s' if out.samples != 1 else ''})",
+        columns=["metric", "data set", "worst", "mean", "gate", "failed"],
+        numeric=[False, True, True, True, False, True],
+    )
+    metrics = [m for m in METRIC_ORDER if m in out.dataset] + [m for m in out.dataset if m not in METRIC_ORDER]
+    for metric in metrics:
+        if out.dataset.get(metric) is None and metric not in by_metric:
+            continue
+        label = METRICS[metric].label if metric in METRICS else metric
+        if metric == "kl" and out.kl_mode:
+            label += f" ({out.kl_mode})"
+        gate = by_metric.get(metric)
+        if gate is None:
+            gate_cell, failed_cell = Cell("", MUTED), Cell("", MUTED)
+        elif not gate.applicable:
+            gate_cell, failed_cell = Cell(f"{gate.op} {gate.threshold:g}", MUTED), Cell("n/a", MUTED)
+        else:
+            status = OK if gate.passed else FAIL
+            gate_cell = Cell(f"{gate.op} {gate.threshold:g}", status)
+            failed_cell = Cell(f"{gate.failed_samples}/{gate.total_samples}", status)
+        worst_status = None if gate is None or not gate.applicable else (OK if gate.passed else FAIL)
+        table.add(label, fmt_value(out.dataset.get(metric), metric),
+                  Cell(fmt_value(out.worst.get(metric), metric), worst_status),
+                  fmt_value(out.mean.get(metric), metric), gate_cell, failed_cell)
+    nonfinite = {k: v for k, v in out.nonfinite.items() if v}
+    if nonfinite:
+        table.caption = "non-finite values: " + ", ".join(f"{k}={v}" for k, v in nonfinite.items())
+    return table
+
+
+def compare_view(result: CompareResult) -> View:
+    view = View(passed=result.passed, verdict=result.summary())
+    for out in result.outputs:
+        view.tables.append(output_table(out, result.gates))
+    for finding in result.findings:
+        prefix = "error" if finding.severity == Severity.ERROR else finding.severity.value
+        view.notes.append(f"{prefix}: {finding.message}" + (f" ({finding.hint})" if finding.hint else ""))
+    view.notes.extend(f"warning: {w}" for w in result.warnings)
+    return view

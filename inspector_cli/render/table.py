@@ -1,0 +1,60 @@
+"""A neutral table model: built once from a result, shown by rich or tabulate alike."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+OK, FAIL, WARN, MUTED = "ok", "fail", "warn", "muted"
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    status: Optional[str] = None
+    """ok / fail / warn / muted: drawn as colours by rich, ignored by plain formats."""
+
+
+@dataclass
+class Table:
+    title: str
+    columns: List[str]
+    rows: List[List[Cell]] = field(default_factory=list)
+    caption: Optional[str] = None
+    numeric: List[bool] = field(default_factory=list)
+
+    def add(self, *cells: Any) -> None:
+        self.rows.append([c if isinstance(c, Cell) else Cell(str(c)) for c in cells])
+
+    def plain_rows(self) -> List[List[str]]:
+        return [[c.text for c in row] for row in self.rows]
+
+
+@dataclass
+class View:
+    """Everything a command prints: tables, then notes and a one-line verdict."""
+
+    tables: List[Table] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    verdict: Optional[str] = None
+    passed: Optional[bool] = None
+
+
+def fmt_value(value: Optional[float], metric: str = "") -> str:
+    """Numbers as people read them: cosine to 6 places, dB to 2, errors to 4 significant digits."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+    if metric == "cosine":
+        return f"{value:.6f}"
+    if metric == "sqnr":
+        return f"{value:.2f}"
+    if metric.startswith("top"):
+        return f"{value:.4f}"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.4g}"

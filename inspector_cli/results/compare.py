@@ -1,0 +1,86 @@
+"""Result of `mi compare`: per-output metrics over all samples, gate outcomes and findings."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, List, Optional
+
+from .base import Finding, GateOutcome, ModelRef, Result, Severity
+
+Metrics = Dict[str, Optional[float]]
+
+
+@dataclass(frozen=True)
+class SampleMetrics:
+    """One sample's metrics for one output."""
+
+    sample: str
+    metrics: Metrics
+    nonfinite_mismatch: int = 0
+    shape_mismatch: bool = False
+
+
+@dataclass(frozen=True)
+class OutputDiff:
+    """One output pair compared over every sample."""
+
+    name: str
+    """The reference model's (A's) output name."""
+    name_b: str
+    matched_by: str
+    """'name', 'map' (the user's --map) or 'position' (names differed; counts, dtypes and shapes agreed)."""
+    dtype_a: str
+    dtype_b: str
+    shape_a: List[int]
+    shape_b: List[int]
+    samples: int
+    dataset: Metrics
+    """Exact data-set-level values: all samples taken as one tensor (cosine, RMSE, SQNR, ...)."""
+    worst: Metrics
+    """Worst per-sample value of each metric."""
+    mean: Metrics
+    """Mean over samples of each per-sample metric."""
+    nonfinite: Dict[str, int] = field(default_factory=dict)
+    kl_mode: Optional[str] = None
+    shape_mismatch_samples: int = 0
+    per_sample: List[SampleMetrics] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CompareResult(Result):
+    """Everything `mi compare` found; `passed` is what the exit code reports."""
+
+    kind: ClassVar[str] = "compare"
+
+    models: List[ModelRef]
+    config: Dict[str, Any]
+    runtime: Dict[str, Any]
+    inputs: Dict[str, Any]
+    outputs: List[OutputDiff]
+    gates: List[GateOutcome]
+    findings: List[Finding] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+    unmatched_a: List[str] = field(default_factory=list)
+    unmatched_b: List[str] = field(default_factory=list)
+    samples: int = 0
+    layers: Optional[Dict[str, Any]] = None
+    """Layer-wise section (`--layers`), filled by the layer-wise comparison."""
+
+    @property
+    def failed_gates(self) -> List[GateOutcome]:
+        return [g for g in self.gates if not g.passed]
+
+    @property
+    def passed(self) -> bool:
+        errors = [f for f in self.findings if f.severity == Severity.ERROR]
+        return not self.failed_gates and not errors
+
+    def summary(self) -> str:
+        n_out, n_gates = len(self.outputs), len(self.gates)
+        if self.passed:
+            gates = f"all {n_gates} gate checks passed" if n_gates else "no gates set"
+            return f"PASS: {n_out} output(s) compared over {self.samples} sample(s); {gates}"
+        errors = [f.message for f in self.findings if f.severity == Severity.ERROR]
+        parts = [g.message() for g in self.failed_gates[:3]] + errors[:3]
+        more = len(self.failed_gates) + len(errors) - len(parts)
+        tail = f" (+{more} more)" if more > 0 else ""
+        return f"FAIL: {'; '.join(parts)}{tail}"

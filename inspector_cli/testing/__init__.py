@@ -1,0 +1,1 @@
+"""Model builders and helpers for tests, the demo and benchmarks."""

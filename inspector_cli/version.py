@@ -1,0 +1,2 @@
+"""The package version, kept in one place (pyproject reads it too)."""
+__version__ = "0.1.0"

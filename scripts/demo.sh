@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install mi into .venv, build a real fp32 CNN and its int8 QDQ quantisation, and compare them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e .
+.venv/bin/python scripts/make_demo_models.py demo-out
+# Gates a classifier usually ships with; the demo pair passes them.
+.venv/bin/mi compare demo-out/model_fp32.onnx demo-out/model_int8.onnx --inputs demo-out/data \
+  --min-cosine 0.98 --min-top1 0.9 --min-top5 0.8 \
+  --json demo-report.json
+echo "wrote demo-report.json"

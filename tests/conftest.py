@@ -1,0 +1,18 @@
+"""Session-wide fixtures: real model pairs are built once per test run."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Tuple
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def cnn_pair(tmp_path_factory) -> Tuple[Path, Path, Path]:
+    """A ResNet-style fp32 CNN, its int8 QDQ quantisation (quantize_static), and 6 samples."""
+    from inspector_cli.testing.models import build_pair, image_samples, save_samples
+
+    folder = tmp_path_factory.mktemp("cnn")
+    fp32, int8 = build_pair(folder, softmax=False, calibration_count=16)
+    save_samples(image_samples(6, seed=11), folder / "data")
+    return fp32, int8, folder / "data"
