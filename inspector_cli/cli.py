@@ -38,7 +38,7 @@ class MiGroup(click.Group):
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
-        code = run_guarded(lambda: super(MiGroup, self).main(argv, prog_name or "mi", complete_var,
+        code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
                                                              standalone_mode=False, **extra),
                            debug="--debug" in argv)
         if standalone_mode:
