@@ -1,0 +1,208 @@
+"""Bounded-memory capture of intermediate tensors over streamed samples.
+
+Exposing a tensor as an output makes onnxruntime allocate it separately (no buffer reuse) and
+copy it to numpy, so capturing every tensor of a large model at once can need gigabytes. The
+planner estimates each tensor's size from shape inference on the actual input shapes and splits
+the tensors into chunks whose total fits `budget_bytes`:
+
+- **all-at-once**: one chunk, one run per sample and model;
+- **chunked**: several chunks, run chunk-major (one session alive at a time, samples re-read for
+  each chunk), so peak memory is bounded by the largest chunk, not by the model.
+
+Consumers receive each sample's tensors of one chunk (for one or several models run side by side,
+e.g. the two models of a comparison) through a callback and must drop them afterwards.
+"""
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .graph import ModelGraph
+from .inputs import SampleSet
+from .runner import RuntimeConfig, Session, open_session
+from .types import TensorMap
+
+BYTES_PER_EXPOSED = 2
+"""An exposed tensor exists twice while a run returns: onnxruntime's buffer and the numpy copy."""
+DEFAULT_BUDGET_SHARE = 0.25
+"""Default capture budget: this share of the memory available when the run starts."""
+
+
+class Strategy(str, enum.Enum):
+    ALL_AT_ONCE = "all-at-once"
+    CHUNKED = "chunked"
+
+
+@dataclass(frozen=True)
+class CapturePlan:
+    """Which tensors are captured in which run; recorded in results."""
+
+    chunks: Tuple[Tuple[int, ...], ...]
+    """Indices into the caller's tensor list, one tuple per run."""
+    strategy: Strategy
+    estimated_bytes: int
+    """Estimated bytes of one sample's captured tensors (all chunks, times BYTES_PER_EXPOSED)."""
+    budget_bytes: int
+    unknown_sizes: int = 0
+
+    @property
+    def runs_per_sample(self) -> int:
+        return len(self.chunks)
+
+    def to_dict(self) -> Dict[str, object]:
+        return {"strategy": self.strategy.value, "runs_per_sample": self.runs_per_sample,
+                "estimated_bytes": self.estimated_bytes, "budget_bytes": self.budget_bytes,
+                "chunk_sizes": [len(c) for c in self.chunks], "unknown_sizes": self.unknown_sizes}
+
+
+def available_memory() -> int:
+    """Bytes of memory available now (MemAvailable on Linux; total physical memory elsewhere)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def default_budget() -> int:
+    return int(available_memory() * DEFAULT_BUDGET_SHARE)
+
+
+def parse_size(text: "str | int") -> int:
+    """'512M', '2G', '1.5GB', '4096' -> bytes."""
+    raw = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    scale = 1
+    if raw and raw[-1] in units:
+        scale, raw = units[raw[-1]], raw[:-1]
+    value = float(raw)
+    if value < 0:
+        raise ValueError("negative size")
+    return int(value * scale)
+
+
+def estimate_sizes(graph: ModelGraph, tensors: Sequence[str],
+                   input_shapes: Optional[Mapping[str, Tuple[int, ...]]] = None) -> List[Optional[int]]:
+    """Bytes of each tensor for one sample, from shape inference on the concrete input shapes."""
+    info = graph.all_tensor_info() if not input_shapes else _concrete_info(graph, input_shapes)
+    sizes: List[Optional[int]] = []
+    for name in tensors:
+        ti = info.get(name)
+        sizes.append(ti.byte_size() if ti is not None else None)
+    return sizes
+
+
+def _concrete_info(graph: ModelGraph, input_shapes: Mapping[str, Tuple[int, ...]]) -> Dict[str, object]:
+    import onnx
+
+    from .graph import infer_tensor_info
+
+    model = onnx.ModelProto()
+    model.ParseFromString(_without_weights(graph))
+    for vi in model.graph.input:
+        if vi.name in input_shapes:
+            dims = vi.type.tensor_type.shape.dim
+            for dim, size in zip(dims, input_shapes[vi.name]):
+                dim.ClearField("dim_param")
+                dim.dim_value = int(size)
+    return infer_tensor_info(model)  # type: ignore[return-value]
+
+
+def _without_weights(graph: ModelGraph) -> bytes:
+    """The model with initializer data stripped (dims kept): cheap to copy for shape inference."""
+    import onnx
+
+    stripped = onnx.ModelProto()
+    stripped.CopyFrom(graph.model)
+    for tensor in stripped.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL and tensor.dims and int(np.prod(tensor.dims)) > 64:  # keep small ones: shape inputs of Reshape etc.
+            for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
+                tensor.ClearField(name)
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            entry = tensor.external_data.add()
+            entry.key, entry.value = "location", "__stripped__"
+    return stripped.SerializeToString()
+
+
+def plan_capture(sizes: Sequence[Optional[int]], budget_bytes: Optional[int] = None) -> CapturePlan:
+    """Split tensors (given their sizes, in capture order) into chunks that fit the budget.
+
+    Unknown sizes count as the largest known size. A tensor larger than the budget on its own gets
+    a chunk to itself (it cannot be captured in less).
+    """
+    budget = int(budget_bytes if budget_bytes is not None else default_budget())
+    known = [s for s in sizes if s is not None]
+    fallback = max(known) if known else 1 << 20
+    costs = [(s if s is not None else fallback) * BYTES_PER_EXPOSED for s in sizes]
+    total = sum(costs)
+    if total <= budget or not costs:
+        chunks: List[Tuple[int, ...]] = [tuple(range(len(costs)))]
+    else:
+        chunks, current, used = [], [], 0
+        for index, cost in enumerate(costs):
+            if current and used + cost > budget:
+                chunks.append(tuple(current))
+                current, used = [], 0
+            current.append(index)
+            used += cost
+        if current:
+            chunks.append(tuple(current))
+    strategy = Strategy.ALL_AT_ONCE if len(chunks) == 1 else Strategy.CHUNKED
+    return CapturePlan(tuple(chunks), strategy, total, budget, unknown_sizes=len(sizes) - len(known))
+
+
+@dataclass
+class CaptureTarget:
+    """One model taking part in a capture, with the tensor names of each chunk."""
+
+    graph: ModelGraph
+    runtime: RuntimeConfig
+    chunks: List[List[str]]
+    adapt: Callable[[TensorMap], TensorMap] = field(default=lambda feeds: feeds)
+    keep_outputs: bool = False
+    label: str = ""
+
+
+ChunkCallback = Callable[[str, int, List[TensorMap]], None]
+"""on_chunk(sample_id, chunk_index, [tensors of each target]) for every sample and chunk."""
+
+
+def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: ChunkCallback,
+                *, progress: Optional[Callable[[int, Optional[int], str], None]] = None) -> int:
+    """Run every chunk on every sample for all targets side by side; returns the number of runs.
+
+    Chunk-major: the sessions of one chunk are created, every sample flows through them, and they
+    are released before the next chunk, so only one chunk's buffers are ever alive.
+    """
+    n_chunks = len(targets[0].chunks)
+    if any(len(t.chunks) != n_chunks for t in targets):
+        raise ValueError("every capture target needs the same number of chunks")
+    total = n_chunks * len(samples)
+    runs = 0
+    for index in range(n_chunks):
+        sessions: List[Session] = [
+            open_session(t.graph, t.runtime, extra_outputs=t.chunks[index], keep_outputs=t.keep_outputs,
+                         label=t.label or t.graph.display_name) for t in targets]
+        for position, (sample_id, feeds) in enumerate(samples, start=1):
+            outputs = []
+            for target, session in zip(targets, sessions):
+                names = list(dict.fromkeys([*target.chunks[index],
+                                            *(session.output_names if target.keep_outputs else [])]))
+                outputs.append(session.run(target.adapt(feeds), names, sample=sample_id))
+                runs += 1
+            on_chunk(sample_id, index, outputs)
+            del outputs
+            if progress is not None:
+                progress(index * len(samples) + position, total, sample_id)
+        del sessions
+    return runs
