@@ -143,7 +143,7 @@ def test_shape_mismatch_is_a_finding_not_a_crash(tmp_path):
     b = save(wide, tmp_path / "b.onnx")
     invoke(["compare", a, b, "--json", tmp_path / "r.json", "--map", "y=y"], exit_code=1)
     doc = read_json(tmp_path / "r.json")
-    assert doc["results"]["findings"][0]["rule"] == "MI-C01"
+    assert doc["results"]["findings"][0]["rule"] == "MI801"
     assert "shapes differ ([1, 4] vs [1, 8])" in doc["results"]["findings"][0]["message"]
 
 

@@ -12,7 +12,7 @@ from inspector_cli.core.runner import Session, open_session
 from inspector_cli.core.select import select_tensors
 from inspector_cli.errors import ModelLoadError, SelectionError, UsageError
 
-from .helpers import affine_model, init, invoke, make_model, save, vi
+from .helpers import affine_model, init, invoke, make_model, vi
 
 
 def chain_model(unnamed: bool = False, shuffled: bool = False) -> onnx.ModelProto:

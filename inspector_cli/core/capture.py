@@ -105,7 +105,7 @@ def estimate_sizes(graph: ModelGraph, tensors: Sequence[str],
 def _concrete_info(graph: ModelGraph, input_shapes: Mapping[str, Tuple[int, ...]]) -> Dict[str, object]:
     import onnx
 
-    from .graph import infer_tensor_info
+    from .protoutil import infer_tensor_info
 
     model = onnx.ModelProto()
     model.ParseFromString(_without_weights(graph))

@@ -10,13 +10,14 @@ import heapq
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
-from .types import Dim, TensorInfo
+from .protoutil import implicit_inputs, infer_tensor_info, iter_tensors, value_info_to_tensor
+from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
 
@@ -54,6 +55,7 @@ class ModelGraph:
     cycle_nodes: List[str] = field(default_factory=list)
     renamed_nodes: Dict[str, str] = field(default_factory=dict)
     _tensor_info: Optional[Dict[str, TensorInfo]] = field(default=None, repr=False)
+    _protos: Optional[Dict[str, onnx.NodeProto]] = field(default=None, repr=False)
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -100,11 +102,11 @@ class ModelGraph:
 
     @property
     def inputs(self) -> List[TensorInfo]:
-        return [_value_info(v) for v in self.model.graph.input if v.name not in self.initializer_names]
+        return [value_info_to_tensor(v) for v in self.model.graph.input if v.name not in self.initializer_names]
 
     @property
     def outputs(self) -> List[TensorInfo]:
-        return [_value_info(v) for v in self.model.graph.output]
+        return [value_info_to_tensor(v) for v in self.model.graph.output]
 
     def node_outputs(self) -> Iterator[Tuple[NodeInfo, str]]:
         """Every (node, output tensor) of the top-level graph, in topological order."""
@@ -122,13 +124,26 @@ class ModelGraph:
     def tensor_info(self, name: str) -> TensorInfo:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
         if self._tensor_info is None:
-            self._tensor_info = _infer_tensor_info(self.model)
+            self._tensor_info = infer_tensor_info(self.model)
         return self._tensor_info.get(name, TensorInfo(name))
 
     def all_tensor_info(self) -> Dict[str, TensorInfo]:
         self.tensor_info("")
         assert self._tensor_info is not None
         return self._tensor_info
+
+    def node_proto(self, name: str) -> onnx.NodeProto:
+        """The NodeProto of a top-level node, by (assigned) name."""
+        if self._protos is None:
+            self._protos = {n.name: n for n in self.model.graph.node}
+        return self._protos[name]
+
+    def node_attribute(self, node: str, attribute: str, default: object = None) -> object:
+        """Value of a node's attribute (ints, floats, lists, tensors...), or `default`."""
+        for attr in self.node_proto(node).attribute:
+            if attr.name == attribute:
+                return onnx.helper.get_attribute_value(attr)
+        return default
 
     def initializer(self, name: str) -> Optional[onnx.TensorProto]:
         for tensor in self.model.graph.initializer:
@@ -231,52 +246,6 @@ def load_external_tensor(graph: ModelGraph, tensor: onnx.TensorProto) -> onnx.Te
     return loaded
 
 
-# ---- traversal helpers ------------------------------------------------------------------------
-def iter_subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """Every graph nested in If/Loop/Scan attributes, at any depth."""
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield attr.g
-                yield from iter_subgraphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield sub
-                    yield from iter_subgraphs(sub)
-
-
-def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Initializers and Constant-node values of a graph and all its subgraphs."""
-    for g in [graph, *iter_subgraphs(graph)]:
-        yield from g.initializer
-        for node in g.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.TENSOR:
-                    yield attr.t
-
-
-def _implicit_inputs(node: onnx.NodeProto) -> Tuple[str, ...]:
-    """Names a node's subgraphs read from the enclosing scope."""
-    found: List[str] = []
-    for attr in node.attribute:
-        subs: Sequence[onnx.GraphProto] = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for sub in subs:
-            found.extend(_outer_names(sub))
-    return tuple(dict.fromkeys(found))
-
-
-def _outer_names(graph: onnx.GraphProto) -> List[str]:
-    local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    for node in graph.node:
-        local.update(o for o in node.output if o)
-    outer: List[str] = []
-    for node in graph.node:
-        outer.extend(i for i in node.input if i and i not in local)
-        outer.extend(n for n in _implicit_inputs(node) if n not in local)
-    outer.extend(o.name for o in graph.output if o.name not in local)
-    return outer
-
-
 def _assign_node_names(graph: onnx.GraphProto, prefix: str = "") -> Dict[str, str]:
     """Give unnamed or duplicate-named nodes deterministic unique names: `<OpType>_<index>`.
 
@@ -306,7 +275,7 @@ def _assign_node_names(graph: onnx.GraphProto, prefix: str = "") -> Dict[str, st
 def _topological_nodes(graph: onnx.GraphProto, renamed: Dict[str, str]) -> Tuple[List[NodeInfo], List[str]]:
     """Kahn's algorithm, ties broken by file order, so a sorted file keeps its order exactly."""
     protos = list(graph.node)
-    implicit = [_implicit_inputs(n) for n in protos]
+    implicit = [implicit_inputs(n) for n in protos]
     producer: Dict[str, int] = {}
     for i, node in enumerate(protos):
         for out in node.output:
@@ -341,49 +310,6 @@ def _topological_nodes(graph: onnx.GraphProto, renamed: Dict[str, str]) -> Tuple
         for pos, i in enumerate(order)
     ]
     return nodes, cycle
-
-
-# ---- shape inference ----------------------------------------------------------------------------
-def _dims(type_proto: onnx.TypeProto) -> Optional[Tuple[Dim, ...]]:
-    if not type_proto.tensor_type.HasField("shape"):
-        return None
-    dims: List[Dim] = []
-    for d in type_proto.tensor_type.shape.dim:
-        if d.HasField("dim_value"):
-            dims.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
-            dims.append(d.dim_param)
-        else:
-            dims.append(None)
-    return tuple(dims)
-
-
-def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo:
-    if not vi.type.HasField("tensor_type"):
-        return TensorInfo(vi.name)
-    return TensorInfo(vi.name, vi.type.tensor_type.elem_type, _dims(vi.type))
-
-
-def _infer_tensor_info(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
-    """Declared value infos, initializers, then ONNX shape inference; inference never fails us."""
-    info: Dict[str, TensorInfo] = {}
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-        graph = inferred.graph
-    except Exception:  # inference is a best effort; unknown tensors are typed by onnxruntime later
-        graph = model.graph
-    for vi in [*graph.value_info, *graph.input, *graph.output]:
-        ti = _value_info(vi)
-        if ti.elem_type or vi.name not in info:
-            info[vi.name] = ti
-    for init in model.graph.initializer:
-        info[init.name] = TensorInfo(init.name, init.data_type, tuple(int(d) for d in init.dims))
-    return info
-
-
-def infer_tensor_info(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
-    """Public form of the inference used by `ModelGraph.tensor_info`."""
-    return _infer_tensor_info(model)
 
 
 def tensors_in_order(graph: ModelGraph, names: Iterable[str]) -> List[str]:

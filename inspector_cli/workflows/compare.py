@@ -118,14 +118,14 @@ def tracker_findings(tracker: TensorTracker, what: str = "output") -> List[Findi
     findings = []
     if tracker.shape_mismatch_samples:
         findings.append(Finding(
-            rule="MI-C01", severity=Severity.ERROR, tensor=tracker.name,
+            rule="MI801", severity=Severity.ERROR, tensor=tracker.name,
             message=f"{what} '{tracker.name}': shapes differ ({tracker.shape_a} vs {tracker.shape_b}) "
                     f"on {tracker.shape_mismatch_samples} sample(s)"))
     mismatch = tracker.total.nonfinite_mismatch
     if mismatch:
         nf = tracker.total.nonfinite()
         findings.append(Finding(
-            rule="MI-C02", severity=Severity.ERROR, tensor=tracker.name,
+            rule="MI802", severity=Severity.ERROR, tensor=tracker.name,
             message=f"{what} '{tracker.name}': {mismatch} NaN/Inf value(s) not matched by the other model "
                     f"(A: {nf['nan_a']} NaN, {nf['inf_a']} Inf; B: {nf['nan_b']} NaN, {nf['inf_b']} Inf)",
             hint="run 'mi nan-bisect' on the model that produces them"))
@@ -137,11 +137,11 @@ def build_result(plan: ComparePlan, config: CompareConfig, trackers: Sequence[Te
     methods = {p.a: p.method for p in plan.outputs.pairs}
     findings: List[Finding] = []
     for name in plan.outputs.unmatched_a:
-        findings.append(Finding(rule="MI-C03", severity=Severity.ERROR, tensor=name,
+        findings.append(Finding(rule="MI803", severity=Severity.ERROR, tensor=name,
                                 message=f"output '{name}' of the first model has no counterpart in the second",
                                 hint="pair it with --map A_NAME=B_NAME"))
     for name in plan.outputs.unmatched_b:
-        findings.append(Finding(rule="MI-C03", severity=Severity.WARNING, tensor=name,
+        findings.append(Finding(rule="MI803", severity=Severity.WARNING, tensor=name,
                                 message=f"output '{name}' of the second model has no counterpart in the first"))
     gates: List[GateOutcome] = []
     for tracker in trackers:

@@ -1,0 +1,91 @@
+"""Helpers over raw ONNX protos: nested graphs, stored tensors, value infos and shape inference."""
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import onnx
+
+from .types import Dim, TensorInfo
+
+
+def iter_subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """Every graph nested in If/Loop/Scan attributes, at any depth."""
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield attr.g
+                yield from iter_subgraphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield sub
+                    yield from iter_subgraphs(sub)
+
+
+def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers and Constant-node values of a graph and all its subgraphs."""
+    for g in [graph, *iter_subgraphs(graph)]:
+        yield from g.initializer
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+
+
+def implicit_inputs(node: onnx.NodeProto) -> Tuple[str, ...]:
+    """Names a node's subgraphs read from the enclosing scope."""
+    found: List[str] = []
+    for attr in node.attribute:
+        subs: Sequence[onnx.GraphProto] = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for sub in subs:
+            found.extend(_outer_names(sub))
+    return tuple(dict.fromkeys(found))
+
+
+def _outer_names(graph: onnx.GraphProto) -> List[str]:
+    local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    for node in graph.node:
+        local.update(o for o in node.output if o)
+    outer: List[str] = []
+    for node in graph.node:
+        outer.extend(i for i in node.input if i and i not in local)
+        outer.extend(n for n in implicit_inputs(node) if n not in local)
+    outer.extend(o.name for o in graph.output if o.name not in local)
+    return outer
+
+
+# ---- shape inference ----------------------------------------------------------------------------
+def _dims(type_proto: onnx.TypeProto) -> Optional[Tuple[Dim, ...]]:
+    if not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims: List[Dim] = []
+    for d in type_proto.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return tuple(dims)
+
+
+def value_info_to_tensor(vi: onnx.ValueInfoProto) -> TensorInfo:
+    if not vi.type.HasField("tensor_type"):
+        return TensorInfo(vi.name)
+    return TensorInfo(vi.name, vi.type.tensor_type.elem_type, _dims(vi.type))
+
+
+def infer_tensor_info(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
+    """Declared value infos, initializers, then ONNX shape inference; inference never fails us."""
+    info: Dict[str, TensorInfo] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        graph = inferred.graph
+    except Exception:  # inference is a best effort; unknown tensors are typed by onnxruntime later
+        graph = model.graph
+    for vi in [*graph.value_info, *graph.input, *graph.output]:
+        ti = value_info_to_tensor(vi)
+        if ti.elem_type or vi.name not in info:
+            info[vi.name] = ti
+    for init in model.graph.initializer:
+        info[init.name] = TensorInfo(init.name, init.data_type, tuple(int(d) for d in init.dims))
+    return info
