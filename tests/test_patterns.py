@@ -55,3 +55,29 @@ def test_nonfinite_initializers_with_consumers():
                        [init("w", w)])
     (bad,) = nonfinite_initializers(ModelGraph.from_proto(model))
     assert (bad.tensor, bad.nan, bad.inf, bad.size, bad.consumers) == ("w", 1, 1, 4, ("scale",))
+
+
+def test_structure_diff_of_fp32_and_qdq(cnn_pair):
+    from inspector_cli.core.graph import load_model
+    from inspector_cli.core.structure import structure_diff
+
+    fp32, int8, _ = cnn_pair
+    diff = structure_diff(load_model(fp32), load_model(int8))
+    assert diff.op_counts["Conv"][0] == diff.op_counts["Conv"][1] > 0
+    assert diff.op_counts["QuantizeLinear"][0] == 0 and diff.qdq_pairs[0] == 0 and diff.qdq_pairs[1] > 10
+    assert diff.op_counts["BatchNormalization"] == (diff.op_counts["BatchNormalization"][0], 0)
+    assert "BatchNormalization" in diff.only_a  # folded by quantisation pre-processing
+    assert diff.signature == []
+    assert diff.initializer_bytes[1] < diff.initializer_bytes[0]  # int8 weights
+
+
+def test_structure_signature_differences():
+    from inspector_cli.core.structure import structure_diff
+
+    from .helpers import affine_model
+
+    a = ModelGraph.from_proto(affine_model(shape=(1, 4)))
+    b = ModelGraph.from_proto(affine_model(shape=(1, 8), out="z"))
+    sig = {(d.kind, d.name): (d.a, d.b) for d in structure_diff(a, b).signature}
+    assert sig == {("input", "x"): ("float32 [1, 4]", "float32 [1, 8]"),
+                   ("output", "y"): ("float32 [1, 4]", "-"), ("output", "z"): ("-", "float32 [1, 8]")}
