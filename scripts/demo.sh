@@ -12,5 +12,5 @@ fi
 # Gates a classifier usually ships with; the demo pair passes them.
 .venv/bin/mi compare demo-out/model_fp32.onnx demo-out/model_int8.onnx --inputs demo-out/data \
   --min-cosine 0.98 --min-top1 0.9 --min-top5 0.8 \
-  --json demo-report.json
-echo "wrote demo-report.json"
+  --json demo-report.json --html demo-report.html
+echo "wrote demo-report.json and demo-report.html"

@@ -91,6 +91,12 @@ def report_options(func: F) -> F:
                      help="Write the versioned JSON result (written before exiting 1); '-' for stdout."),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                      help="Form of stdout: rich table, markdown, csv or json."),
+        click.option("--html", "html_path", type=click.Path(dir_okay=False), metavar="PATH",
+                     help="Write a self-contained HTML report (before exiting 1)."),
+        click.option("--junit", "junit_path", type=click.Path(dir_okay=False), metavar="PATH",
+                     help="Write JUnit XML: one test case per gate or check."),
+        click.option("--model-explorer", "model_explorer_path", type=click.Path(dir_okay=False), metavar="PATH",
+                     help="Write Model Explorer node data (per-tensor values to overlay on the graph)."),
     )(func)
 
 

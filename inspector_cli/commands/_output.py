@@ -15,13 +15,53 @@ def app_state(ctx: click.Context) -> AppState:
     return state if state is not None else AppState()
 
 
-def check_report_paths(paths: Dict[str, Optional[str]]) -> None:
-    """Fail before any work when a requested report cannot be written."""
+REPORT_PARAMS = {"json_path": "--json", "html_path": "--html", "junit_path": "--junit",
+                 "model_explorer_path": "--model-explorer"}
+
+
+def check_report_paths(paths: Optional[Dict[str, Optional[str]]] = None) -> None:
+    """Fail before any work when a requested report cannot be written.
+
+    Checks the paths given, plus every report option of the running command (--json, --html,
+    --junit, --model-explorer), so commands need not list them.
+    """
     from ..serialize import check_writable
 
-    for flag, path in paths.items():
+    wanted = dict(paths or {})
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        for param, flag in REPORT_PARAMS.items():
+            if ctx.params.get(param):
+                wanted.setdefault(flag, ctx.params[param])
+    for flag, path in wanted.items():
         if path:
             check_writable(path, flag)
+
+
+def write_reports(result: Any, *, json_path: Optional[str] = None, html_path: Optional[str] = None,
+                  junit_path: Optional[str] = None, model_explorer_path: Optional[str] = None) -> Optional[str]:
+    """Write every requested report atomically; returns the JSON text when JSON was requested."""
+    from ..serialize import dumps, result_to_json, write_atomic
+
+    document = None
+    if json_path:
+        document = result_to_json(result)
+        if json_path != "-":
+            write_atomic(json_path, document + "\n")
+    if html_path:
+        from ..render.html import render_html
+
+        write_atomic(html_path, render_html([result]))
+    if junit_path:
+        from ..render.junit import junit_xml
+
+        write_atomic(junit_path, junit_xml([result]))
+    if model_explorer_path:
+        from ..render.model_explorer import node_data_files
+
+        for path, data in node_data_files(result, model_explorer_path):
+            write_atomic(path, dumps(data) + "\n")
+    return document
 
 
 @contextlib.contextmanager
@@ -47,26 +87,33 @@ def progress_bar(state: AppState, label: str, *, enabled: bool = True) -> Iterat
 
 def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *, fmt: str = "table",
          json_path: Optional[str] = None, extra_writers: Optional[Dict[str, Callable[[Any], None]]] = None) -> int:
-    """Write the requested reports, then print the result in `fmt`; returns the exit code.
+    """Write the requested reports (--json, --html, --junit, --model-explorer of the running
+    command), then print the result in `fmt`; returns the exit code.
 
     Reports are written before anything is printed, so a gate failure (exit 1) or a broken pipe
     never loses them.
     """
-    from ..serialize import result_to_json, write_atomic
-
-    state = app_state(ctx)
-    document = None
-    if json_path:
-        document = result_to_json(result)
-        if json_path != "-":
-            write_atomic(json_path, document + "\n")
+    params = ctx.params
+    json_path = json_path or params.get("json_path")
+    document = write_reports(result, json_path=json_path, html_path=params.get("html_path"),
+                             junit_path=params.get("junit_path"),
+                             model_explorer_path=params.get("model_explorer_path"))
     for writer in (extra_writers or {}).values():
         writer(result)
-    if json_path == "-":
-        click.echo(document)
+    return print_result(ctx, result, view_builder, fmt=fmt, to_stdout_json=document if json_path == "-" else None)
+
+
+def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *, fmt: str = "table",
+                 to_stdout_json: Optional[str] = None) -> int:
+    """Print one result on stdout in `fmt` (nothing for a table under --quiet); returns its exit code."""
+    from ..serialize import result_to_json
+
+    state = app_state(ctx)
+    if to_stdout_json is not None:
+        click.echo(to_stdout_json)
         return result.exit_code
     if fmt == "json":
-        click.echo(document or result_to_json(result))
+        click.echo(result_to_json(result))
         return result.exit_code
     view = view_builder(result)
     if fmt == "markdown":

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import importlib
 
-from .base import Finding, GateOutcome, ModelRef, Result, Severity, known_kinds, result_class
+from .base import Check, Finding, GateOutcome, ModelRef, NodeValues, Result, Severity, known_kinds, result_class
 
 # One module per result kind; each registers its class by defining `kind`.
-RESULT_MODULES = ("compare",)
+RESULT_MODULES = ("compare", "report_diff")
 
 
 def load_all_kinds() -> None:
@@ -14,5 +14,5 @@ def load_all_kinds() -> None:
         importlib.import_module(f"{__name__}.{name}")
 
 
-__all__ = ["Finding", "GateOutcome", "ModelRef", "Result", "Severity", "known_kinds", "result_class",
+__all__ = ["Check", "NodeValues", "Finding", "GateOutcome", "ModelRef", "Result", "Severity", "known_kinds", "result_class",
            "load_all_kinds"]

@@ -38,6 +38,7 @@ class ModelRef:
     ir_version: int = 0
     producer: str = ""
     role: str = ""
+    graph_name: str = ""
 
     @classmethod
     def of(cls, graph: Any, role: str = "", hash_file: bool = True) -> "ModelRef":
@@ -47,7 +48,8 @@ class ModelRef:
         return cls(path=str(path) if path else graph.display_name,
                    sha256=file_sha256(path) if (path and hash_file) else None,
                    size_bytes=path.stat().st_size if path else model.ByteSize(),
-                   opset=graph.opset, ir_version=model.ir_version, producer=producer, role=role)
+                   opset=graph.opset, ir_version=model.ir_version, producer=producer, role=role,
+                   graph_name=model.graph.name)
 
 
 def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
@@ -98,6 +100,33 @@ class GateOutcome:
         return f"{self.gate} on '{self.tensor}': {state} (worst {self.metric} {worst} vs {self.op} {self.threshold:g})"
 
 
+@dataclass(frozen=True)
+class Check:
+    """One pass/fail check of a run, as CI sees it (a JUnit test case, a line of a run-to-run diff)."""
+
+    name: str
+    """Stable identity across runs, e.g. '--min-cosine 0.99 on logits' or 'MI201 on node Add_3'."""
+    group: str
+    passed: bool
+    message: str = ""
+    value: Optional[float] = None
+    threshold: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class NodeValues:
+    """One per-tensor (or per-node) quantity of a result, in topological order where it has one."""
+
+    metric: str
+    higher_is_better: bool
+    values: Dict[str, float]
+    key: str = "tensor"
+    """'tensor' (keys are output tensor names) or 'node' (keys are node names)."""
+    unit: str = ""
+    thresholds: List[float] = field(default_factory=list)
+    """Boundaries for colouring (Model Explorer, HTML), from bad to good or as the metric defines."""
+
+
 _KINDS: Dict[str, Type["Result"]] = {}
 
 
@@ -125,6 +154,27 @@ class Result:
 
     def model_refs(self) -> List[ModelRef]:
         return list(getattr(self, "models", []))
+
+    def checks(self) -> List[Check]:
+        """The run's pass/fail checks: every gate outcome, then every error-level finding.
+
+        Kinds override this when their notion of a check differs (validate: findings at --fail-on).
+        """
+        checks: List[Check] = []
+        for gate in getattr(self, "gates", []) or []:
+            checks.append(Check(name=f"{gate.gate} on {gate.tensor}", group=f"{self.kind}.gates",
+                                passed=gate.passed, message=gate.message(), value=gate.worst,
+                                threshold=gate.threshold))
+        for finding in getattr(self, "findings", []) or []:
+            if finding.severity == Severity.ERROR:
+                where = finding.node or finding.tensor or ""
+                checks.append(Check(name=f"{finding.rule} {where}".strip(), group=f"{self.kind}.findings",
+                                    passed=False, message=finding.message))
+        return checks
+
+    def node_values(self) -> List[NodeValues]:
+        """Per-tensor or per-node numbers worth overlaying on the graph (Model Explorer, diffs)."""
+        return []
 
     def to_dict(self) -> Dict[str, Any]:
         return to_jsonable(self)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
-from .base import Finding, GateOutcome, ModelRef, Result, Severity
+from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
 
 Metrics = Dict[str, Optional[float]]
 
@@ -64,6 +64,16 @@ class CompareResult(Result):
     samples: int = 0
     layers: Optional[Dict[str, Any]] = None
     """Layer-wise section (`--layers`), filled by the layer-wise comparison."""
+
+    def node_values(self) -> List[NodeValues]:
+        """Cosine, max abs error and SQNR per compared tensor (data-set values), keyed by A's names."""
+        rows: List[NodeValues] = []
+        for metric, higher, thresholds in (("cosine", True, [0.99, 0.999]), ("max_abs", False, []),
+                                           ("sqnr", True, [20.0, 30.0])):
+            values = {o.name: o.dataset[metric] for o in self.outputs if o.dataset.get(metric) is not None}
+            rows.append(NodeValues(metric=metric, higher_is_better=higher, values=values,  # type: ignore[arg-type]
+                                   thresholds=thresholds))
+        return rows
 
     @property
     def failed_gates(self) -> List[GateOutcome]:

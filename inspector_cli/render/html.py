@@ -1,0 +1,70 @@
+"""Self-contained HTML reports (inline CSS and SVG, no scripts, no network), rendered with jinja2.
+
+jinja2 renders with autoescaping on, so node and tensor names from model files (which may hold
+`<script>`) are always inert text; charts are built from escaped strings in render/svg.py.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..results.base import Result
+from ..version import __version__
+from . import svg
+from .table import FAIL, MUTED, OK, WARN
+from .views import view_for
+
+_ENV = None
+STATUS_CLASS = {OK: "ok", FAIL: "fail", WARN: "warn", MUTED: "muted"}
+
+
+def environment() -> Any:
+    """The jinja2 environment (created once): package templates, autoescape on, strict undefined."""
+    global _ENV
+    if _ENV is None:
+        import jinja2
+
+        _ENV = jinja2.Environment(
+            loader=jinja2.PackageLoader("inspector_cli.render", "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        _ENV.globals.update(svg=svg, status_class=STATUS_CLASS, fmt=_fmt)
+    return _ENV
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    from .table import fmt_value
+
+    return fmt_value(value) if isinstance(value, (int, float)) or value is None else str(value)
+
+
+def section_template(kind: str) -> str:
+    env = environment()
+    name = f"sections/{kind}.html.j2"
+    try:
+        env.get_template(name)
+        return name
+    except Exception:  # jinja2.TemplateNotFound: the generic section shows the tables
+        return "sections/generic.html.j2"
+
+
+def render_html(results: Sequence[Result], *, title: Optional[str] = None,
+                created: Optional[str] = None) -> str:
+    """One HTML document with a section per result (a run, or several runs of `mi report`)."""
+    env = environment()
+    sections: List[Dict[str, Any]] = []
+    for index, result in enumerate(results):
+        sections.append({"id": f"r{index}-{result.kind}", "kind": result.kind, "result": result,
+                         "view": view_for(result), "template": section_template(result.kind)})
+    passed = all(r.passed for r in results)
+    kinds = ", ".join(dict.fromkeys(r.kind for r in results))
+    return env.get_template("report.html.j2").render(
+        title=title or f"mi {kinds} report",
+        sections=sections,
+        passed=passed,
+        tool_version=__version__,
+        created=created or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
