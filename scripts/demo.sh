@@ -2,12 +2,8 @@
 # Install mi into .venv, build a real fp32 CNN and its int8 QDQ quantisation, and compare them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e .
+source scripts/_venv.sh
+install_project
 .venv/bin/python scripts/make_demo_models.py demo-out
 # Gates a classifier usually ships with; the demo pair passes them.
 .venv/bin/mi compare demo-out/model_fp32.onnx demo-out/model_int8.onnx --inputs demo-out/data \
