@@ -19,6 +19,9 @@ from .version import __version__
 # command name -> "module:attribute". Add a line here when a command lands.
 COMMANDS: Dict[str, str] = {
     "compare": "inspector_cli.commands.compare:compare",
+    "run": "inspector_cli.commands.run:run",
+    "inputs": "inspector_cli.commands.inputs:inputs",
+    "config": "inspector_cli.commands.config_cmd:config",
 }
 
 

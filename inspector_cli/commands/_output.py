@@ -9,6 +9,9 @@ import click
 
 from ._state import AppState
 
+RESULT_META_KEY = "inspector_cli.result"
+"""Key of `click.Context.meta` under which `emit` leaves the result it wrote (read by `mi run`)."""
+
 
 def app_state(ctx: click.Context) -> AppState:
     state = ctx.find_object(AppState)
@@ -54,6 +57,8 @@ def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *,
     """
     from ..serialize import result_to_json, write_atomic
 
+    # `mi run` reads each step's result from here (ctx.meta is shared by nested contexts).
+    ctx.meta[RESULT_META_KEY] = result
     state = app_state(ctx)
     document = None
     if json_path:
