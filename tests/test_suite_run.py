@@ -198,3 +198,16 @@ def test_not_a_suite(work):
     path.write_text("version: 1\ncompare:\n  max-abs: 1\n")
     result = invoke(["run", path], exit_code=2)
     assert "cfg.yaml:1: not a suite: no 'steps:' list" in result.stderr
+
+
+def test_help_of_the_new_commands_does_not_import_onnx():
+    import subprocess
+    import sys
+
+    code = ("import sys; from click.testing import CliRunner; from inspector_cli.cli import cli\n"
+            "for args in (['run', '--help'], ['inputs', 'make', '--help'], ['inputs', 'show', '--help'],\n"
+            "             ['config', 'check', '--help'], ['config', 'schema', '--help']):\n"
+            "    r = CliRunner().invoke(cli, args); assert r.exit_code == 0, r.output\n"
+            "print(sorted(m for m in ('onnxruntime', 'onnx', 'PIL') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
