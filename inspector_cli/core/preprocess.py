@@ -6,7 +6,7 @@ The pipeline is the classic torchvision evaluation transform, step by step and i
 2. `resize`: one number sets the shorter side (aspect kept; the longer side is truncated as
    torchvision does), `[H, W]` sets the exact size; `interpolation` as Pillow's filters;
 3. `center-crop` `[H, W]` (or one number): offsets `round((size - crop) / 2)`;
-4. values in float64: `x * scale`, reorder channels (`BGR`), then `(x - mean) / std`, mean and
+4. values in float32 (float64 for float64 inputs): `x * scale`, reorder channels (`BGR`), then `(x - mean) / std`, mean and
    std given in the *output* channel order;
 5. `layout` NCHW / NHWC (CHW / HWC for models without a batch axis), cast to `dtype`.
 
@@ -268,17 +268,19 @@ def crop_box(spec: PreprocessSpec, width: int, height: int) -> Optional[Tuple[in
 
 def normalise(spec: PreprocessSpec, pixels: np.ndarray) -> np.ndarray:
     """HxWxC (or HxW) pixels -> the model's tensor: scale, channel order, mean/std, layout, dtype."""
-    x = pixels.astype(np.float64)
+    # float32 arithmetic, as torchvision's ToTensor/Normalize (float64 only for float64 inputs)
+    work = np.float64 if spec.dtype == "float64" else np.float32
+    x = pixels if spec.dtype == "uint8" else pixels.astype(work)
     if x.ndim == 2:
         x = x[:, :, None]
     if spec.channel_order == "BGR":
         x = x[:, :, ::-1]
     if spec.dtype != "uint8":
-        x = x * spec.scale
+        x *= work(spec.scale)
         if spec.mean is not None:
-            x = x - np.asarray(spec.mean, np.float64)
+            x -= np.asarray(spec.mean, work)
         if spec.std is not None:
-            x = x / np.asarray(spec.std, np.float64)
+            x /= np.asarray(spec.std, work)
     layout = spec.layout or "NCHW"
     if "CHW" in layout:
         x = x.transpose(2, 0, 1)
