@@ -116,7 +116,7 @@ def run_probe_relu(tmp_path, cnn_pair):
                             [vi("y", [1, 4])]), tmp_path / "relu.onnx")
     save_npz(tmp_path / "data", [{"x": np.array([[-1, 2, -3, 4]], np.float32)}])
     invoke(["-c", config("probe-relu.yaml"), "probe", model, "--inputs", tmp_path / "data",
-            "--json", tmp_path / "r.json"], exit_code=0)
+            "--history-dir", tmp_path / "history", "--json", tmp_path / "r.json"], exit_code=0)
     assert read_json(tmp_path / "r.json")["verdict"]["exit_code"] == 0
 
 
