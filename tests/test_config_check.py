@@ -90,9 +90,9 @@ def test_loader_records_lines_of_list_items(tmp_path):
 
 
 def test_shipped_schema_is_up_to_date():
-    """Regenerate with: mi config schema --out inspector_cli/schemas/config.schema.json"""
+    """Regenerate with: mi config schema --out inspector_cli/schemas/config-file.json"""
     assert SCHEMA_PATH.read_text() == schema_text(build_schema(commands())), \
-        "out of date: run mi config schema --out inspector_cli/schemas/config.schema.json"
+        "out of date: run mi config schema --out inspector_cli/schemas/config-file.json"
     invoke(["config", "schema", "--check"])
     result = invoke(["config", "schema"])
     assert result.stdout == SCHEMA_PATH.read_text()

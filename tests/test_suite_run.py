@@ -211,3 +211,21 @@ def test_help_of_the_new_commands_does_not_import_onnx():
             "print(sorted(m for m in ('onnxruntime', 'onnx', 'PIL') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_suite_checks_for_junit_name_each_step_and_its_gates(work):
+    """JUnit/diff checks of a suite; needs results.base.Check (the report writers, issue 7)."""
+    from inspector_cli.results import base
+
+    if not hasattr(base, "Check"):
+        pytest.skip("results.base.Check (report writers) is not in this build yet")
+    path = suite(work, "steps:\n" + step("strict", gate="max-abs: 0.3") + step("bad", model_b="broken.onnx")
+                 + step("after"))
+    invoke(["run", path, "--json", work / "r.json"], exit_code=3)
+    checks = read_result(work / "r.json").checks()
+    assert [(c.name, c.group, c.passed) for c in checks] == [
+        ("step strict", "suite.steps", False),
+        ("strict: --max-abs 0.3 on y", "suite.strict.compare.gates", False),
+        ("step bad", "suite.steps", False),
+        ("step after", "suite.steps", False)]
+    assert checks[1].value == pytest.approx(0.45, abs=1e-6) and checks[1].threshold == 0.3

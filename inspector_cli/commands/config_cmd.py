@@ -62,7 +62,7 @@ def schema(ctx: click.Context, out: Optional[str], check_only: bool) -> int:
 
     Generated from the options of this mi's commands (the same parameters the config loader
     checks against), so it always matches. Point your editor's YAML support at it, or run
-    'mi config schema --out inspector_cli/schemas/config.schema.json' after adding a command.
+    'mi config schema --out inspector_cli/schemas/config-file.json' after adding a command.
     """
     from pathlib import Path
 

@@ -21,7 +21,7 @@ from ._state import AppState
 @report_options
 @click.pass_context
 def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[str, ...], keep_going: bool,
-        json_path: Optional[str], fmt: str) -> int:
+        **report: Any) -> int:
     """Run the steps of the suite file SUITE in order, as one gate with one report.
 
     Each step runs a command with the step's options (the keys of that command's flags), after
@@ -39,6 +39,10 @@ def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[
     from ..render.suite_view import suite_view
     from ._suite import run_steps, select_steps
 
+    # Every report option of report_options (--json, and --html/--junit where the writers exist) is
+    # written by emit() for the combined result, exactly as for any other command.
+    json_path: Optional[str] = report.get("json_path")
+    fmt: str = report.get("fmt") or "table"
     state = app_state(ctx)
     check_report_paths({"--json": json_path})
     suite = load_suite(suite_path)

@@ -2,7 +2,7 @@
 
 Config keys are the commands' flags (config/loader.py validates against them), so the schema is
 derived from the same parameters and cannot drift: `mi config schema --out
-inspector_cli/schemas/config.schema.json` regenerates the shipped file, and a test fails when it
+inspector_cli/schemas/config-file.json` regenerates the shipped file, and a test fails when it
 is out of date. Editors (e.g. the YAML language server) use it for completion and checking.
 
 Values may also be `${VAR}` strings (suites interpolate them), numbers may be numeric strings
@@ -20,7 +20,7 @@ import click
 from ..core.preprocess import CHANNEL_ORDERS, DTYPES, INTERPOLATIONS, LAYOUTS
 from .suite import STEP_KEYS, STEP_KINDS
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config-file.json"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 ENV_STRING = {"type": "string", "pattern": r"\$\{"}
 NUMERIC_STRING = {"type": "string", "pattern": r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"}

@@ -75,6 +75,27 @@ class SuiteResult(Result):
     def exit_code(self) -> int:
         return worst_exit_code([s.exit_code for s in self.steps if s.exit_code is not None])
 
+    def checks(self) -> List[Any]:
+        """One check per step (did it pass), then each step's own checks, named after the step.
+
+        For JUnit and run-to-run diffs. Uses results.base.Check, which the report writers bring.
+        """
+        from ..serialize import result_from_document
+        from .base import Check  # type: ignore[attr-defined]
+
+        checks: List[Any] = []
+        for step in self.steps:
+            if step.status == StepStatus.SKIPPED:
+                continue
+            checks.append(Check(name=f"step {step.name}", group="suite.steps",
+                                passed=step.status == StepStatus.PASSED, message=step.summary))
+            if step.result is not None:
+                inner = result_from_document(step.result, f"step {step.name}")
+                checks.extend(Check(name=f"{step.name}: {c.name}", group=f"suite.{step.name}.{c.group}",
+                                    passed=c.passed, message=c.message, value=c.value, threshold=c.threshold)
+                              for c in inner.checks())
+        return checks
+
     def counts(self) -> Dict[str, int]:
         counts = {status.value: 0 for status in StepStatus}
         for step in self.steps:
