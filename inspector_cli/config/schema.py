@@ -72,7 +72,8 @@ def param_schema(param: click.Parameter) -> Dict[str, Any]:
     many = getattr(param, "multiple", False) or (isinstance(param, click.Argument) and param.nargs != 1)
     if many:
         forms = [item, {"type": "array", "items": item}]
-        if "=" in (param.type.name or ""):  # NAME=VALUE options also take {NAME: VALUE}
+        # NAME=VALUE options (by type or metavar) also take {NAME: VALUE}, as the loader does
+        if "=" in (param.type.name or "") or "=" in (getattr(param, "metavar", None) or ""):
             forms.append({"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}})
         schema: Dict[str, Any] = {"anyOf": forms}
     else:
