@@ -20,6 +20,9 @@ from .version import __version__
 COMMANDS: Dict[str, str] = {
     "compare": "inspector_cli.commands.compare:compare",
     "report": "inspector_cli.commands.report:report",
+    "run": "inspector_cli.commands.run:run",
+    "inputs": "inspector_cli.commands.inputs:inputs",
+    "config": "inspector_cli.commands.config_cmd:config",
 }
 
 

@@ -72,6 +72,38 @@ def input_options(func: F) -> F:
     )(func)
 
 
+def decoding_options(func: F) -> F:
+    """How image files and raw .bin dumps become tensors (see build_reader_options)."""
+    return compose(
+        click.option("--preprocess", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+                     help="Preprocessing spec (YAML) for image inputs (.png/.jpg/.bmp): resize, center-crop, "
+                          "scale, mean, std, channel-order, layout, dtype."),
+        click.option("--preprocess-set", multiple=True, metavar="KEY=VALUE",
+                     help="Set one preprocessing key (wins over --preprocess), e.g. resize=256, scale=1/255. "
+                          "Repeatable."),
+        click.option("--raw-dtype", multiple=True, metavar="[NAME:]DTYPE",
+                     help="dtype of raw .bin dumps (default: the model's), e.g. x:uint8 or >f4. Repeatable."),
+        click.option("--raw-shape", multiple=True, metavar="[NAME:]DIMS",
+                     help="Shape of raw .bin dumps (default: the model's static shape), e.g. x:1x3x224x224. "
+                          "Repeatable."),
+    )(func)
+
+
+def build_reader_options(params: Dict[str, Any]) -> Dict[str, Any]:
+    """Reader options for `open_samples` from the decoding flags (empty when none was given)."""
+    from ..config.preprocess import spec_from_flags
+    from ..core.raw_dumps import raw_options
+
+    options: Dict[str, Any] = {}
+    spec = spec_from_flags(params.get("preprocess"), params.get("preprocess_set") or ())
+    if spec is not None:
+        options["preprocess"] = spec
+    raw = raw_options(params.get("raw_dtype") or (), params.get("raw_shape") or ())
+    if raw is not None:
+        options["raw"] = raw
+    return options
+
+
 def runtime_options(func: F) -> F:
     return compose(
         click.option("--providers", default="cpu", show_default=True, metavar="LIST",

@@ -9,6 +9,9 @@ import click
 
 from ._state import AppState
 
+RESULT_META_KEY = "inspector_cli.result"
+"""Key of `click.Context.meta` under which `emit` leaves the result it wrote (read by `mi run`)."""
+
 
 def app_state(ctx: click.Context) -> AppState:
     state = ctx.find_object(AppState)
@@ -93,6 +96,8 @@ def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *,
     Reports are written before anything is printed, so a gate failure (exit 1) or a broken pipe
     never loses them.
     """
+    # `mi run` reads each step's result from here (ctx.meta is shared by nested contexts).
+    ctx.meta[RESULT_META_KEY] = result
     params = ctx.params
     json_path = json_path or params.get("json_path")
     document = write_reports(result, json_path=json_path, html_path=params.get("html_path"),

@@ -5,8 +5,8 @@ from typing import Any
 
 import click
 
-from ._options import (NamePair, NumberOrNamedNumber, build_runtime, build_synthetic, compose, input_options,
-                       model_argument, name_pairs, report_options, runtime_options)
+from ._options import (NamePair, NumberOrNamedNumber, build_reader_options, build_runtime, build_synthetic, compose,
+                       decoding_options, input_options, model_argument, name_pairs, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 GATE_HELP = {
@@ -31,6 +31,7 @@ def gate_options(func: Any) -> Any:
 @model_argument("model_a")
 @model_argument("model_b")
 @input_options
+@decoding_options
 @gate_options
 @click.option("--map", "name_map", multiple=True, type=NamePair(),
               help="Pair an output (or input) of A with one of B whose name differs: A_NAME=B_NAME. Repeatable.")
@@ -63,6 +64,7 @@ def compare(ctx: click.Context, model_a: str, model_b: str, **params: Any) -> in
         gates=tuple(gates),
         output_map=name_pairs(params.get("name_map") or ()),
         per_sample=not params.get("no_per_sample"),
+        reader_options=build_reader_options(params),
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:

@@ -22,6 +22,8 @@ class CompareConfig:
     topk: Tuple[int, ...] = DEFAULT_TOPK
     per_sample: bool = True
     """Keep each sample's metrics per output in the result (small; off for huge data sets)."""
+    reader_options: Dict[str, Any] = field(default_factory=dict)
+    """How image and raw .bin files are decoded (`--preprocess`, `--raw-dtype`, ...)."""
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -32,4 +34,5 @@ class CompareConfig:
             "map": {a: b for a, b in self.output_map},
             "topk": list(self.topk),
             "per_sample": self.per_sample,
+            **({"reader_options": dict(self.reader_options)} if self.reader_options else {}),
         }

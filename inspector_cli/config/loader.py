@@ -78,6 +78,12 @@ def _record_lines(node: Any, prefix: Tuple[str, ...], lines: Dict[Tuple[str, ...
             key = (*prefix, str(key_node.value))
             lines[key] = key_node.start_mark.line + 1
             _record_lines(value_node, key, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        # List items are keyed by their index ('steps', '0', ...), so suites get file:line too.
+        for index, item in enumerate(node.value):
+            key = (*prefix, str(index))
+            lines[key] = item.start_mark.line + 1
+            _record_lines(item, key, lines)
 
 
 def check_top_level(config: ConfigFile, commands: Iterable[str]) -> None:
@@ -109,21 +115,37 @@ def param_by_key(command: click.Command) -> Dict[str, click.Parameter]:
 
 
 def section_default_map(config: ConfigFile, command_name: str, command: click.Command,
-                        other_commands: Dict[str, click.Command]) -> Dict[str, Any]:
-    """The command's click `default_map` from `defaults:` then its own section (section wins)."""
+                        other_commands: Dict[str, click.Command],
+                        errors: Optional[List[ConfigError]] = None) -> Dict[str, Any]:
+    """The command's click `default_map` from `defaults:` then its own section (section wins).
+
+    With `errors` (a list), every problem is appended there and checking goes on (`mi config
+    check` reports them all); without it, the first problem is raised.
+    """
+    def fail(exc: ConfigError) -> None:
+        if errors is None:
+            raise exc
+        errors.append(exc)
+
     params = param_by_key(command)
     result: Dict[str, Any] = {}
     defaults = config.section("defaults")
     for key, value in defaults.items():
-        if str(key) in params:
-            _store(config, ("defaults", str(key)), params[str(key)], value, result)
-        elif not any(str(key) in param_by_key(c) for c in other_commands.values()):
-            raise _unknown_key(config, ("defaults", str(key)), list(params))
+        try:
+            if str(key) in params:
+                _store(config, ("defaults", str(key)), params[str(key)], value, result)
+            elif not any(str(key) in param_by_key(c) for c in other_commands.values()):
+                raise _unknown_key(config, ("defaults", str(key)), list(params))
+        except ConfigError as exc:
+            fail(exc)
     section_name = command_name
     for key, value in config.section(section_name).items():
-        if str(key) not in params:
-            raise _unknown_key(config, (section_name, str(key)), list(params))
-        _store(config, (section_name, str(key)), params[str(key)], value, result)
+        try:
+            if str(key) not in params:
+                raise _unknown_key(config, (section_name, str(key)), list(params))
+            _store(config, (section_name, str(key)), params[str(key)], value, result)
+        except ConfigError as exc:
+            fail(exc)
     return result
 
 

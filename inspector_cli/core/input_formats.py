@@ -17,14 +17,40 @@ from .types import TensorInfo, TensorMap
 Reader = Callable[[Path, Sequence[TensorInfo], Dict[str, object]], TensorMap]
 """(path, model inputs, reader options) -> feeds. Raise InputDataError naming the file."""
 
+OptionsPreparer = Callable[[Dict[str, object], Sequence[TensorInfo]], Dict[str, object]]
+"""(reader options, model inputs) -> options resolved against the model; raise on a mismatch."""
+
 _READERS: Dict[str, Reader] = {}
+_FOLDER_MEMBERS = {".npy", ".pb"}  # suffixes that may hold one input of a per-sample folder
+_PREPARERS: List[OptionsPreparer] = []
 POSITIONAL = "\x00pos"  # prefix of placeholder names meaning "the k-th model input"
 
 
-def register_reader(suffixes: Sequence[str], reader: Reader) -> None:
-    """Register a reader for file suffixes such as ('.png', '.jpg')."""
+def register_reader(suffixes: Sequence[str], reader: Reader, *, folder_member: bool = False) -> None:
+    """Register a reader for file suffixes such as ('.png', '.jpg').
+
+    `folder_member`: such files may also be one input each inside a per-sample folder.
+    """
     for suffix in suffixes:
         _READERS[suffix.lower()] = reader
+        if folder_member:
+            _FOLDER_MEMBERS.add(suffix.lower())
+
+
+def folder_member_suffixes() -> List[str]:
+    return sorted(_FOLDER_MEMBERS)
+
+
+def register_options_preparer(preparer: OptionsPreparer) -> None:
+    """Register a function that checks and completes reader options against the model's inputs
+    once per data set (before any file is read), so the resolved options are recorded in results."""
+    _PREPARERS.append(preparer)
+
+
+def prepare_options(options: Dict[str, object], specs: Sequence[TensorInfo]) -> Dict[str, object]:
+    for preparer in _PREPARERS:
+        options = preparer(options, specs)
+    return options
 
 
 def reader_for(path: Path) -> Optional[Reader]:
@@ -118,21 +144,23 @@ def read_folder(path: Path, specs: Sequence[TensorInfo], options: Dict[str, obje
     feeds: TensorMap = {}
     files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
     for file in files:
-        if file.suffix.lower() not in (".npy", ".pb"):
+        if file.suffix.lower() not in _FOLDER_MEMBERS:
             continue
         if file.name.startswith("output_"):
             continue
         if file.suffix.lower() == ".npy":
             part = {file.stem: _read_npy(file)} if file.stem in {s.name for s in specs} or len(files) > 1 \
                 else read_npy(file, specs, options)
-        else:
+        elif file.suffix.lower() == ".pb":
             part = read_pb(file, specs, options)
+        else:
+            part = _READERS[file.suffix.lower()](file, specs, options)
         for key, value in part.items():
             if key in feeds:
                 raise InputDataError(f"{path}: input '{key}' is given twice (second time by {file.name})")
             feeds[key] = value
     if not feeds:
-        raise InputDataError(f"{path}: sample folder holds no .npy or .pb input files")
+        raise InputDataError(f"{path}: sample folder holds no input files ({', '.join(sorted(_FOLDER_MEMBERS))})")
     return feeds
 
 

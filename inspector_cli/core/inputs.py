@@ -16,6 +16,7 @@ from ..errors import InputDataError, UsageError
 from . import input_formats
 from .input_formats import POSITIONAL, known_suffixes, reader_for
 from .synthetic import SyntheticSpec, generate_sample
+from . import images, raw_dumps  # noqa: F401  (register the image and .bin readers)
 from .types import TensorInfo, TensorMap, format_shape
 
 
@@ -75,6 +76,8 @@ class SampleSet:
             "synthetic": self.synthetic.to_dict() if self.synthetic else None,
             "inputs": [{"name": s.name, "dtype": s.dtype_name, "shape": format_shape(s.shape)} for s in self.specs],
             "notes": list(self.notes),
+            # How files were decoded (image preprocessing, raw dump layout), resolved against the model.
+            **({"reader_options": dict(self.reader_options)} if self.reader_options else {}),
         }
 
 
@@ -92,7 +95,8 @@ def discover_samples(paths: Sequence[str], specs: Sequence[TensorInfo],
         raise InputDataError(f"{', '.join(map(str, paths))}: no input samples found",
                              hint=f"expected {', '.join(known_suffixes())} files, sample folders or test_data_set_N folders")
     _check_unique_ids(refs)
-    return SampleSet(refs, list(specs), source=", ".join(map(str, paths)), reader_options=dict(reader_options or {}))
+    options = input_formats.prepare_options(dict(reader_options or {}), specs)
+    return SampleSet(refs, list(specs), source=", ".join(map(str, paths)), reader_options=options)
 
 
 def _refs_for_path(path: Path) -> List[SampleRef]:
@@ -106,10 +110,11 @@ def _refs_for_path(path: Path) -> List[SampleRef]:
     if any(p.is_file() and p.name.startswith("input_") and p.suffix == ".pb" for p in entries):
         return [SampleRef(id=path.name, kind="folder", path=str(path))]
     refs: List[SampleRef] = []
+    members = set(input_formats.folder_member_suffixes())
     for entry in sorted(entries, key=lambda p: _natural_key(p.name)):
         if entry.is_file() and reader_for(entry) is not None:
             refs.append(SampleRef(id=entry.name, kind="file", path=str(entry)))
-        elif entry.is_dir() and any(c.suffix.lower() in (".npy", ".pb") for c in entry.iterdir()):
+        elif entry.is_dir() and any(c.suffix.lower() in members for c in entry.iterdir()):
             refs.append(SampleRef(id=entry.name, kind="folder", path=str(entry)))
     return refs
 

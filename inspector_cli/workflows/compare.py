@@ -51,7 +51,7 @@ def plan_comparison(model_a: ModelArg, model_b: ModelArg, config: CompareConfig)
             f"the models' inputs do not correspond: {graph_a.display_name} has "
             f"{', '.join(graph_a.input_names)}; {graph_b.display_name} has {', '.join(graph_b.input_names)}",
             hint="pair them with --map A_INPUT=B_INPUT")
-    samples = open_samples(config.inputs, graph_a.inputs, config.synthetic)
+    samples = open_samples(config.inputs, graph_a.inputs, config.synthetic, config.reader_options)
     return ComparePlan(graph_a, graph_b, outputs, inputs, samples)
 
 
