@@ -32,7 +32,8 @@ def test_profile_json_trace_and_sums(tmp_path, affine):
     for op in p["op_types"]:
         members = [k for k in p["kernels"] if k["op_type"] == op["op_type"]]
         assert op["count"] == len(members)
-        assert op["total_us"] == pytest.approx(sum(k["mean_us"] * k["calls_per_run"] for k in members))
+        assert op["total_us"] == pytest.approx(sum(k["per_run_us"] for k in members))
+        assert all(k["per_run_us"] == k["p50_us"] for k in members)      # ran once in every run
     assert sum(o["total_us"] for o in p["op_types"]) == pytest.approx(p["kernel_sum_us"])
     assert p["critical_path"]["sum_us"] == pytest.approx(p["kernel_sum_us"])
     assert [s["node"] for s in p["critical_path"]["steps"]] == ["mul", "add"]
@@ -88,3 +89,5 @@ def test_against_a_real_int8_qdq_model(tmp_path, cnn_pair):
     b_kernels = {k["name"]: k for k in doc["profiles"][1]["kernels"]}
     qconv = next(k for k in b_kernels.values() if k["op_type"] == "QLinearConv" and "conv_7" in k["original_nodes"])
     assert any(n.endswith("DequantizeLinear") for n in qconv["original_nodes"])
+    loaded = read_result(out)
+    assert loaded.comparison is not None and loaded.comparison.op_types[0].op_type == c["op_types"][0]["op_type"]

@@ -32,6 +32,7 @@ def test_kernel_table_and_op_type_sums():
     assert by["conv1"].mean_us == 11.5 and by["conv1"].p50_us == 11.5 and by["conv1"].min_us == 10
     assert by["conv1"].gflops_per_s == pytest.approx(2_000_000 / 11_500) and by["conv1"].intensity == 10_000
     assert by["cond"].runs == 2 and by["cond"].mean_us == 6 and by["cond"].calls_per_run == 2
+    assert by["cond"].per_run_us == 3.0 and by["conv1"].per_run_us == 11.5
     assert [k.name for k in stats] == ["conv2", "conv1", "cond", "relu"]
     assert sum(k.share for k in stats) == pytest.approx(1.0)
     ops = {o.op_type: o for o in op_type_table(stats, total)}
@@ -41,9 +42,17 @@ def test_kernel_table_and_op_type_sums():
     assert provider_table(stats, total)[0].share == pytest.approx(1.0)
 
 
+def test_a_stalled_run_does_not_move_shares():
+    time = np.array([[10, 10, 10, 1000], [10, 10, 10, 10]], dtype=float)
+    stats, total = kernel_table(["a", "b"], time, np.ones((2, 4), dtype=int), {}, {}, {}, {})
+    by = {k.name: k for k in stats}
+    assert by["a"].mean_us == 257.5 and by["a"].max_us == 1000
+    assert total == 20.0 and by["a"].share == by["b"].share == 0.5
+
+
 def kernel(name, gflops, intensity=10.0, flops=1_000_000, share=0.1):
     return KernelStat(name=name, op_type="Conv", provider="CPU", group=0, original_nodes=[], mean_us=1.0,
-                      p50_us=1.0, p90_us=1.0, min_us=1.0, max_us=1.0, share=share, runs=1, flops=flops,
+                      p50_us=1.0, p90_us=1.0, min_us=1.0, max_us=1.0, share=share, per_run_us=1.0, runs=1, flops=flops,
                       gflops_per_s=gflops, intensity=intensity)
 
 

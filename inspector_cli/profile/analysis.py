@@ -81,8 +81,7 @@ def analyse(inp: AnalysisInput) -> Analysis:
     clock.lap("map")
 
     time_matrix, calls = per_run_matrix(trace)
-    runs = time_matrix.shape[1]
-    per_run = dict(zip(trace.names, (time_matrix.sum(axis=1) / max(runs, 1)).tolist()))
+    per_run = dict(zip(trace.names, stats.robust_per_run(time_matrix, calls).tolist()))
     preds = critical.graph_predecessors(graph)
     node_kernel = assign.assign_nodes(node_map, per_run, [n.op_type for n in graph.nodes], preds)
     clock.lap("map")
@@ -122,8 +121,7 @@ def analyse(inp: AnalysisInput) -> Analysis:
     clock.lap("critical_path")
 
     order = _execution_order(graph, node_kernel, trace, preds)
-    stats_rows = memory.read_node_memory_stats(inp.memory_csv, [o.name for o in opt_nodes or []]) \
-        if inp.memory_csv is not None else []
+    stats_rows = memory.read_node_memory_stats(inp.memory_csv) if inp.memory_csv is not None else []
     mem = memory.memory_profile(graph, tensors, arena_peak=trace.arena_peak, node_stats=stats_rows[:inp.top * 5],
                                 order=order, top=inp.top)
     clock.lap("memory")
@@ -133,8 +131,8 @@ def analyse(inp: AnalysisInput) -> Analysis:
 
     model_runs = trace.run_dur[trace.kept].astype(float)
     profiled = stats.latency_stats(model_runs)
-    overhead = (profiled.mean_us / e2e.mean_us - 1.0) if e2e.mean_us > 0 and profiled.runs else 0.0
-    _overhead_note(profiled.mean_us, e2e.mean_us, sum(k.calls_per_run for k in kernels), notes)
+    overhead = (profiled.p50_us / e2e.p50_us - 1.0) if e2e.p50_us > 0 and profiled.runs else 0.0
+    _overhead_note(profiled.p50_us, e2e.p50_us, sum(k.calls_per_run for k in kernels), notes)
     known_flops = [c.flops for c in costs if c is not None]
     profile = ModelProfile(
         model=graph.display_name, role=inp.role, e2e=e2e, profiled=profiled, overhead=overhead,
@@ -180,7 +178,7 @@ def _groups(graph: ModelGraph, node_map: mapping.NodeMapping, per_run: Mapping[s
         result.append(NodeGroup(
             id=g.id, kind=g.kind, original_nodes=[graph.nodes[i].name for i in g.original],
             original_ops=[graph.nodes[i].op_type for i in g.original], kernels=list(g.kernels),
-            mean_us=float(sum(per_run.get(k, 0.0) for k in g.kernels)),
+            per_run_us=float(sum(per_run.get(k, 0.0) for k in g.kernels)),
             flops=int(sum(known)) if known else None))
     return result
 

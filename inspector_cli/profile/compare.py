@@ -52,7 +52,7 @@ def _op_deltas(a: Analysis, b: Analysis) -> List[OpTypeDelta]:
         profile = analysis.profile
         for k in profile.kernels:
             row = totals.setdefault(base_op(k.op_type), [0.0, 0.0, 0, 0])
-            row[side] += k.share * profile.kernel_sum_us
+            row[side] += k.per_run_us
             row[2 + side] += 1
     deltas = [OpTypeDelta(op_type=op, a_us=r[0], b_us=r[1], a_count=int(r[2]), b_count=int(r[3]),
                           speedup=(r[0] / r[1]) if r[0] > 0 and r[1] > 0 else None) for op, r in totals.items()]

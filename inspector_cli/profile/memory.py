@@ -18,7 +18,9 @@ from ..core.types import format_shape, numpy_dtype_for
 from ..results.profile import LiveTensor, MemoryProfile, NodeMemory
 from .shapes import RuntimeTensor
 
-_HASH_SUFFIX = re.compile(r"_\d+$")
+_HASH_SUFFIX = re.compile(r"_\d{10,}$")
+"""onnxruntime appends '_<64-bit hash>' to node names in its memory CSV; node names' own short
+numeric suffixes ('conv_12') are kept."""
 
 
 def liveness(graph: ModelGraph, tensors: Mapping[str, RuntimeTensor], order: Optional[Sequence[int]] = None,
@@ -87,20 +89,16 @@ def parameters(graph: ModelGraph) -> Tuple[int, int]:
     return total_bytes, count
 
 
-def read_node_memory_stats(path: Path, known: Sequence[str] = ()) -> List[NodeMemory]:
-    """Rows of onnxruntime's node memory CSV; names lose the '_<hash>' suffix onnxruntime appends."""
+def read_node_memory_stats(path: Path) -> List[NodeMemory]:
+    """Rows of onnxruntime's node memory CSV (largest first); names lose the hash onnxruntime appends."""
     if not path.is_file():
         return []
-    names = set(known)
     rows: List[NodeMemory] = []
     with open(path, newline="", encoding="utf-8", errors="replace") as handle:
         for row in csv.reader(handle):
             if not row or row[0].startswith("#") or len(row) < 5:
                 continue
-            name = row[0]
-            stripped = _HASH_SUFFIX.sub("", name)
-            if name not in names and (stripped in names or not names):
-                name = stripped
+            name = _HASH_SUFFIX.sub("", row[0])
             try:
                 values = [int(v) for v in row[1:5]]
             except ValueError:

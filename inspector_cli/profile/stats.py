@@ -28,12 +28,12 @@ def kernel_table(names: Sequence[str], time: np.ndarray, calls: np.ndarray, info
     """One `KernelStat` per kernel that ran in a kept run (slowest first), and the per-run kernel sum.
 
     `time`/`calls` are kernels x kept runs. A kernel's statistics are over the runs it ran in; its
-    share is its time per run (over all kept runs) divided by the summed time per run.
+    time per run (see `robust_per_run`) divided by the sum over kernels is its share.
     """
     runs = time.shape[1] if time.ndim == 2 else 0
     skip = set(exclude)
     ran = calls > 0
-    per_run = time.sum(axis=1) / max(runs, 1)
+    per_run = robust_per_run(time, calls)
     include = np.array([n not in skip for n in names], dtype=bool) & ran.any(axis=1) if runs else \
         np.zeros(len(names), dtype=bool)
     total = float(per_run[include].sum())
@@ -57,15 +57,27 @@ def kernel_table(names: Sequence[str], time: np.ndarray, calls: np.ndarray, info
             name=name, op_type=ki.op_type if ki else "?", provider=ki.provider if ki else "?",
             group=group_of.get(name, -1), original_nodes=list(original_of.get(name, [])),
             mean_us=mean_us, p50_us=float(p50[k]), p90_us=float(p90[k]), min_us=float(low[k]), max_us=float(high[k]),
-            share=float(per_run[k] / total) if total > 0 else 0.0, runs=int(counts[k]),
+            share=float(per_run[k] / total) if total > 0 else 0.0, per_run_us=float(per_run[k]), runs=int(counts[k]),
             calls_per_run=float(calls_per_run[k]),
             input_shapes=[s.text() for s in ki.inputs] if ki else [],
             output_shapes=[s.text() for s in ki.outputs] if ki else [],
             flops=flops, bytes_accessed=moved,
-            gflops_per_s=(flops / (mean_us * 1e3)) if flops and mean_us > 0 else None,
+            gflops_per_s=(flops / (float(p50[k]) * 1e3)) if flops and p50[k] > 0 else None,
             intensity=(flops / moved) if flops and moved else None))
     stats.sort(key=lambda s: (-s.share, s.name))
     return stats, total
+
+
+def robust_per_run(time: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Each kernel's time per run: its median over the runs it ran in, times the fraction of runs it
+    ran in. One stalled run on a busy machine moves a mean a lot and a median not at all."""
+    if time.ndim != 2 or time.shape[1] == 0:
+        return np.zeros(time.shape[0] if time.ndim else 0)
+    ran = calls > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        median = np.nanmedian(np.where(ran, time, np.nan), axis=1)
+    return np.nan_to_num(median) * ran.mean(axis=1)
 
 
 def _bytes(info: Optional[KernelInfo]) -> Optional[int]:
@@ -84,7 +96,7 @@ def op_type_table(kernels: Sequence[KernelStat], total_us: float) -> List[OpType
         rows.setdefault(k.op_type, []).append(k)
     table = []
     for op, members in rows.items():
-        total = sum(k.share for k in members) * total_us
+        total = sum(k.per_run_us for k in members)
         known = [k.flops for k in members if k.flops]
         flops = int(sum(known)) if known else None
         table.append(OpTypeStat(op_type=op, count=len(members), total_us=total,
@@ -98,7 +110,7 @@ def provider_table(kernels: Sequence[KernelStat], total_us: float) -> List[Provi
     rows: Dict[str, Tuple[int, float]] = {}
     for k in kernels:
         count, total = rows.get(k.provider, (0, 0.0))
-        rows[k.provider] = (count + 1, total + k.share * total_us)
+        rows[k.provider] = (count + 1, total + k.per_run_us)
     table = [ProviderStat(provider=p, count=c, total_us=t, share=t / total_us if total_us > 0 else 0.0)
              for p, (c, t) in rows.items()]
     table.sort(key=lambda r: -r.total_us)

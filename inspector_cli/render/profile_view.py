@@ -53,7 +53,7 @@ def summary_rows(p: ModelProfile) -> List[List[str]]:
     return [
         ["end-to-end p50 / p90 / p99", f"{fmt_us(e.p50_us)} / {fmt_us(e.p90_us)} / {fmt_us(e.p99_us)}"],
         ["end-to-end mean ± std (min)", f"{fmt_us(e.mean_us)} ± {fmt_us(e.std_us)} ({fmt_us(e.min_us)})"],
-        ["profiled run mean (overhead)", f"{fmt_us(p.profiled.mean_us)} ({p.overhead:+.0%})"],
+        ["profiled run p50 (profiler overhead)", f"{fmt_us(p.profiled.p50_us)} ({p.overhead:+.0%})"],
         ["summed kernel time per run", fmt_us(p.kernel_sum_us)],
         ["critical path (share of sum)",
          f"{fmt_us(c.length_us)} ({c.length_us / c.sum_us:.0%}) over {len(c.steps)} nodes" if c.sum_us else "n/a"],
@@ -107,14 +107,14 @@ def op_type_table(p: ModelProfile) -> Table:
 
 
 def groups_table(p: ModelProfile, top: int) -> Optional[Table]:
-    shown = sorted((g for g in p.groups if g.kind in ("fused", "replaced")), key=lambda g: -g.mean_us)[:top]
+    shown = sorted((g for g in p.groups if g.kind in ("fused", "replaced")), key=lambda g: -g.per_run_us)[:top]
     if not shown:
         return None
     table = Table(title="fused groups (original nodes -> kernels onnxruntime ran)",
                   columns=["time", "original", "ops", "kernels"], numeric=[True, True, False, False])
     for g in shown:
         ops = sorted(set(g.original_ops), key=g.original_ops.index)
-        table.add(fmt_us(g.mean_us), str(len(g.original_nodes)), _names(ops, 6), _names(g.kernels, 3))
+        table.add(fmt_us(g.per_run_us), str(len(g.original_nodes)), _names(ops, 6), _names(g.kernels, 3))
     return table
 
 

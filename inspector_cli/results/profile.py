@@ -42,7 +42,10 @@ class KernelStat:
     min_us: float
     max_us: float
     share: float
-    """Fraction of the summed kernel time of a run."""
+    """Fraction of the summed kernel time of a run (`per_run_us` over their sum)."""
+    per_run_us: float
+    """Time per run used for shares, totals and the critical path: the median over the runs the
+    kernel ran in times the fraction of runs it ran in (robust to a stalled run)."""
     runs: int
     calls_per_run: float = 1.0
     input_shapes: List[str] = field(default_factory=list)
@@ -51,6 +54,7 @@ class KernelStat:
     bytes_accessed: Optional[int] = None
     """Input activations + parameters + outputs, as onnxruntime reports them for this kernel."""
     gflops_per_s: Optional[float] = None
+    """FLOPs / p50 time."""
     intensity: Optional[float] = None
     """Arithmetic intensity: FLOPs per byte accessed."""
     slow_ratio: Optional[float] = None
@@ -67,7 +71,7 @@ class NodeGroup:
     original_nodes: List[str]
     original_ops: List[str]
     kernels: List[str]
-    mean_us: float = 0.0
+    per_run_us: float = 0.0
     flops: Optional[int] = None
 
 
@@ -169,8 +173,9 @@ class ModelProfile:
     profiled: LatencyStats
     """The same runs under the profiler (onnxruntime's model_run events)."""
     overhead: float
-    """profiled mean / e2e mean - 1."""
+    """profiled p50 / e2e p50 - 1."""
     kernel_sum_us: float
+    """Sum of the kernels' `per_run_us`."""
     kernels: List[KernelStat]
     groups: List[NodeGroup]
     op_types: List[OpTypeStat]
