@@ -8,7 +8,7 @@ import pytest
 
 from inspector_cli.profile.compare import base_op, speedup_interval
 from inspector_cli.profile.stats import flag_slow_kernels, kernel_table, latency_stats, op_type_table, provider_table
-from inspector_cli.profile.trace import KernelInfo
+from inspector_cli.profile.kernel_info import KernelInfo
 from inspector_cli.results.profile import KernelStat
 
 

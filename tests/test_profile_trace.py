@@ -10,7 +10,8 @@ import pytest
 from inspector_cli.core.graph import ModelGraph
 from inspector_cli.core.runner import RuntimeConfig
 from inspector_cli.profile import measure
-from inspector_cli.profile.trace import TypedShape, parse_trace, per_run_matrix
+from inspector_cli.profile.kernel_info import TypedShape
+from inspector_cli.profile.trace import parse_trace, per_run_matrix
 
 from .helpers import affine_model
 

@@ -103,7 +103,8 @@ def compare_profiles(a: Analysis, b: Analysis, e2e_a: Sequence[float], e2e_b: Se
         if ta <= 0 or tb <= 0:
             continue
         nodes = _nodes(a, kernels_a)
-        label = nodes[0] + (f" (+{len(nodes) - 1} nodes)" if len(nodes) > 1 else "") if nodes else kernels_a[0]
+        more = len(nodes) - 1
+        label = (nodes[0] + (f" (+{more} node{'s' if more > 1 else ''})" if more else "")) if nodes else kernels_a[0]
         deltas.append(NodeDelta(label=label, a_nodes=nodes[:20], a_kernels=kernels_a, b_kernels=kernels_b,
                                 a_us=ta, b_us=tb, speedup=ta / tb))
     matched = len(deltas)

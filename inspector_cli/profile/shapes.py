@@ -12,7 +12,7 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 from ..core.graph import ModelGraph
 from ..core.protoutil import infer_tensor_info
 from ..core.types import TensorInfo
-from .trace import ORT_TYPE_BYTES, TypedShape
+from .kernel_info import ORT_TYPE_BYTES, TypedShape
 
 Shape = Tuple[int, ...]
 

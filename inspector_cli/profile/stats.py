@@ -9,7 +9,7 @@ import numpy as np
 
 from ..results.base import Finding, Severity
 from ..results.profile import KernelStat, LatencyStats, OpTypeStat, ProviderStat
-from .trace import KernelInfo
+from .kernel_info import KernelInfo
 
 
 def latency_stats(values_us: Sequence[float]) -> LatencyStats:

@@ -19,53 +19,13 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InferenceError
+from .kernel_info import KernelInfo, kernel_info, parse_int
 
 KERNEL_SUFFIX = "_kernel_time"
 _HEADER = re.compile(
     rb'\s*\{\s*"cat"\s*:\s*"(?P<cat>[^"]*)"\s*,\s*"pid"\s*:\s*-?\d+\s*,\s*"tid"\s*:\s*(?P<tid>-?\d+)\s*,'
     rb'\s*"dur"\s*:\s*(?P<dur>\d+)\s*,\s*"ts"\s*:\s*(?P<ts>\d+)\s*,\s*"ph"\s*:\s*"X"\s*,'
     rb'\s*"name"\s*:\s*"(?P<name>(?:[^"\\]|\\.)*)"')
-
-# ONNX Runtime's type names in input_type_shape / output_type_shape -> bytes per element.
-ORT_TYPE_BYTES: Dict[str, float] = {
-    "float": 4, "double": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,
-    "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1, "int4": 0.5, "uint4": 0.5,
-    "float8e4m3fn": 1, "float8e4m3fnuz": 1, "float8e5m2": 1, "float8e5m2fnuz": 1,
-}
-
-
-@dataclass(frozen=True)
-class TypedShape:
-    dtype: str
-    dims: Tuple[int, ...]
-
-    def nbytes(self) -> Optional[int]:
-        size = ORT_TYPE_BYTES.get(self.dtype)
-        if size is None:
-            return None
-        count = 1
-        for d in self.dims:
-            count *= d
-        return int(count * size)
-
-    def text(self) -> str:
-        return f"{self.dtype}[{','.join(str(d) for d in self.dims)}]"
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """What a kernel's first event says about it (identical in every run of fixed-shape inputs)."""
-
-    name: str
-    op_type: str
-    provider: str
-    inputs: Tuple[TypedShape, ...] = ()
-    outputs: Tuple[TypedShape, ...] = ()
-    activation_bytes: Optional[int] = None
-    parameter_bytes: Optional[int] = None
-    output_bytes: Optional[int] = None
-    args: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
 
 @dataclass
 class Trace:
@@ -189,30 +149,6 @@ def _add_json_events(raw: _Raw, events: Sequence[Any]) -> None:
                     int(e.get("tid", 0) or 0), e.get("args") or {})
 
 
-def _shapes(value: Any) -> Tuple[TypedShape, ...]:
-    shapes = []
-    for entry in value or []:
-        if isinstance(entry, dict):
-            for dtype, dims in entry.items():
-                shapes.append(TypedShape(str(dtype), tuple(int(d) for d in dims or [])))
-    return tuple(shapes)
-
-
-def _int(value: Any) -> Optional[int]:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def kernel_info(name: str, args: Dict[str, Any]) -> KernelInfo:
-    return KernelInfo(
-        name=name, op_type=str(args.get("op_name", "?")), provider=str(args.get("provider", "?")),
-        inputs=_shapes(args.get("input_type_shape")), outputs=_shapes(args.get("output_type_shape")),
-        activation_bytes=_int(args.get("activation_size")), parameter_bytes=_int(args.get("parameter_size")),
-        output_bytes=_int(args.get("output_size")), args=args)
-
-
 def parse_trace(paths: Sequence["str | Path"], warmup: int = 0) -> Trace:
     """Read the profile files of one model's sessions (in order) and assign kernels to runs.
 
@@ -287,7 +223,7 @@ def _drop_incomplete(trace: Trace) -> None:
 
 
 def _arena_peak(info: Dict[str, KernelInfo]) -> Optional[int]:
-    peaks = [_int(k.args.get("mem_in_use_peak")) for k in info.values()]
+    peaks = [parse_int(k.args.get("mem_in_use_peak")) for k in info.values()]
     values = [p for p in peaks if p is not None]
     return max(values) if values else None
 
