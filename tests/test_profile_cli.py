@@ -8,7 +8,10 @@ import pytest
 from inspector_cli.results.profile import ProfileResult
 from inspector_cli.serialize import read_result
 
-from .helpers import affine_model, invoke, read_json, save
+import numpy as np
+from onnx import helper
+
+from .helpers import affine_model, init, invoke, make_model, read_json, save, vi
 
 
 @pytest.fixture()
@@ -91,3 +94,24 @@ def test_against_a_real_int8_qdq_model(tmp_path, cnn_pair):
     assert any(n.endswith("DequantizeLinear") for n in qconv["original_nodes"])
     loaded = read_result(out)
     assert loaded.comparison is not None and loaded.comparison.op_types[0].op_type == c["op_types"][0]["op_type"]
+
+
+def test_kernels_inside_an_if_branch_are_not_counted_twice(tmp_path):
+    then_branch = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [],
+                                    [vi("t", [2, 4])])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else", [],
+                                    [vi("e", [2, 4])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+             helper.make_node("If", ["c"], ["i"], name="branch", then_branch=then_branch, else_branch=else_branch),
+             helper.make_node("MatMul", ["i", "w"], ["y"], name="mm")]
+    model = save(make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])],
+                            [init("zero", np.array(0, np.float32)), init("w", np.ones((4, 4), np.float32))]),
+                 tmp_path / "if.onnx")
+    out = tmp_path / "r.json"
+    invoke(["profile", model, "--runs", "3", "--no-memory-stats", "--json", out])   # inputs in [0, 1): 'then'
+    p = read_json(out)["results"]["profiles"][0]
+    assert {k["name"] for k in p["kernels"]} == {"sum", "gt", "branch", "mm"}
+    assert any("control-flow subgraphs" in n for n in p["notes"])
+    assert sum(k["per_run_us"] for k in p["kernels"]) == pytest.approx(p["kernel_sum_us"])
+

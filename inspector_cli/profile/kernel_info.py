@@ -55,6 +55,7 @@ def _shapes(value: Any) -> Tuple[TypedShape, ...]:
 
 
 def parse_int(value: Any) -> Optional[int]:
+    """onnxruntime writes sizes as strings ("8192"); None when absent or not a number."""
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -62,6 +63,7 @@ def parse_int(value: Any) -> Optional[int]:
 
 
 def kernel_info(name: str, args: Dict[str, Any]) -> KernelInfo:
+    """A `KernelInfo` from the `args` of a kernel's `_kernel_time` event."""
     return KernelInfo(
         name=name, op_type=str(args.get("op_name", "?")), provider=str(args.get("provider", "?")),
         inputs=_shapes(args.get("input_type_shape")), outputs=_shapes(args.get("output_type_shape")),

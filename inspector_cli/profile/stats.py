@@ -107,6 +107,7 @@ def op_type_table(kernels: Sequence[KernelStat], total_us: float) -> List[OpType
 
 
 def provider_table(kernels: Sequence[KernelStat], total_us: float) -> List[ProviderStat]:
+    """Kernels grouped by execution provider, slowest first."""
     rows: Dict[str, Tuple[int, float]] = {}
     for k in kernels:
         count, total = rows.get(k.provider, (0, 0.0))

@@ -10,6 +10,7 @@ from .table import FAIL, MUTED, OK, WARN, Cell, Table, View
 
 
 def fmt_us(us: Optional[float]) -> str:
+    """Microseconds as µs, ms or s."""
     if us is None:
         return "n/a"
     if us >= 1e6:
@@ -20,6 +21,7 @@ def fmt_us(us: Optional[float]) -> str:
 
 
 def fmt_bytes(n: Optional[int]) -> str:
+    """Bytes in binary units."""
     if n is None:
         return "n/a"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -29,6 +31,7 @@ def fmt_bytes(n: Optional[int]) -> str:
 
 
 def fmt_count(n: Optional[float]) -> str:
+    """Counts with k/M/G/T suffixes."""
     if n is None:
         return "n/a"
     for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
@@ -38,6 +41,7 @@ def fmt_count(n: Optional[float]) -> str:
 
 
 def fmt_num(x: Optional[float], digits: int = 2) -> str:
+    """A float with fixed digits, n/a for None."""
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
@@ -47,6 +51,7 @@ def _names(names: Sequence[str], limit: int = 3) -> str:
 
 
 def summary_rows(p: ModelProfile) -> List[List[str]]:
+    """(measure, value) rows of one model's summary; the same labels for both models of a comparison."""
     e, c, m = p.e2e, p.critical_path, p.memory
     fused = sum(1 for g in p.groups if g.kind == "fused")
     folded = sum(len(g.original_nodes) for g in p.groups if g.kind == "folded")
@@ -69,6 +74,7 @@ def summary_rows(p: ModelProfile) -> List[List[str]]:
 
 
 def kernel_table(p: ModelProfile, top: int, title: str) -> Table:
+    """The `top` kernels by share of the run, with the original nodes they execute."""
     table = Table(title=title, columns=["#", "kernel", "op", "provider", "mean", "p50", "p90", "min", "share",
                                         "GFLOP/s", "FLOP/B", "original nodes"],
                   numeric=[True, False, False, False, True, True, True, True, True, True, True, False])
@@ -96,6 +102,7 @@ def _origin(k: KernelStat, groups: dict) -> Cell:
 
 
 def op_type_table(p: ModelProfile) -> Table:
+    """Time by op type (and providers in the caption when not only the CPU)."""
     table = Table(title="time by op type", columns=["op type", "kernels", "total", "share", "mean per kernel",
                                                     "GFLOP/s"], numeric=[False, True, True, True, True, True])
     for row in p.op_types:
@@ -107,6 +114,7 @@ def op_type_table(p: ModelProfile) -> Table:
 
 
 def groups_table(p: ModelProfile, top: int) -> Optional[Table]:
+    """The most expensive fused or replaced groups: original nodes -> kernels."""
     shown = sorted((g for g in p.groups if g.kind in ("fused", "replaced")), key=lambda g: -g.per_run_us)[:top]
     if not shown:
         return None
@@ -119,6 +127,7 @@ def groups_table(p: ModelProfile, top: int) -> Optional[Table]:
 
 
 def critical_table(p: ModelProfile, top: int) -> Table:
+    """The heaviest steps of the critical path, its length against the sum and the end-to-end p50."""
     c = p.critical_path
     table = Table(title="critical path: heaviest steps", columns=["node", "op", "time", "kernel"],
                   numeric=[False, False, True, False])
@@ -130,6 +139,7 @@ def critical_table(p: ModelProfile, top: int) -> Table:
 
 
 def memory_tables(p: ModelProfile, top: int) -> List[Table]:
+    """Tensors live at the activation peak, and onnxruntime's per-node memory when collected."""
     m = p.memory
     live = Table(title=f"live at the activation peak ({fmt_bytes(m.peak_bytes)} after '{m.peak_node}')",
                  columns=["tensor", "size", "shape", "producer"], numeric=[False, True, False, False])
@@ -148,6 +158,7 @@ def memory_tables(p: ModelProfile, top: int) -> List[Table]:
 
 
 def hints_table(p: ModelProfile, title: str = "hints") -> Optional[Table]:
+    """Performance patterns with the time of the kernels doing their nodes."""
     if not p.hints:
         return None
     table = Table(title=title, columns=["pattern", "time", "share", "fused by ORT", "nodes"],
@@ -158,7 +169,8 @@ def hints_table(p: ModelProfile, title: str = "hints") -> Optional[Table]:
     return table
 
 
-def comparison_tables(c: ProfileComparison, a: ModelProfile, b: ModelProfile, top: int) -> List[Table]:
+def comparison_tables(c: ProfileComparison, top: int) -> List[Table]:
+    """`--against`: op types by base op with speed-ups, then units that got slower and faster in B."""
     ops = Table(title="op types (base op: QLinearConv counts as Conv)", columns=["op type", "A", "B", "speed-up",
                                                                                   "kernels A/B"],
                 numeric=[False, True, True, True, True])
@@ -181,6 +193,7 @@ def comparison_tables(c: ProfileComparison, a: ModelProfile, b: ModelProfile, to
 
 
 def profile_view(result: ProfileResult, top: int = 15) -> View:
+    """Everything `mi profile` prints: one model's tables, or two models side by side."""
     view = View(passed=result.passed, verdict=result.summary())
     profiles = result.profiles
     if len(profiles) == 1:
@@ -202,7 +215,7 @@ def profile_view(result: ProfileResult, top: int = 15) -> View:
                                f"mean {c.mean_speedup:.2f}x; A = {a.model}, B = {b.model}")
         view.tables.append(summary)
         if c is not None:
-            view.tables.extend(comparison_tables(c, a, b, top))
+            view.tables.extend(comparison_tables(c, top))
         view.tables.extend([kernel_table(a, top, "top kernels of A"), kernel_table(b, top, "top kernels of B")])
         for p, label in ((a, "A"), (b, "B")):
             hints = hints_table(p, f"hints for {label}")
