@@ -114,4 +114,3 @@ def test_kernels_inside_an_if_branch_are_not_counted_twice(tmp_path):
     assert {k["name"] for k in p["kernels"]} == {"sum", "gt", "branch", "mm"}
     assert any("control-flow subgraphs" in n for n in p["notes"])
     assert sum(k["per_run_us"] for k in p["kernels"]) == pytest.approx(p["kernel_sum_us"])
-
