@@ -23,6 +23,7 @@ COMMANDS: Dict[str, str] = {
     "run": "inspector_cli.commands.run:run",
     "inputs": "inspector_cli.commands.inputs:inputs",
     "config": "inspector_cli.commands.config_cmd:config",
+    "profile": "inspector_cli.commands.profile:profile",
 }
 
 

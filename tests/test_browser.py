@@ -66,6 +66,8 @@ def reports(tmp_path):
     invoke(["report", tmp_path / "c0.json", tmp_path / "c.json", "--diff", "--html", tmp_path / "diff.html"],
            exit_code=1)
     made["report-diff"] = tmp_path / "diff.html"
+    invoke(["profile", a, "--runs", "3", "--warmup", "1", "--html", tmp_path / "profile.html"])
+    made["profile"] = tmp_path / "profile.html"
     return made
 
 

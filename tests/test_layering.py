@@ -17,6 +17,7 @@ FORBIDDEN = {
     "diff": {"workflows", "commands", "render", "cli", "config"},
     "results": {"workflows", "commands", "render", "cli", "config"},
     "workflows": {"commands", "render", "cli"},
+    "profile": {"workflows", "commands", "render", "cli", "config"},
     "render": {"workflows", "commands", "cli", "core"},
     "config": {"workflows", "commands", "render"},
 }

@@ -253,3 +253,17 @@ def test_broken_result_file(tmp_path):
     assert "not valid JSON" in invoke(["report", bad], exit_code=3).stderr
     bad.write_text(json.dumps({"kind": "compare", "schema_version": 99}))
     assert "schema_version 99" in invoke(["report", bad], exit_code=3).stderr
+
+
+def test_html_profile_has_charts_and_tables(tmp_path):
+    model = save(affine_model(shape=(1, 64)), tmp_path / "m.onnx")
+    invoke(["profile", model, "--runs", "3", "--warmup", "1", "--html", tmp_path / "p.html",
+            "--model-explorer", tmp_path / "p.me.json"])
+    lines = skeleton(tmp_path / "p.html").lines
+    assert "section kind=profile" in lines and "banner pass" in lines
+    assert lines.count("chart chart bar-chart") == 2  # op-type shares, critical path
+    captions = [line for line in lines if line.startswith("caption ")]
+    assert any("top kernels" in c for c in captions) and any("op type" in c for c in captions)
+    (data,) = read_json(tmp_path / "p.me.json").values()
+    assert set(data["results"]) == {"mul", "add"}  # keyed by original node name
+    assert all(v["value"] > 0 for v in data["results"].values())

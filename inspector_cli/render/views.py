@@ -11,6 +11,7 @@ VIEW_BUILDERS: Dict[str, str] = {
     "compare": "inspector_cli.render.compare_view:compare_view",
     "report-diff": "inspector_cli.render.report_diff_view:report_diff_view",
     "suite": "inspector_cli.render.suite_view:suite_view",
+    "profile": "inspector_cli.render.profile_view:profile_view",
     "inputs": "inspector_cli.render.inputs_view:inputs_view",
 }
 
