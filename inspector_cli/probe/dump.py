@@ -20,7 +20,11 @@ DEFAULT_MAX_BYTES = 256 << 20
 
 
 def safe_stem(sample: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(sample).name)[:80] or "sample"
+    """A file-name stem from a sample id ('s003.npz' -> 's003')."""
+    name = Path(sample).name
+    for suffix in (".npz", ".npy", ".pb"):
+        name = name.removesuffix(suffix)
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80] or "sample"
 
 
 class NpzWriter:
