@@ -130,3 +130,22 @@ def test_channel_axis_option_and_per_sample_rows(tmp_path):
     rows = [(r["sample"], r["max"], r["zero_frac"]) for r in res["per_sample"]]
     assert rows == [("s000.npz", 1.0, 0.25), ("s001.npz", 2.0, 0.25)]
     assert not math.isnan(res["tensors"][0]["std"])
+
+
+def test_hist_sample_keeps_exact_moments_and_approximates_percentiles():
+    rng = np.random.default_rng(1)
+    samples = [np.maximum(rng.normal(0, 1, (1, 16, 64, 64)), 0).astype(np.float32) for _ in range(6)]
+    tracker = TensorTracker("t", hist_sample=4096)
+    for i, s in enumerate(samples):
+        tracker.update(str(i), s)
+    stats = tracker.finish()
+    allv = np.concatenate([s.ravel() for s in samples]).astype(np.float64)
+    assert stats.min == allv.min() and stats.max == allv.max()
+    assert stats.mean == pytest.approx(allv.mean(), rel=1e-6) and stats.std == pytest.approx(allv.std(), rel=1e-6)
+    assert stats.zero_frac == np.count_nonzero(allv == 0) / allv.size  # exact even though zeros are sampled
+    assert sum(stats.histogram) == pytest.approx(allv.size, rel=1e-3)
+    assert any("1-in-16 sample" in n for n in stats.notes)
+    for q in (1, 50, 99):  # a 1-in-16 sample of 393,216 values: ranks within a fraction of a percent
+        got = stats.percentiles[f"p{q:g}"]
+        below, upto = (np.count_nonzero(allv < got) / allv.size * 100, np.count_nonzero(allv <= got) / allv.size * 100)
+        assert below - 0.5 <= q <= upto + 0.5, (q, below, upto)

@@ -56,6 +56,9 @@ class SizeType(click.ParamType):
               help="Runs kept per model and selection; older ones are pruned.")
 @click.option("--no-history", is_flag=True, help="Do not store this run.")
 @click.option("--since", metavar="last|RUN_ID", help="Show each statistic's change against an earlier run.")
+@click.option("--hist-sample", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+              help="Histogram (percentiles, outliers) from about N values per tensor and sample instead of all: "
+                   "faster on large tensors, no longer rank-exact. 0 counts every value.")
 @click.option("--capture-budget", type=SizeType(), default=None,
               help="Memory for captured tensors at once, e.g. 2G (default: a quarter of the available memory).")
 @runtime_options
@@ -104,7 +107,7 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         dump_max_bytes=params["dump_max_bytes"], quant_ranges=params["quant_ranges"], reference=params.get("reference"),
         max_saturation=params["max_saturation"], plugins=tuple(params.get("plugins") or ()),
         history=not params["no_history"], history_dir=params["history_dir"], keep_runs=params["keep_runs"],
-        since=params.get("since"), capture_budget=params.get("capture_budget"))
+        since=params.get("since"), hist_sample=params["hist_sample"], capture_budget=params.get("capture_budget"))
     state = app_state(ctx)
     with progress_bar(state, "probing", enabled=json_path != "-" and fmt == "table") as progress:
         result = probe_model(model, config, progress=progress)

@@ -33,6 +33,8 @@ class ProbeConfig:
     history_dir: str = ".mi/history"
     keep_runs: int = 10
     since: Optional[str] = None
+    hist_sample: int = 0
+    """0: every value enters the histogram (rank-exact percentiles); N: about N values per tensor and sample."""
     capture_budget: Optional[int] = None
     """Bytes of captured tensors alive at once (default: a quarter of the available memory)."""
 
@@ -55,5 +57,6 @@ class ProbeConfig:
             "history_dir": self.history_dir,
             "keep_runs": self.keep_runs,
             "since": self.since,
+            "hist_sample": self.hist_sample,
             "capture_budget": self.capture_budget,
         }

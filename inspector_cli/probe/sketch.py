@@ -70,7 +70,7 @@ class KeyBuffer:
         if self._keys.size < n:
             self._keys = np.empty(max(n, 2 * self._keys.size), dtype=np.intp)
         out = self._keys[:n]
-        np.right_shift(values.reshape(-1).view(np.uint32), 16, out=out, casting="unsafe")
+        np.right_shift(values.reshape(-1).view(np.uint32), 16, out=out, casting="unsafe")  # strided views too
         return out
 
 

@@ -80,8 +80,11 @@ class TensorTracker:
     """Streaming statistics of one tensor; `update` once per sample, `finish` for the result."""
 
     def __init__(self, name: str, *, op_type: str = "", node: str = "", channel_axis: Optional[int] = 1,
-                 keep_rows: bool = False, workspace: Optional[Workspace] = None) -> None:
+                 keep_rows: bool = False, workspace: Optional[Workspace] = None, hist_sample: int = 0) -> None:
         self.name, self.op_type, self.node = name, op_type, node
+        self.hist_sample = hist_sample
+        """0: count every value in the histogram (rank-exact percentiles); N: at most about N values per
+        sample, a systematic 1-in-k sample whose phase moves from sample to sample (faster, approximate)."""
         self.channel_axis = channel_axis
         self.keep_rows = keep_rows
         self.workspace = workspace or Workspace()
@@ -101,6 +104,7 @@ class TensorTracker:
         self.zeros = self.nan = self.inf = 0
         self.zero_samples = 0
         self.zero_sample_ids: List[str] = []
+        self.max_stride = 1
         self.channels = ChannelTracker(self.channel_axis) if self.channel_axis is not None else None
         self.rows: List[SampleRow] = []
 
@@ -137,9 +141,15 @@ class TensorTracker:
             return SampleStats(sample, self.name, size, 0, None, None, None, None, 0, nan, inf)
         ws = self.workspace
         keyed = flat if flat.dtype == np.float32 else flat.astype(np.float32)
+        stride = 1
+        if self.hist_sample and n > self.hist_sample:
+            stride = -(-n // self.hist_sample)
+            keyed = keyed[(self.samples - 1) % stride::stride]
+            self.max_stride = max(self.max_stride, stride)
         counts = self.hist.add_keys(ws.keys.keys(keyed))
         zeros = 0
-        if counts[0] or counts[0x8000]:  # the zero buckets also hold tiny subnormals: count exactly
+        maybe_zero = (counts[0] or counts[0x8000]) if stride == 1 else lo <= 0 <= hi
+        if maybe_zero:  # the zero buckets also hold tiny subnormals: count exactly
             mask = ws.scratch.get(n, np.dtype(bool))
             np.equal(flat, 0, out=mask)
             zeros = int(np.count_nonzero(mask))
@@ -170,6 +180,9 @@ class TensorTracker:
         notes = list(self.notes)
         if self.channels is not None and self.channels.disabled:
             notes.append(f"channels not tracked: {self.channels.disabled}")
+        if self.max_stride > 1:
+            notes.append(f"percentiles, outliers and histogram from a 1-in-{self.max_stride} sample of the values "
+                         "(--hist-sample): approximate")
         base = dict(name=self.name, op_type=self.op_type, node=self.node, dtype=self.dtype, shape=self.shape or [],
                     samples=self.samples, count=count, nan=self.nan, inf=self.inf, channels=channels,
                     zero_samples=self.zero_samples, zero_sample_ids=list(self.zero_sample_ids), notes=notes)
@@ -177,11 +190,15 @@ class TensorTracker:
             return TensorStats(**base)  # type: ignore[arg-type]
         mean, std = self.moments.mean, self.moments.std
         outliers: Dict[str, object] = {"outlier_ratio": 0.0, "outlier_bounds": [0.0, 0.0]}
-        if std > 0:
+        counted = self.hist.total  # == count unless the histogram samples (--hist-sample)
+        if std > 0 and counted:
             estimate, low, high = self.hist.count_beyond(mean - 3 * std, mean + 3 * std)
-            outliers = {"outlier_ratio": estimate / count, "outlier_bounds": [low / count, high / count]}
+            outliers = {"outlier_ratio": estimate / counted, "outlier_bounds": [low / counted, high / counted]}
+        display = self.hist.display(self.min, self.max, DISPLAY_BINS)
+        if counted and counted != count:
+            display = [round(c * count / counted) for c in display]
         return TensorStats(
             **base,  # type: ignore[arg-type]
             min=self.min, max=self.max, mean=mean, std=std, absmax=max(abs(self.min), abs(self.max)),
             percentiles=self.hist.percentiles(lo=self.min, hi=self.max), zero_frac=self.zeros / count,
-            histogram=self.hist.display(self.min, self.max, DISPLAY_BINS), **outliers)  # type: ignore[arg-type]
+            histogram=display, **outliers)  # type: ignore[arg-type]

@@ -94,7 +94,7 @@ def _consumers(plan: ProbePlan, config: ProbeConfig, nodes: Dict[str, Optional[N
         node = graph.producer.get(name)
         trackers[name] = TensorTracker(name, op_type=node.op_type if node else "(input)", node=node.name if node else "",
                                        channel_axis=config.channel_axis, keep_rows=config.per_sample,
-                                       workspace=workspace)
+                                       workspace=workspace, hist_sample=config.hist_sample)
     quant: Dict[str, List[QuantTracker]] = {}
     for spec in plan.quant:
         if spec.source != "weight":
