@@ -10,7 +10,8 @@ wait4's rusage):
 - plain:   onnxruntime inference of the samples (session + runs), nothing else;
 - capture: `core.capture.run_capture` exposing every tensor, with a no-op consumer (the floor of
            any probe that copies tensors out of onnxruntime);
-- probe:   `mi probe MODEL --select all` (statistics of every tensor, JSON written).
+- probe:   `mi probe MODEL --select all` (statistics of every tensor, JSON written), with rank-exact
+           percentiles (default) and with `--hist-sample 65536` (approximate percentiles).
 
 Targets: probe (32 samples) <= 2x plain (32 samples); probe's peak RSS for 32 samples within 10%
 of that for 4.
@@ -71,7 +72,7 @@ def build(out: Path) -> Path:
 
 
 def measure(argv: list) -> tuple:
-    """(wall seconds, peak RSS MiB) of one subprocess."""
+    """(wall seconds, peak RSS MiB, CPU seconds) of one subprocess."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -79,7 +80,7 @@ def measure(argv: list) -> tuple:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) not in (0, 1):
         raise SystemExit(f"failed: {' '.join(map(str, argv))}\n{proc.stderr.read().decode() if proc.stderr else ''}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -96,6 +97,9 @@ def main() -> None:
         ("capture every tensor, no statistics", 32, [py, "-c", CAPTURE, model, out / "data32"]),
         ("mi probe --select all", 32, [py, "-m", "inspector_cli", "-q", "probe", model, "--inputs", out / "data32",
                                        "--select", "all", "--no-history", "--json", out / "probe32.json"]),
+        ("mi probe --select all --hist-sample 65536", 32,
+         [py, "-m", "inspector_cli", "-q", "probe", model, "--inputs", out / "data32", "--select", "all",
+          "--hist-sample", "65536", "--no-history", "--json", out / "probe32s.json"]),
         ("plain inference", 4, [py, "-c", PLAIN, model, out / "data4"]),
         ("mi probe --select all", 4, [py, "-m", "inspector_cli", "-q", "probe", model, "--inputs", out / "data4",
                                       "--select", "all", "--no-history", "--json", out / "probe4.json"]),
@@ -103,15 +107,16 @@ def main() -> None:
     results = {}
     for _ in range(repeat):  # interleaved, best of `repeat`: the machine is shared
         for label, n, argv in cases:
-            wall, rss = measure([str(a) for a in argv])
+            wall, rss, cpu = measure([str(a) for a in argv])
             best = results.get((label, n))
-            results[(label, n)] = (min(wall, best[0]), max(rss, best[1]) if best else rss) if best else (wall, rss)
+            results[(label, n)] = (min(wall, best[0]), max(rss, best[1]), min(cpu, best[2])) if best else (wall, rss, cpu)
     plain32 = results[("plain inference", 32)][0]
     probe_rss4 = results[("mi probe --select all", 4)][1]
     print(f"ResNet-50 (torchvision, random init), batch 1, {os.cpu_count()} CPUs, best of {repeat}")
-    print(f"{'case':40s} {'samples':>7s} {'wall s':>8s} {'x plain(32)':>11s} {'peak RSS MiB':>12s}")
-    for (label, n), (wall, rss) in results.items():
-        print(f"{label:40s} {n:7d} {wall:8.2f} {wall / plain32:11.2f} {rss:12.0f}")
+    cpu32 = results[("plain inference", 32)][2]
+    print(f"{'case':42s} {'samples':>7s} {'wall s':>7s} {'x plain':>7s} {'CPU s':>6s} {'x plain':>7s} {'peak RSS MiB':>12s}")
+    for (label, n), (wall, rss, cpu) in results.items():
+        print(f"{label:42s} {n:7d} {wall:7.2f} {wall / plain32:7.2f} {cpu:6.2f} {cpu / cpu32:7.2f} {rss:12.0f}")
     probe32 = results[("mi probe --select all", 32)]
     capture32 = results[("capture every tensor, no statistics", 32)][0]
     print(f"statistics cost: {probe32[0] - capture32:.2f} s over 32 samples "
