@@ -29,6 +29,8 @@ REL_ERROR = 2.0 ** -8
 ABS_ERROR_SUBNORMAL = 2.0 ** -133
 """Absolute error bound below the smallest normal float32 (the +-0 buckets hold subnormals up to ~9.2e-41)."""
 PERCENTILES: Tuple[float, ...] = (0.1, 1.0, 50.0, 99.0, 99.9)
+SMALL = 32768
+"""Below this many keys, counting in place beats bincount's full-size temporary."""
 
 _TABLES: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = None
 
@@ -82,11 +84,14 @@ class LogHistogram:
     def __init__(self) -> None:
         self.counts = np.zeros(BUCKETS, dtype=np.int64)
 
-    def add_keys(self, keys: np.ndarray) -> np.ndarray:
-        """Count one sample's keys; returns that sample's own counts (for per-sample use)."""
-        sample = np.bincount(keys, minlength=BUCKETS)
-        self.counts += sample
-        return sample
+    def add_keys(self, keys: np.ndarray) -> int:
+        """Count one sample's keys; returns how many fell in the two zero buckets."""
+        before = self.counts[0] + self.counts[0x8000]
+        if keys.size < SMALL:
+            np.add.at(self.counts, keys, 1)  # no 512 KiB temporary for a few values
+        else:
+            self.counts += np.bincount(keys, minlength=BUCKETS)
+        return int(self.counts[0] + self.counts[0x8000] - before)
 
     def merge(self, other: "LogHistogram") -> None:
         self.counts += other.counts

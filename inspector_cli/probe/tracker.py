@@ -146,9 +146,9 @@ class TensorTracker:
             stride = -(-n // self.hist_sample)
             keyed = keyed[(self.samples - 1) % stride::stride]
             self.max_stride = max(self.max_stride, stride)
-        counts = self.hist.add_keys(ws.keys.keys(keyed))
+        in_zero_buckets = self.hist.add_keys(ws.keys.keys(keyed))
         zeros = 0
-        maybe_zero = (counts[0] or counts[0x8000]) if stride == 1 else lo <= 0 <= hi
+        maybe_zero = in_zero_buckets > 0 if stride == 1 else lo <= 0 <= hi
         if maybe_zero:  # the zero buckets also hold tiny subnormals: count exactly
             mask = ws.scratch.get(n, np.dtype(bool))
             np.equal(flat, 0, out=mask)

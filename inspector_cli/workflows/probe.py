@@ -80,7 +80,11 @@ def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
         raise UsageError(f"{graph.display_name}: nothing to probe", hint="choose tensors with --select")
     samples = open_samples(config.inputs, graph.inputs, config.synthetic)
     shapes = {k: tuple(v.shape) for k, v in samples.load(samples.refs[0]).items()}
-    sizes = estimate_sizes(graph, tensors, shapes)
+    declared = {i.name: i.shape for i in graph.inputs}
+    # Static inputs equal to the samples: the graph's own (cached) shape inference serves both the
+    # size estimate and the session's output declarations, saving a second inference pass.
+    same = all(declared.get(k) == v for k, v in shapes.items())
+    sizes = estimate_sizes(graph, tensors, None if same else shapes)
     plan = plan_capture(sizes, config.capture_budget)
     chunks = [[tensors[i] for i in chunk] for chunk in plan.chunks] if tensors else []
     return ProbePlan(graph, tensors, chunks, samples, plan.to_dict(), quant, notes, shapes)
