@@ -11,7 +11,7 @@ wait4's rusage):
 - capture: `core.capture.run_capture` exposing every tensor, with a no-op consumer (the floor of
            any probe that copies tensors out of onnxruntime);
 - probe:   `mi probe MODEL --select all` (statistics of every tensor, JSON written), with rank-exact
-           percentiles (default) and with `--hist-sample 65536` (approximate percentiles).
+           percentiles (default) and with `--hist-sample 16384` (approximate percentiles).
 
 Targets: probe (32 samples) <= 2x plain (32 samples); probe's peak RSS for 32 samples within 10%
 of that for 4.
@@ -97,9 +97,9 @@ def main() -> None:
         ("capture every tensor, no statistics", 32, [py, "-c", CAPTURE, model, out / "data32"]),
         ("mi probe --select all", 32, [py, "-m", "inspector_cli", "-q", "probe", model, "--inputs", out / "data32",
                                        "--select", "all", "--no-history", "--json", out / "probe32.json"]),
-        ("mi probe --select all --hist-sample 65536", 32,
+        ("mi probe --select all --hist-sample 16384", 32,
          [py, "-m", "inspector_cli", "-q", "probe", model, "--inputs", out / "data32", "--select", "all",
-          "--hist-sample", "65536", "--no-history", "--json", out / "probe32s.json"]),
+          "--hist-sample", "16384", "--no-history", "--json", out / "probe32s.json"]),
         ("plain inference", 4, [py, "-c", PLAIN, model, out / "data4"]),
         ("mi probe --select all", 4, [py, "-m", "inspector_cli", "-q", "probe", model, "--inputs", out / "data4",
                                       "--select", "all", "--no-history", "--json", out / "probe4.json"]),

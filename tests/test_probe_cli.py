@@ -54,3 +54,12 @@ def test_shipped_config_runs(tmp_path, monkeypatch):
     assert (tmp_path / "d" / "s000.tensors.npz").is_file() and (tmp_path / "d" / "s000.inputs.npz").is_file()
     assert (tmp_path / res["results"]["history"]["saved"]).is_file()
     assert res["results"]["history"]["saved"].startswith(".mi/history/")
+
+
+def test_onnxruntime_workers_do_not_spin_between_runs_unless_asked():
+    from inspector_cli.core.runner import RuntimeConfig
+    from inspector_cli.workflows.probe import SPINNING, quiet_runtime
+
+    assert quiet_runtime(RuntimeConfig()).session_config == ((SPINNING, "0"),)
+    mine = RuntimeConfig(session_config=((SPINNING, "1"),))
+    assert quiet_runtime(mine) is mine
