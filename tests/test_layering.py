@@ -19,6 +19,7 @@ FORBIDDEN = {
     "workflows": {"commands", "render", "cli"},
     "render": {"workflows", "commands", "cli", "core"},
     "config": {"workflows", "commands", "render"},
+    "probe": {"workflows", "commands", "render", "cli", "config"},
 }
 
 

@@ -28,7 +28,7 @@ from ..probe.triggers import parse_triggers
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
 from . import Progress, no_progress
-from .probe_report import build_findings, quant_results, record_history
+from .probe_report import build_findings, check_since, quant_results, record_history
 
 ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 
@@ -138,6 +138,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         raise UsageError("--dump needs --break-on: it writes the sample that met the condition")
     plugins = [load_plugin(spec) for spec in config.plugins]
     graph = as_graph(model)
+    check_since(config, graph)
     plan = plan_probe(graph, config)
     nodes = {t: node_view(graph, t) for t in plan.tensors}
     workspace = Workspace()

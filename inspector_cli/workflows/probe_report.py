@@ -78,12 +78,22 @@ def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit]
     return findings
 
 
+def _selection(config: ProbeConfig) -> List[str]:
+    return list(config.select or ("all",)) + (["+quant-ranges"] if config.quant_ranges else [])
+
+
+def check_since(config: ProbeConfig, graph: ModelGraph) -> None:
+    """Fail before any inference when `--since` names no stored run."""
+    if config.since and graph.path is not None:
+        HistoryStore(config.history_dir).find(config.since, history_key(str(graph.path), _selection(config)))
+
+
 def record_history(config: ProbeConfig, graph: ModelGraph, model: ModelRef, samples: SampleSet, done: int,
                    tensors: Sequence[TensorStats]) -> Optional[HistoryInfo]:
     """Compare with an earlier run (`--since`) and store this one (unless --no-history)."""
     if graph.path is None or (not config.history and not config.since):
         return None
-    selection = list(config.select or ("all",)) + (["+quant-ranges"] if config.quant_ranges else [])
+    selection = _selection(config)
     key = history_key(str(graph.path), selection)
     store = HistoryStore(config.history_dir, config.keep_runs)
     run_id = new_run_id()
