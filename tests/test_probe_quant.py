@@ -65,3 +65,31 @@ def test_good_model_relu_folding_is_not_saturation(cnn_pair, tmp_path):
 def test_reference_needs_quant_ranges(cnn_pair):
     fp32, int8, data = cnn_pair
     invoke(["probe", int8, "--inputs", data, "--reference", fp32, "--no-history"], exit_code=2)
+
+
+def test_qlinear_output_saturation(tmp_path):
+    """QOperator format: a QLinearMatMul whose output scale is too small clips at 0 and 255."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from .helpers import init, make_model, save, vi
+
+    rng = np.random.default_rng(2)
+    b = rng.integers(0, 255, (8, 4)).astype(np.uint8)
+    node = helper.make_node("QLinearMatMul", ["a", "a_s", "a_z", "b", "b_s", "b_z", "y_s", "y_z"], ["y"], name="qmm")
+    inits = [init("a_s", np.array(0.02, np.float32)), init("a_z", np.array(128, np.uint8)), init("b", b),
+             init("b_s", np.array(0.01, np.float32)), init("b_z", np.array(128, np.uint8)),
+             init("y_s", np.array(0.01, np.float32)), init("y_z", np.array(128, np.uint8))]
+    model = save(make_model([node], [vi("a", [2, 8], TensorProto.UINT8)], [vi("y", [2, 4], TensorProto.UINT8)],
+                            inits, opset=13), tmp_path / "q.onnx")
+    xs = [rng.integers(0, 255, (2, 8)).astype(np.uint8) for _ in range(4)]
+    save_npz(tmp_path / "d", [{"a": x} for x in xs])
+    invoke(["probe", model, "--inputs", tmp_path / "d", "--quant-ranges", "--no-history", "--json",
+            tmp_path / "r.json"], exit_code=1)
+    row = read_json(tmp_path / "r.json")["results"]["quant"][0]
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    ys = np.concatenate([session.run(None, {"a": x})[0].ravel() for x in xs])
+    assert (row["node"], row["source"], row["qtype"], row["tensor"]) == ("qmm", "qlinear-output", "uint8", "y")
+    assert row["saturated"] == np.count_nonzero((ys == 0) | (ys == 255)) > 0 and row["count"] == ys.size
+    assert row["observed"] == pytest.approx([0.01 * (int(ys.min()) - 128), 0.01 * (int(ys.max()) - 128)])
+    assert row["used_share"] == pytest.approx((int(ys.max()) - int(ys.min()) + 1) / 256)
