@@ -149,3 +149,12 @@ def test_hist_sample_keeps_exact_moments_and_approximates_percentiles():
         got = stats.percentiles[f"p{q:g}"]
         below, upto = (np.count_nonzero(allv < got) / allv.size * 100, np.count_nonzero(allv <= got) / allv.size * 100)
         assert below - 0.5 <= q <= upto + 0.5, (q, below, upto)
+
+
+def test_non_numeric_and_empty_tensors_are_noted_not_measured():
+    tracker = TensorTracker("t")
+    tracker.update("a", np.array(["x", "y"], dtype=object))
+    tracker.update("b", np.zeros((0, 3), np.float32))
+    stats = tracker.finish()
+    assert stats.samples == 2 and stats.count == 0 and stats.min is None and stats.percentiles == {}
+    assert any("not numeric" in n for n in stats.notes)

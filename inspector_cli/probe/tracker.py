@@ -112,6 +112,11 @@ class TensorTracker:
         """Add one sample's value of the tensor; returns that sample's statistics."""
         array = np.asarray(array)
         self._note_layout(array)
+        if array.dtype.kind not in "biuf":  # strings, objects (sequences): nothing to measure
+            if not any("not numeric" in n for n in self.notes):
+                self.notes.append(f"values of dtype {array.dtype} are not numeric: not measured")
+            self.samples += 1
+            return SampleStats(sample, self.name, array.size, 0, None, None, None, None, 0, 0, 0)
         work = as_float(array)
         flat = work.reshape(-1)
         self.samples += 1
