@@ -23,6 +23,9 @@ def test_list_prints_every_selectable_tensor_without_inference(cnn_pair, tmp_pat
     assert tensors[-1]["name"] == "logits" and tensors[-1]["shape"] == "[1, 10]"
     text = invoke(["probe", fp32, "--list", "--format", "csv"]).stdout
     assert text.count("\n") == len(tensors) + 1 and ",Relu," in text
+    invoke(["probe", fp32, "--list", "-s", "op:Relu", "-s", "input", "--json", tmp_path / "r.json"])
+    chosen = read_json(tmp_path / "r.json")["results"]["tensors"]
+    assert [t["op_type"] for t in chosen] == ["(input)"] + ["Relu"] * sum(t["op_type"] == "Relu" for t in tensors)
 
 
 def test_selection_forms_and_json_round_trip(tmp_path):

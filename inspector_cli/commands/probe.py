@@ -27,7 +27,7 @@ class SizeType(click.ParamType):
 
 @click.command("probe")
 @click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
-@click.option("--list", "list_only", is_flag=True, help="Print every selectable tensor (op type, dtype, shape); no inference.")
+@click.option("--list", "list_only", is_flag=True, help="Print every selectable tensor (op type, dtype, shape), or those --select matches; no inference.")
 @click.option("--select", "-s", multiple=True, metavar="PATTERN",
               help="Tensors to probe: exact name, glob, 're:REGEX', 'op:Relu[,Conv]' or 'all' (default). Repeatable.")
 @input_options
@@ -94,7 +94,8 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         from ..core.graph import load_model
         from ..workflows.probe_report import list_tensors
 
-        return emit(ctx, list_tensors(load_model(model)), tensor_list_view, fmt=fmt, json_path=json_path)
+        listed = list_tensors(load_model(model), tuple(params.get("select") or ()))
+        return emit(ctx, listed, tensor_list_view, fmt=fmt, json_path=json_path)
     if params.get("reference") and not params["quant_ranges"]:
         raise click.UsageError("--reference is used by --quant-ranges; add --quant-ranges")
     from ..config.probe import ProbeConfig

@@ -111,18 +111,25 @@ def record_history(config: ProbeConfig, graph: ModelGraph, model: ModelRef, samp
     return HistoryInfo(**info)
 
 
-def list_tensors(graph: ModelGraph) -> TensorListResult:
-    """Every selectable tensor (graph inputs, then node outputs in topological order), without inference."""
+def list_tensors(graph: ModelGraph, patterns: Sequence[str] = ()) -> TensorListResult:
+    """Every selectable tensor (graph inputs, then node outputs in topological order), without inference;
+    only those matching `patterns` when given (to check a selection before running it)."""
+    from ..core.select import select_tensors
+
+    wanted = set(select_tensors(graph, patterns)) if patterns else None
     info = graph.all_tensor_info()
     entries = []
     for name in graph.input_names:
         ti = info.get(name) or graph.tensor_info(name)
         entries.append(TensorEntry(name=name, op_type="(input)", node="", dtype=ti.dtype_name, shape=ti.shape_text()))
+    if wanted is not None:
+        entries = [e for e in entries if e.name in wanted]
     for name in selectable_tensors(graph):
         node = graph.producer[name]
         ti = info.get(name) or graph.tensor_info(name)
-        entries.append(TensorEntry(name=name, op_type=node.op_type, node=node.name, dtype=ti.dtype_name,
-                                   shape=ti.shape_text()))
+        if wanted is None or name in wanted:
+            entries.append(TensorEntry(name=name, op_type=node.op_type, node=node.name, dtype=ti.dtype_name,
+                                       shape=ti.shape_text()))
     return TensorListResult(models=[ModelRef.of(graph, "model", hash_file=False)], tensors=entries)
 
 
