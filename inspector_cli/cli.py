@@ -24,6 +24,7 @@ COMMANDS: Dict[str, str] = {
     "inputs": "inspector_cli.commands.inputs:inputs",
     "config": "inspector_cli.commands.config_cmd:config",
     "profile": "inspector_cli.commands.profile:profile",
+    "probe": "inspector_cli.commands.probe:probe",
 }
 
 

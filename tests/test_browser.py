@@ -68,6 +68,8 @@ def reports(tmp_path):
     made["report-diff"] = tmp_path / "diff.html"
     invoke(["profile", a, "--runs", "3", "--warmup", "1", "--html", tmp_path / "profile.html"])
     made["profile"] = tmp_path / "profile.html"
+    invoke(["probe", a, "--inputs", data, "--select", "all", "--no-history", "--html", tmp_path / "probe.html"])
+    made["probe"] = tmp_path / "probe.html"
     return made
 
 

@@ -20,6 +20,7 @@ FORBIDDEN = {
     "profile": {"workflows", "commands", "render", "cli", "config"},
     "render": {"workflows", "commands", "cli", "core"},
     "config": {"workflows", "commands", "render"},
+    "probe": {"workflows", "commands", "render", "cli", "config"},
 }
 
 

@@ -267,3 +267,16 @@ def test_html_profile_has_charts_and_tables(tmp_path):
     (data,) = read_json(tmp_path / "p.me.json").values()
     assert set(data["results"]) == {"mul", "add"}  # keyed by original node name
     assert all(v["value"] > 0 for v in data["results"].values())
+
+
+def test_html_probe_has_stats_with_histograms_and_saturation(cnn_pair, tmp_path):
+    _, int8, data = cnn_pair
+    invoke(["probe", int8, "--inputs", data, "--select", "op:Conv", "--quant-ranges", "--no-history",
+            "--html", tmp_path / "p.html", "--model-explorer", tmp_path / "p.me.json"], exit_code=None)
+    html = (tmp_path / "p.html").read_text()
+    lines = skeleton(tmp_path / "p.html").lines
+    assert "section kind=probe" in lines and "table stats" in lines
+    assert html.count('class="sparkline"') >= 1  # a histogram per probed tensor
+    assert "chart chart bar-chart" in lines        # saturation per quantiser
+    metrics = {"p.me.json", "p.me.zero_frac.json", "p.me.std.json", "p.me.saturated_share.json"}
+    assert metrics <= {p.name for p in tmp_path.iterdir()}

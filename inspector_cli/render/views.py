@@ -12,6 +12,9 @@ VIEW_BUILDERS: Dict[str, str] = {
     "report-diff": "inspector_cli.render.report_diff_view:report_diff_view",
     "suite": "inspector_cli.render.suite_view:suite_view",
     "profile": "inspector_cli.render.profile_view:profile_view",
+    "probe": "inspector_cli.render.probe_view:probe_view",
+    "probe-list": "inspector_cli.render.probe_view:tensor_list_view",
+    "probe-history": "inspector_cli.render.probe_view:history_list_view",
     "inputs": "inspector_cli.render.inputs_view:inputs_view",
 }
 

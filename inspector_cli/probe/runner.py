@@ -1,0 +1,143 @@
+"""Driving the capture for `mi probe`: every chunk over the samples, triggers that stop the run.
+
+Chunks run one after another (`core.capture.run_capture`, chunk-major). A trigger stops the
+chunk at the first matching sample; later chunks then only run the samples up to it. When a
+later chunk meets a trigger on an *earlier* sample than the chunks before it stopped at, those
+chunks have seen samples past the trigger, so every statistic is rebuilt from scratch over the
+samples up to the trigger (rare: it needs both a chunked plan and such a trigger).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..core.capture import CaptureTarget, run_capture
+from ..core.graph import ModelGraph
+from ..core.inputs import SampleSet
+from ..core.runner import RuntimeConfig
+from ..core.types import TensorMap
+from ..plugins import NodeView, Plugin, call_plugin
+from .quant import QuantTracker
+from .tracker import SampleStats, TensorTracker
+from .triggers import Trigger, first_match
+
+Progress = Callable[[int, Optional[int], str], None]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A trigger met: which one, on which sample (index in the data set) and tensor."""
+
+    trigger: Trigger
+    stats: SampleStats
+    sample_index: int
+
+
+class _Stop(Exception):
+    """Raised from the capture callback to end a chunk's pass at a trigger."""
+
+
+@dataclass
+class Consumers:
+    """Everything fed with captured tensors; rebuilt by `factory` when statistics must restart."""
+
+    trackers: Dict[str, TensorTracker]
+    quant: Dict[str, List[QuantTracker]]
+    plugins: List[Tuple[Plugin, frozenset]]
+    """(plugin, names of the tensors it accepted)."""
+
+
+class ProbeRunner:
+    """One probe over one model: `run()` returns the trigger hit, if any."""
+
+    def __init__(self, graph: ModelGraph, runtime: RuntimeConfig, chunks: Sequence[Sequence[str]],
+                 samples: SampleSet, factory: Callable[[], Consumers], nodes: Dict[str, Optional[NodeView]],
+                 triggers: Sequence[Trigger] = (), *, on_hit: Optional[Callable[[Hit, TensorMap], None]] = None,
+                 progress: Optional[Progress] = None) -> None:
+        self.graph, self.runtime = graph, runtime
+        self.chunks = [list(c) for c in chunks]
+        self.samples = samples
+        self.factory = factory
+        self.consumers = factory()
+        self.nodes = nodes
+        self.triggers = list(triggers)
+        self.on_hit = on_hit
+        self.progress = progress
+        self.samples_done = 0
+        self.restarted = False
+
+    def run(self) -> Optional[Hit]:
+        limit = len(self.samples)
+        processed: List[int] = []
+        hit: Optional[Hit] = None
+        for index, names in enumerate(self.chunks):
+            found, seen = self._run_chunk(index, names, limit, self.triggers)
+            processed.append(seen)
+            if found is not None and (hit is None or found.sample_index < hit.sample_index):
+                hit, limit = found, found.sample_index + 1
+        if hit is not None and any(seen > limit for seen in processed):
+            # Earlier chunks ran past the trigger sample: rebuild every statistic on samples[:limit].
+            self.restarted = True
+            self.consumers = self.factory()
+            for index, names in enumerate(self.chunks):
+                self._run_chunk(index, names, limit, ())
+        self.samples_done = limit if hit is not None else len(self.samples)
+        return hit
+
+    def _run_chunk(self, index: int, names: List[str], limit: int,
+                   triggers: Sequence[Trigger]) -> Tuple[Optional[Hit], int]:
+        subset = self.samples if limit >= len(self.samples) else self.samples.subset(self.samples.refs[:limit])
+        target = CaptureTarget(self.graph, self.runtime, [names])
+        state = {"position": 0, "hit": None}
+        offset = index * len(self.samples)
+        total = len(self.chunks) * len(self.samples)
+
+        def on_chunk(sample_id: str, _chunk: int, outputs: List[TensorMap]) -> None:
+            position = state["position"]
+            state["position"] = position + 1
+            found = self._consume(sample_id, position, names, outputs[0], triggers)
+            if found is not None:
+                state["hit"] = found
+                if self.on_hit is not None and len(self.chunks) == 1:
+                    self.on_hit(found, outputs[0])
+                raise _Stop
+
+        def progress(done: int, _total: Optional[int], item: str) -> None:
+            if self.progress is not None:
+                self.progress(offset + done, total, item)
+
+        try:
+            run_capture([target], subset, on_chunk, progress=progress)
+        except _Stop:
+            pass
+        return state["hit"], state["position"]
+
+    def _consume(self, sample_id: str, position: int, names: List[str], tensors: TensorMap,
+                 triggers: Sequence[Trigger]) -> Optional[Hit]:
+        consumers = self.consumers
+        found: Optional[Hit] = None
+        for name in names:
+            array = tensors[name]
+            tracker = consumers.trackers.get(name)
+            if tracker is not None:
+                stats = tracker.update(sample_id, array)
+                if found is None and triggers:
+                    trigger = first_match(triggers, stats)
+                    if trigger is not None:
+                        found = Hit(trigger, stats, position)
+            for quant in consumers.quant.get(name, ()):
+                quant.update(array)
+            for plugin, accepted in consumers.plugins:
+                if name in accepted:
+                    call_plugin(plugin, "process_tensor", name, np.asarray(array), self.nodes.get(name))
+        return found
+
+
+def capture_chunks(graph: ModelGraph, runtime: RuntimeConfig, chunks: Sequence[Sequence[str]], samples: SampleSet,
+                consume: Callable[[TensorMap], None]) -> None:
+    """Run `samples` through every chunk in turn, handing each sample's tensors of a chunk to `consume`."""
+    for names in chunks:
+        target = CaptureTarget(graph, runtime, [list(names)])
+        run_capture([target], samples, lambda _sid, _c, outputs: consume(outputs[0]))

@@ -1,0 +1,209 @@
+"""One tensor over every sample: exact scalar statistics, a log histogram, channels, per-sample rows.
+
+Per sample the work is a handful of vectorised passes over the tensor (min, max, sum, squared
+deviations, bucket keys, bincount, and a zero count only when the zero buckets are not empty);
+nothing of the tensor is kept. NaN and Inf are detected for free (they surface in min/max) and
+only then counted and filtered out of the statistics, which describe the finite values.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from ..results.probe import ChannelInfo, SampleRow, TensorStats
+from .channels import ChannelTracker
+from .moments import Moments, Scratch, sample_moments
+from .sketch import KeyBuffer, LogHistogram
+
+DISPLAY_BINS = 32
+MAX_ZERO_SAMPLE_IDS = 10
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """One tensor's statistics on one sample: what triggers and `--per-sample` rows look at."""
+
+    sample: str
+    tensor: str
+    size: int
+    count: int
+    min: Optional[float]
+    max: Optional[float]
+    mean: Optional[float]
+    std: Optional[float]
+    zeros: int
+    nan: int
+    inf: int
+
+    @property
+    def absmax(self) -> Optional[float]:
+        return None if self.min is None or self.max is None else max(abs(self.min), abs(self.max))
+
+    @property
+    def zero_frac(self) -> Optional[float]:
+        return self.zeros / self.count if self.count else None
+
+    def value(self, stat: str) -> Optional[float]:
+        """A statistic by name: min max mean std absmax zero_frac nan inf nan_frac inf_frac."""
+        if stat in ("nan", "inf"):
+            return float(getattr(self, stat))
+        if stat in ("nan_frac", "inf_frac"):
+            return getattr(self, stat[:3]) / self.size if self.size else None
+        return getattr(self, stat)
+
+    def row(self) -> SampleRow:
+        return SampleRow(sample=self.sample, tensor=self.tensor, min=self.min, max=self.max, mean=self.mean,
+                         std=self.std, absmax=self.absmax, zero_frac=self.zero_frac, nan=self.nan, inf=self.inf)
+
+
+def as_float(array: np.ndarray) -> np.ndarray:
+    """float32/float64 arrays as they are (C-contiguous); others widened without loss where possible."""
+    if array.dtype == np.float32 or array.dtype == np.float64:
+        return np.ascontiguousarray(array)
+    if array.dtype.kind in "iu" and array.dtype.itemsize >= 4:
+        return array.astype(np.float64)
+    return array.astype(np.float32)
+
+
+class Workspace:
+    """Buffers shared by all trackers of a run (one tensor is processed at a time)."""
+
+    def __init__(self) -> None:
+        self.scratch = Scratch()
+        self.keys = KeyBuffer()
+
+
+class TensorTracker:
+    """Streaming statistics of one tensor; `update` once per sample, `finish` for the result."""
+
+    def __init__(self, name: str, *, op_type: str = "", node: str = "", channel_axis: Optional[int] = 1,
+                 keep_rows: bool = False, workspace: Optional[Workspace] = None, hist_sample: int = 0) -> None:
+        self.name, self.op_type, self.node = name, op_type, node
+        self.hist_sample = hist_sample
+        """0: count every value in the histogram (rank-exact percentiles); N: at most about N values per
+        sample, a systematic 1-in-k sample whose phase moves from sample to sample (faster, approximate)."""
+        self.channel_axis = channel_axis
+        self.keep_rows = keep_rows
+        self.workspace = workspace or Workspace()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every sample (used when a chunk is re-run on fewer samples)."""
+        self.dtype = ""
+        self.shape: Optional[List[int]] = None
+        self.notes: List[str] = []
+        self.samples = 0
+        self.size = 0
+        self.moments = Moments()
+        self.hist = LogHistogram()
+        self.min = math.inf
+        self.max = -math.inf
+        self.zeros = self.nan = self.inf = 0
+        self.zero_samples = 0
+        self.zero_sample_ids: List[str] = []
+        self.max_stride = 1
+        self.channels = ChannelTracker(self.channel_axis) if self.channel_axis is not None else None
+        self.rows: List[SampleRow] = []
+
+    def update(self, sample: str, array: np.ndarray) -> SampleStats:
+        """Add one sample's value of the tensor; returns that sample's statistics."""
+        array = np.asarray(array)
+        self._note_layout(array)
+        if array.dtype.kind not in "biuf":  # strings, objects (sequences): nothing to measure
+            if not any("not numeric" in n for n in self.notes):
+                self.notes.append(f"values of dtype {array.dtype} are not numeric: not measured")
+            self.samples += 1
+            return SampleStats(sample, self.name, array.size, 0, None, None, None, None, 0, 0, 0)
+        work = as_float(array)
+        flat = work.reshape(-1)
+        self.samples += 1
+        self.size += flat.size
+        nan = inf = 0
+        lo = hi = None
+        if flat.size:
+            lo, hi = flat.min(), flat.max()
+            if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN propagates through min/max
+                finite = np.isfinite(flat)
+                nan = int(np.count_nonzero(np.isnan(flat)))
+                inf = flat.size - nan - int(np.count_nonzero(finite))
+                flat = flat[finite]
+                lo, hi = (flat.min(), flat.max()) if flat.size else (None, None)
+        self.nan += nan
+        self.inf += inf
+        stats = self._finite(sample, flat, lo, hi, nan, inf, array.size)
+        if self.channels is not None:
+            self.channels.update(work, stats.zeros)
+        if self.keep_rows:
+            self.rows.append(stats.row())
+        return stats
+
+    def _finite(self, sample: str, flat: np.ndarray, lo, hi, nan: int, inf: int, size: int) -> SampleStats:
+        n = flat.size
+        if n == 0:
+            return SampleStats(sample, self.name, size, 0, None, None, None, None, 0, nan, inf)
+        ws = self.workspace
+        keyed = flat if flat.dtype == np.float32 else flat.astype(np.float32)
+        stride = 1
+        if self.hist_sample and n > self.hist_sample:
+            stride = -(-n // self.hist_sample)
+            keyed = keyed[(self.samples - 1) % stride::stride]
+            self.max_stride = max(self.max_stride, stride)
+        in_zero_buckets = self.hist.add_keys(ws.keys.keys(keyed))
+        zeros = 0
+        maybe_zero = in_zero_buckets > 0 if stride == 1 else lo <= 0 <= hi
+        if maybe_zero:  # the zero buckets also hold tiny subnormals: count exactly
+            mask = ws.scratch.get(n, np.dtype(bool))
+            np.equal(flat, 0, out=mask)
+            zeros = int(np.count_nonzero(mask))
+        mean, m2 = sample_moments(flat, ws.scratch)
+        self.moments.merge(n, mean, m2)
+        lo, hi = float(lo), float(hi)
+        self.min, self.max = min(self.min, lo), max(self.max, hi)
+        self.zeros += zeros
+        if zeros == n and nan == 0 and inf == 0:
+            self.zero_samples += 1
+            if len(self.zero_sample_ids) < MAX_ZERO_SAMPLE_IDS:
+                self.zero_sample_ids.append(sample)
+        return SampleStats(sample, self.name, size, n, lo, hi, mean, math.sqrt(m2 / n), zeros, nan, inf)
+
+    def _note_layout(self, array: np.ndarray) -> None:
+        if self.shape is None:
+            self.shape, self.dtype = [int(d) for d in array.shape], str(array.dtype)
+        elif list(array.shape) != self.shape and not any("shape varies" in n for n in self.notes):
+            self.notes.append(f"shape varies between samples ({self.shape} then {list(array.shape)})")
+
+    def finish(self) -> TensorStats:
+        """The tensor's statistics over every sample seen."""
+        count = self.moments.count
+        channels = None
+        if self.channels is not None and self.channels.alive is not None and not self.channels.disabled:
+            channels = ChannelInfo(axis=int(self.channels.axis or 0), channels=self.channels.channels,
+                                   dead=self.channels.dead())
+        notes = list(self.notes)
+        if self.channels is not None and self.channels.disabled:
+            notes.append(f"channels not tracked: {self.channels.disabled}")
+        if self.max_stride > 1:
+            notes.append(f"percentiles, outliers and histogram from a 1-in-{self.max_stride} sample of the values "
+                         "(--hist-sample): approximate")
+        base = dict(name=self.name, op_type=self.op_type, node=self.node, dtype=self.dtype, shape=self.shape or [],
+                    samples=self.samples, count=count, nan=self.nan, inf=self.inf, channels=channels,
+                    zero_samples=self.zero_samples, zero_sample_ids=list(self.zero_sample_ids), notes=notes)
+        if count == 0:
+            return TensorStats(**base)  # type: ignore[arg-type]
+        mean, std = self.moments.mean, self.moments.std
+        outliers: Dict[str, object] = {"outlier_ratio": 0.0, "outlier_bounds": [0.0, 0.0]}
+        counted = self.hist.total  # == count unless the histogram samples (--hist-sample)
+        if std > 0 and counted:
+            estimate, low, high = self.hist.count_beyond(mean - 3 * std, mean + 3 * std)
+            outliers = {"outlier_ratio": estimate / counted, "outlier_bounds": [low / counted, high / counted]}
+        display = self.hist.display(self.min, self.max, DISPLAY_BINS)
+        if counted and counted != count:
+            display = [round(c * count / counted) for c in display]
+        return TensorStats(
+            **base,  # type: ignore[arg-type]
+            min=self.min, max=self.max, mean=mean, std=std, absmax=max(abs(self.min), abs(self.max)),
+            percentiles=self.hist.percentiles(lo=self.min, hi=self.max), zero_frac=self.zeros / count,
+            histogram=display, **outliers)  # type: ignore[arg-type]

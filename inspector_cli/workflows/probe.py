@@ -1,0 +1,242 @@
+"""`probe_model`: statistics of chosen tensors over a data set, with triggers, quantisation
+ranges, plugins and a history of runs.
+
+Tensors are captured under a memory budget (`core.capture`), reduced sample by sample by the
+trackers of `inspector_cli.probe` and dropped; nothing grows with the number of samples except
+the optional per-sample rows.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Tuple, Union
+
+from ..config.probe import ProbeConfig
+from ..core.capture import estimate_sizes, plan_capture
+from ..core.graph import ModelGraph, load_model
+from ..core.inputs import SampleSet, open_samples
+from ..core.runner import RuntimeConfig
+from ..core.select import select_tensors
+from ..core.types import TensorMap
+from ..errors import InputDataError, UsageError
+from ..plugins import NodeView, Plugin, call_plugin, load_plugin
+from ..probe.dump import finish_dump, open_dump
+from ..probe.quant import QuantSpec, QuantTracker, constant_value, find_quantizers
+from ..probe.runner import Consumers, Hit, ProbeRunner, capture_chunks
+from ..probe.tracker import TensorTracker, Workspace
+from ..probe.triggers import parse_triggers
+from ..results.base import ModelRef
+from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
+from . import Progress, no_progress
+from .probe_report import build_findings, check_since, quant_results, record_history
+
+ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
+
+
+@dataclass
+class ProbePlan:
+    """What a probe will run, decided before any inference."""
+
+    graph: ModelGraph
+    tensors: List[str]
+    chunks: List[List[str]]
+    samples: SampleSet
+    capture: Dict[str, object]
+    quant: List[QuantSpec]
+    notes: List[str]
+    input_shapes: Dict[str, Tuple[int, ...]]
+
+
+def as_graph(model: ModelArg) -> ModelGraph:
+    return model if isinstance(model, ModelGraph) else load_model(model)
+
+
+def node_view(graph: ModelGraph, tensor: str) -> Optional[NodeView]:
+    """The producer of `tensor` as plugins see it (None for graph inputs)."""
+    node = graph.producer.get(tensor)
+    if node is None:
+        return None
+    import onnx
+
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in graph.node_proto(node.name).attribute
+                  if a.type != onnx.AttributeProto.GRAPH}
+    return NodeView(name=node.name, op_type=node.op_type, domain=node.domain, inputs=node.inputs,
+                    outputs=node.outputs, attributes=attributes)
+
+
+SPINNING = "session.intra_op.allow_spinning"
+
+
+def quiet_runtime(runtime: RuntimeConfig) -> RuntimeConfig:
+    """The runtime with onnxruntime's idle worker threads not spinning (unless the user chose).
+
+    Between two runs the probe's statistics use the same cores; spinning workers compete with them
+    (measured: a third less wall time on ResNet-50 with 2 cores).
+    """
+    if any(key == SPINNING for key, _ in runtime.session_config):
+        return runtime
+    return runtime.replace(session_config=(*runtime.session_config, (SPINNING, "0")))
+
+
+def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
+    """Select the tensors, find the quantisers and the samples, and split the capture into chunks."""
+    notes: List[str] = []
+    quant: List[QuantSpec] = []
+    if config.quant_ranges:
+        quant, skipped = find_quantizers(graph)
+        notes.extend(skipped)
+        if not quant:
+            notes.append(f"--quant-ranges: {graph.display_name} has no QuantizeLinear or QLinear op with constant parameters")
+    patterns = config.select or (() if config.quant_ranges else ("all",))
+    tensors = select_tensors(graph, patterns) if patterns else []
+    extra = [q.tensor for q in quant if q.source != "weight"]
+    tensors = sorted(dict.fromkeys([*tensors, *extra]), key=graph.topo_position)
+    if not tensors and not quant:
+        raise UsageError(f"{graph.display_name}: nothing to probe", hint="choose tensors with --select")
+    samples = open_samples(config.inputs, graph.inputs, config.synthetic)
+    shapes = {k: tuple(v.shape) for k, v in samples.load(samples.refs[0]).items()}
+    declared = {i.name: i.shape for i in graph.inputs}
+    # Static inputs equal to the samples: the graph's own (cached) shape inference serves both the
+    # size estimate and the session's output declarations, saving a second inference pass.
+    same = all(declared.get(k) == v for k, v in shapes.items())
+    sizes = estimate_sizes(graph, tensors, None if same else shapes)
+    plan = plan_capture(sizes, config.capture_budget)
+    chunks = [[tensors[i] for i in chunk] for chunk in plan.chunks] if tensors else []
+    return ProbePlan(graph, tensors, chunks, samples, plan.to_dict(), quant, notes, shapes)
+
+
+def _consumers(plan: ProbePlan, config: ProbeConfig, nodes: Dict[str, Optional[NodeView]],
+               workspace: Workspace, first_plugins: List[Plugin]) -> Consumers:
+    graph = plan.graph
+    trackers = {}
+    for name in plan.tensors:
+        node = graph.producer.get(name)
+        trackers[name] = TensorTracker(name, op_type=node.op_type if node else "(input)", node=node.name if node else "",
+                                       channel_axis=config.channel_axis, keep_rows=config.per_sample,
+                                       workspace=workspace, hist_sample=config.hist_sample)
+    quant: Dict[str, List[QuantTracker]] = {}
+    for spec in plan.quant:
+        if spec.source != "weight":
+            quant.setdefault(spec.tensor, []).append(QuantTracker(spec))
+    plugins = list(first_plugins) if first_plugins else [load_plugin(s) for s in config.plugins]
+    first_plugins.clear()
+    accepted = [(p, frozenset(t for t in plan.tensors if call_plugin(p, "accepts", t, nodes.get(t))))
+                for p in plugins]
+    return Consumers(trackers, quant, accepted)
+
+
+def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
+                progress: Progress = no_progress) -> ProbeResult:
+    """Probe the configured tensors of `model` over the configured samples.
+
+    Returns a `ProbeResult`; raises `MiError` subclasses only when no result is possible.
+    """
+    config = config or ProbeConfig()
+    config = replace(config, runtime=quiet_runtime(config.runtime))
+    triggers = parse_triggers(config.break_on)
+    if config.dump_dir and not triggers:
+        raise UsageError("--dump needs --break-on: it writes the sample that met the condition")
+    plugins = [load_plugin(spec) for spec in config.plugins]
+    graph = as_graph(model)
+    check_since(config, graph)
+    plan = plan_probe(graph, config)
+    nodes = {t: node_view(graph, t) for t in plan.tensors}
+    workspace = Workspace()
+    dumps: List[DumpInfo] = []
+
+    def factory() -> Consumers:
+        return _consumers(plan, config, nodes, workspace, plugins)
+
+    def on_hit(hit: Hit, tensors: TensorMap) -> None:
+        if config.dump_dir:
+            writer = open_dump(config.dump_dir, hit.stats.sample, config.dump_max_bytes)
+            for name in plan.chunks[0]:
+                writer.add(name, tensors[name])
+            dumps.append(finish_dump(writer, plan.samples.load(plan.samples.refs[hit.sample_index])))
+
+    runner = ProbeRunner(graph, config.runtime, plan.chunks, plan.samples, factory, nodes, triggers,
+                         on_hit=on_hit, progress=progress)
+    hit = runner.run() if plan.chunks else None
+    done = runner.samples_done if plan.chunks else len(plan.samples)
+    if hit is not None and config.dump_dir and not dumps:  # chunked plan: capture the sample again
+        dumps.append(_dump_again(plan, config, hit))
+    consumers = runner.consumers
+    quant_trackers = _weight_trackers(plan) + [q for qs in consumers.quant.values() for q in qs]
+    reference = _reference_ranges(plan, config, done) if config.reference else {}
+    trigger = None
+    if hit is not None:
+        trigger = TriggerHit(condition=hit.trigger.text, sample=hit.stats.sample, sample_index=hit.sample_index,
+                             tensor=hit.stats.tensor, values=hit.trigger.values(hit.stats),
+                             dump=dumps[0] if dumps else None)
+    tensors = [consumers.trackers[t].finish() for t in plan.tensors]
+    warnings = list(plan.samples.notes) + plan.notes
+    if runner.restarted:
+        warnings.append("a trigger in a later capture chunk stopped at an earlier sample: statistics were "
+                        f"recomputed over the first {done} sample(s)")
+    quant = quant_results(quant_trackers, reference, config.max_saturation)
+    plugin_results = [PluginResult(name=p.name, spec=spec, description=p.description,
+                                   rows=dict(call_plugin(p, "summary") or {}))
+                      for (p, _), spec in zip(consumers.plugins, config.plugins)]
+    model_ref = ModelRef.of(graph, "model")
+    history = record_history(config, graph, model_ref, plan.samples, done, tensors)
+    per_sample = [row for t in plan.tensors for row in consumers.trackers[t].rows] if config.per_sample else []
+    return ProbeResult(
+        models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),
+        inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
+        quant=quant, plugins=plugin_results, history=history,
+        findings=build_findings(tensors, trigger, quant, config), warnings=warnings, capture=plan.capture)
+
+
+def _dump_again(plan: ProbePlan, config: ProbeConfig, hit: Hit) -> DumpInfo:
+    assert config.dump_dir is not None
+    ref = plan.samples.refs[hit.sample_index]
+    writer = open_dump(config.dump_dir, hit.stats.sample, config.dump_max_bytes)
+    one = plan.samples.subset([ref])
+
+    def consume(tensors: TensorMap) -> None:
+        for name in plan.tensors:
+            if name in tensors:
+                writer.add(name, tensors[name])
+
+    capture_chunks(plan.graph, config.runtime, plan.chunks, one, consume)
+    return finish_dump(writer, plan.samples.load(ref))
+
+
+def _weight_trackers(plan: ProbePlan) -> List[QuantTracker]:
+    trackers = []
+    for spec in plan.quant:
+        if spec.source == "weight":
+            value, _ = constant_value(plan.graph, spec.tensor)
+            tracker = QuantTracker(spec)
+            if value is not None:
+                tracker.update(value)
+            trackers.append(tracker)
+    return trackers
+
+
+def _reference_ranges(plan: ProbePlan, config: ProbeConfig, done: int) -> Dict[Tuple[str, str], dict]:
+    """The quantisers' checks on the float reference model's same-named tensors."""
+    assert config.reference is not None
+    reference = load_model(config.reference)
+    if sorted(reference.input_names) != sorted(plan.graph.input_names):
+        raise InputDataError(f"--reference {config.reference}: its inputs ({', '.join(reference.input_names)}) differ "
+                             f"from the model's ({', '.join(plan.graph.input_names)})")
+    known = set(reference.producer) | set(reference.input_names)
+    specs = [s for s in plan.quant if s.source == "activation" and s.tensor in known]
+    if not specs:
+        return {}
+    trackers: Dict[str, List[QuantTracker]] = {}
+    for spec in specs:
+        trackers.setdefault(spec.tensor, []).append(QuantTracker(spec))
+    names = list(trackers)
+    samples = plan.samples if done >= len(plan.samples) else plan.samples.subset(plan.samples.refs[:done])
+    sizes = estimate_sizes(reference, names, plan.input_shapes)
+    chunks = [[names[i] for i in chunk] for chunk in plan_capture(sizes, config.capture_budget).chunks]
+
+    def consume(tensors: TensorMap) -> None:
+        for name, array in tensors.items():
+            for tracker in trackers.get(name, ()):
+                tracker.update(array)
+
+    capture_chunks(reference, config.runtime, chunks, samples, consume)
+    return {(t.spec.node, t.spec.tensor): t.finish() for ts in trackers.values() for t in ts}
