@@ -46,7 +46,8 @@ def progress_bar(state: AppState, label: str, *, enabled: bool = True) -> Iterat
 
 
 def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *, fmt: str = "table",
-         json_path: Optional[str] = None, extra_writers: Optional[Dict[str, Callable[[Any], None]]] = None) -> int:
+         json_path: Optional[str] = None, extra_writers: Optional[Dict[str, Callable[[Any], None]]] = None,
+         formatters: Optional[Dict[str, Callable[[Any], str]]] = None) -> int:
     """Write the requested reports, then print the result in `fmt`; returns the exit code.
 
     Reports are written before anything is printed, so a gate failure (exit 1) or a broken pipe
@@ -67,6 +68,9 @@ def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *,
         return result.exit_code
     if fmt == "json":
         click.echo(document or result_to_json(result))
+        return result.exit_code
+    if formatters and fmt in formatters:  # command-specific formats such as SARIF
+        click.echo(formatters[fmt](result))
         return result.exit_code
     view = view_builder(result)
     if fmt == "markdown":

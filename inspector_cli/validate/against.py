@@ -7,18 +7,23 @@ from ..results.validate import AgainstSection
 from .context import Context
 from .weights import compare_weights
 
-FOLDABLE = ("BatchNormalization", "Dropout", "Identity")
-"""Ops an optimiser or quantiser removes on purpose."""
+FOLDABLE = {"BatchNormalization": "folded into the preceding Conv's weights", "Dropout": "a no-op at inference",
+            "Identity": "a no-op"}
+"""Ops an optimiser removes on purpose, and why."""
+QDQ_FOLDABLE = {"Relu": "absorbed by the following QuantizeLinear's range",
+                "Clip": "absorbed by the following QuantizeLinear's range"}
+"""Ops a QDQ quantiser removes on purpose (onnxruntime's drops Relu/Clip before a QuantizeLinear)."""
 
 
 def check_against(ctx: Context, other: ModelGraph) -> AgainstSection:
     """Structural findings (the --against model is the reference) and the section for the report."""
     diff = structure_diff(other, ctx.graph)
     ref_name, mine = other.display_name, ctx.graph.display_name
+    foldable = dict(FOLDABLE, **(QDQ_FOLDABLE if diff.qdq_pairs[1] or diff.quantized_ops[1] else {}))
     for op in diff.only_a:
         count = diff.op_counts[op][0]
-        if op in FOLDABLE:
-            ctx.report("MI706", f"{op} ({count}x in the reference) is absent: folded away", op_type=op, count=count)
+        if op in foldable:
+            ctx.report("MI706", f"{op} ({count}x in the reference) is absent: {foldable[op]}", op_type=op, count=count)
         else:
             ctx.report("MI701", f"{op} ({count}x in {ref_name}) is absent from {mine}", op_type=op, count=count)
     for op in diff.only_b:

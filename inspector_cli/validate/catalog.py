@@ -185,8 +185,8 @@ _RULES = [
     ("MI705", "OpCountChanged", I, "Op count changed",
      "An op type present in both models occurs a different number of times (fusion, or a lost layer)."),
     ("MI706", "OpFolded", I, "Op type folded away",
-     "BatchNormalization, Dropout or Identity of the reference are absent: folded by optimisation, "
-     "as expected."),
+     "BatchNormalization, Dropout or Identity of the reference are absent (folded by optimisation), or "
+     "Relu/Clip in a quantised model (absorbed by the QuantizeLinear after them): as expected."),
 ]
 
 RULES: Dict[str, RuleInfo] = {
