@@ -18,7 +18,7 @@ from ..core.types import TensorInfo, format_shape
 from .context import Context
 
 _KNOWN_SCHEMA_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training")
-_INFERENCE_LINE = re.compile(r"\(op_type:([^,]*), node name: (.*?)\): \[(\w+)\] (.*)")
+_INFERENCE_LINE = re.compile(r"(?:\[(\w+)\] )?\(op_type:([^,]*), node name: (.*?)\): (?:\[(\w+)\] )?(.*)")
 _BAD_NODE = re.compile(r"Bad node spec for node\. Name: (\S*) OpType: (\S+)")
 _LIGHT_LIMIT = 64
 """Initializers with more elements than this lose their data in the inference copy."""
@@ -194,8 +194,8 @@ def _parse_inference_errors(text: str) -> List[Tuple[str, str, str, str]]:
     for line in text.splitlines():
         match = _INFERENCE_LINE.search(line)
         if match:
-            op_type, node, kind, message = (g.strip() for g in match.groups())
-            found.append((op_type, node, kind, message))
+            outer, op_type, node, inner, message = (g.strip() if g else "" for g in match.groups())
+            found.append((op_type, node, inner or outer, message))
     if not found and text.strip():
         found.append(("", "", "ShapeInferenceError", _first_line(text)))
     return found

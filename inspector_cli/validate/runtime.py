@@ -130,10 +130,20 @@ def report_session(ctx: Context, error: Optional[str]) -> Dict[str, object]:
     return {"session": "failed", "error": error.strip().splitlines()[0][:500] if error.strip() else ""}
 
 
+def clean_ort_message(text: str) -> str:
+    """onnxruntime's message without colour codes, status prefix and C++ source locations."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    text = text.strip().split("\n")[0] if "[E:onnxruntime" in text else text.strip()
+    text = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"\S+\.(?:h|cc|cpp):\d+ [^()]*\([^)]*\)\s*", "", text)
+    text = text.replace("Exception during initialization: ", "")
+    return " ".join(text.split())
+
+
 def _report_session_error(ctx: Context, text: str) -> None:
     graph = ctx.graph
     clean = re.sub(r"\x1b\[[0-9;]*m", "", text).strip()
-    first = " ".join(clean.split())[:600]
+    first = clean_ort_message(text)[:600]
     match = _NO_KERNEL.search(clean)
     if match:
         op, version, name = match.groups()
