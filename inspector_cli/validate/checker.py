@@ -20,6 +20,7 @@ from .context import Context
 _KNOWN_SCHEMA_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training")
 _INFERENCE_LINE = re.compile(r"(?:\[(\w+)\] )?\(op_type:([^,]*), node name: (.*?)\): (?:\[(\w+)\] )?(.*)")
 _BAD_NODE = re.compile(r"Bad node spec for node\. Name: (\S*) OpType: (\S+)")
+_NULL_TYPE = "expected to have type but instead is null"
 _LIGHT_LIMIT = 64
 """Initializers with more elements than this lose their data in the inference copy."""
 
@@ -162,10 +163,12 @@ def infer_strict(ctx: Context) -> None:
             inferred = None
     install_tensor_info(ctx, inferred)
     seen: set = set()
-    for text in errors:
-        for op_type, node_name, kind, message in _parse_inference_errors(text):
-            if (node_name, message) in seen:
-                continue
+    parsed = [e for text in errors for e in _parse_inference_errors(text)]
+    cascade = [e for e in parsed if _NULL_TYPE in e[3]]
+    if len(cascade) < len(parsed):
+        parsed = [e for e in parsed if _NULL_TYPE not in e[3]]  # consequences of the nodes that did fail
+    for op_type, node_name, kind, message in parsed:
+        if (node_name, message) not in seen:
             seen.add((node_name, message))
             _report_inference_error(ctx, op_type, node_name, kind, message)
     for out in ctx.graph.outputs:
