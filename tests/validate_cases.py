@@ -93,7 +93,7 @@ def external(location: str, create: bool) -> Callable[[Path], Path]:
 
 
 def custom_op_model(typed_output: bool = True) -> onnx.ModelProto:
-    out = vi("y", [1, 4]) if typed_output else helper.make_value_info("y", onnx.TypeProto())
+    out = vi("y", [1, 4] if typed_output else [1, None])
     model = make_model([node("Foo", ["x"], ["y"], "foo", domain="com.example")], [vi("x", [1, 4])], [out])
     model.opset_import.append(helper.make_opsetid("com.example", 1))
     return model

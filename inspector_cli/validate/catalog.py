@@ -68,9 +68,10 @@ _RULES = [
     ("MI207", "OpsetTooNew", W, "Opset newer than the installed onnx knows",
      "The default-domain opset is newer than the installed onnx package: checks use an older "
      "operator set and runtimes may refuse the model."),
-    ("MI210", "OutputRankUnknown", W, "Graph output with unknown type or rank",
-     "After shape inference a graph output still has no element type or rank; downstream tools "
-     "(TensorRT, compilers, mi compare's pairing) need them. Declare them at export."),
+    ("MI210", "OutputShapeUnknown", W, "Graph output with unknown type, rank or dimensions",
+     "After shape inference a graph output still has no element type, no rank, or dimensions that are "
+     "neither a size nor a named symbol; deployment compilers (TensorRT, NPU toolchains) need them to "
+     "allocate outputs. Declare them at export (dynamic_axes names)."),
     # ---- MI3xx graph integrity -----------------------------------------------------------------
     ("MI301", "DanglingInput", E, "Node input that nothing produces",
      "A node reads a tensor that is not a graph input, an initializer or any node's output (a broken "

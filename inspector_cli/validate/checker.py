@@ -177,6 +177,11 @@ def infer_strict(ctx: Context) -> None:
             missing = "element type" if not info.elem_type else "rank"
             ctx.report("MI210", f"graph output '{out.name}' has no known {missing} after shape inference",
                        tensor=out.name)
+        elif None in info.shape:
+            unknown = [str(i) for i, d in enumerate(info.shape) if d is None]
+            ctx.report("MI210", f"graph output '{out.name}' {info.shape_text()} has unknown dimension(s) after "
+                                f"shape inference (dim {', '.join(unknown)}): neither a size nor a symbol",
+                       tensor=out.name)
 
 
 def install_tensor_info(ctx: Context, inferred: Optional[onnx.ModelProto]) -> None:
