@@ -167,6 +167,10 @@ def infer_strict(ctx: Context) -> None:
     cascade = [e for e in parsed if _NULL_TYPE in e[3]]
     if len(cascade) < len(parsed):
         parsed = [e for e in parsed if _NULL_TYPE not in e[3]]  # consequences of the nodes that did fail
+    graph = ctx.graph
+    known = set(graph.producer) | set(graph.initializer_names) | {i.name for i in graph.model.graph.input}
+    parsed = [e for e in parsed if _NULL_TYPE not in e[3] or e[1] not in graph.node_by_name
+              or all(t in known for t in graph.node_by_name[e[1]].inputs if t)]  # dangling: MI301 says it
     for op_type, node_name, kind, message in parsed:
         if (node_name, message) not in seen:
             seen.add((node_name, message))
