@@ -119,3 +119,39 @@ def test_torch_exported_encoder_is_clean(tmp_path):
     result = validate_model(path)
     assert result.passed and not errors(result), errors(result)
     assert not [f for f in result.findings if f.severity.value == "warning"]
+
+
+@pytest.mark.parametrize("fmt", ["qdq-unfolded", "qoperator"])
+def test_other_quantisation_layouts_against_fp32(cnn_pair, tmp_path, fmt):
+    """QDQ without BN folding (BN stays after Q/DQ) and QOperator (QLinearConv, QGemm): no false alarms."""
+    import logging
+
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from inspector_cli.testing.models import image_samples
+
+    logging.getLogger().setLevel(logging.ERROR)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.samples = iter(image_samples(4, seed=5))
+
+        def get_next(self):
+            return next(self.samples, None)
+
+    fp32 = cnn_pair[0]
+    out = tmp_path / f"{fmt}.onnx"
+    quantize_static(str(fp32), str(out), Reader(), per_channel=True, weight_type=QuantType.QInt8,
+                    activation_type=QuantType.QUInt8,
+                    quant_format=QuantFormat.QOperator if fmt == "qoperator" else QuantFormat.QDQ)
+    result = validate_model(out, ValidateConfig(against=str(fp32)))
+    assert not [f for f in result.findings if f.severity.value != "info"], result.findings
+    weights = result.against.weights
+    assert min(w.sqnr_db for w in weights) > 30
+    if fmt == "qoperator":
+        assert sorted(w.node for w in weights) == sorted(
+            ["stem_1_quant", "conv_4_quant", "conv_7_quant", "conv_11_quant", "conv_14_quant", "down_16_quant",
+             "fc_quant"])
+        assert {f.rule for f in result.findings} == {"MI705", "MI706"}  # Conv -> QLinearConv is expected
+    else:
+        assert not any(w.folded for w in weights)  # the BatchNormalizations are still in the model

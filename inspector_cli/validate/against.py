@@ -13,6 +13,13 @@ FOLDABLE = {"BatchNormalization": "folded into the preceding Conv's weights", "D
 QDQ_FOLDABLE = {"Relu": "absorbed by the following QuantizeLinear's range",
                 "Clip": "absorbed by the following QuantizeLinear's range"}
 """Ops a QDQ quantiser removes on purpose (onnxruntime's drops Relu/Clip before a QuantizeLinear)."""
+QOPERATOR_FORMS = {
+    "Conv": ("QLinearConv", "ConvInteger"), "MatMul": ("QLinearMatMul", "MatMulInteger"), "Gemm": ("QGemm",),
+    "Add": ("QLinearAdd",), "Mul": ("QLinearMul",), "GlobalAveragePool": ("QLinearGlobalAveragePool",),
+    "AveragePool": ("QLinearAveragePool",), "Sigmoid": ("QLinearSigmoid",), "LeakyRelu": ("QLinearLeakyRelu",),
+    "Softmax": ("QLinearSoftmax",), "Concat": ("QLinearConcat",),
+}
+"""Float op -> the QOperator-format ops that replace it (com.microsoft ones are shown as 'com.microsoft:Op')."""
 
 
 def check_against(ctx: Context, other: ModelGraph) -> AgainstSection:
@@ -20,15 +27,24 @@ def check_against(ctx: Context, other: ModelGraph) -> AgainstSection:
     diff = structure_diff(other, ctx.graph)
     ref_name, mine = other.display_name, ctx.graph.display_name
     foldable = dict(FOLDABLE, **(QDQ_FOLDABLE if diff.qdq_pairs[1] or diff.quantized_ops[1] else {}))
+    replacements = set()
     for op in diff.only_a:
         count = diff.op_counts[op][0]
-        if op in foldable:
+        forms = [f for q in QOPERATOR_FORMS.get(op, ()) for f in (q, f"com.microsoft:{q}")
+                 if diff.op_counts.get(f, (0, 0))[1]]
+        if forms:
+            replacements.update(forms)
+            shown = ", ".join(f"{f} ({diff.op_counts[f][1]}x)" for f in forms)
+            ctx.report("MI706", f"{op} ({count}x in the reference) is absent: replaced by {shown}, its quantised "
+                                "(QOperator) form", op_type=op, count=count)
+        elif op in foldable:
             ctx.report("MI706", f"{op} ({count}x in the reference) is absent: {foldable[op]}", op_type=op, count=count)
         else:
             ctx.report("MI701", f"{op} ({count}x in {ref_name}) is absent from {mine}", op_type=op, count=count)
     for op in diff.only_b:
-        ctx.report("MI702", f"{op} ({diff.op_counts[op][1]}x) is not in the reference {ref_name}", op_type=op,
-                   count=diff.op_counts[op][1])
+        if op not in replacements:
+            ctx.report("MI702", f"{op} ({diff.op_counts[op][1]}x) is not in the reference {ref_name}", op_type=op,
+                       count=diff.op_counts[op][1])
     for op, (a, b) in diff.op_counts.items():
         if a and b and a != b and op not in QDQ_OPS:
             ctx.report("MI705", f"{op}: {a} in the reference, {b} here", op_type=op, reference=a, model=b)

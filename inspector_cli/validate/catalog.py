@@ -185,9 +185,10 @@ _RULES = [
      "A same-named input or output has another element type or shape in the two models."),
     ("MI705", "OpCountChanged", I, "Op count changed",
      "An op type present in both models occurs a different number of times (fusion, or a lost layer)."),
-    ("MI706", "OpFolded", I, "Op type folded away",
-     "BatchNormalization, Dropout or Identity of the reference are absent (folded by optimisation), or "
-     "Relu/Clip in a quantised model (absorbed by the QuantizeLinear after them): as expected."),
+    ("MI706", "OpFolded", I, "Op type folded away or replaced by its quantised form",
+     "BatchNormalization, Dropout or Identity of the reference are absent (folded by optimisation), "
+     "Relu/Clip in a quantised model (absorbed by the QuantizeLinear after them), or float ops replaced "
+     "by their QOperator forms (Conv by QLinearConv): as expected."),
 ]
 
 RULES: Dict[str, RuleInfo] = {

@@ -35,6 +35,7 @@ def check_operators(ctx: Context) -> None:
         ctx.report("MI207", f"the model's opset {imports['']} is newer than the installed onnx knows ({newest})",
                    opset=imports[""], known=newest)
     missing_domains: Dict[str, List[str]] = {}
+    known: Dict[Tuple[str, str], bool] = {}  # a few dozen op types, thousands of nodes
     for node in ctx.graph.nodes:
         domain = node.domain if node.domain != "ai.onnx" else ""
         if (node.domain, node.op_type) in local:
@@ -44,9 +45,10 @@ def check_operators(ctx: Context) -> None:
             continue
         if domain not in _KNOWN_SCHEMA_DOMAINS:
             continue
-        try:
-            onnx.defs.get_schema(node.op_type, imports[domain], domain)
-        except onnx.defs.SchemaError:
+        key = (domain, node.op_type)
+        if key not in known:
+            known[key] = _has_schema(node.op_type, imports[domain], domain)
+        if not known[key]:
             later = _first_opset_with(node.op_type, domain)
             where = f"it exists from opset {later}" if later else "no such operator exists in this domain"
             ctx.report("MI205", f"{node.op_type} is not an operator of {domain or 'ai.onnx'} opset "
@@ -56,6 +58,14 @@ def check_operators(ctx: Context) -> None:
         ctx.report("MI206", f"{len(nodes)} node(s) use domain '{domain}' but the model has no opset import for it",
                    node=nodes[0], hint=f"add onnx.helper.make_opsetid('{domain}', VERSION) to opset_import",
                    domain=domain, nodes=nodes)
+
+
+def _has_schema(op_type: str, version: int, domain: str) -> bool:
+    try:
+        onnx.defs.get_schema(op_type, version, domain)
+        return True
+    except onnx.defs.SchemaError:
+        return False
 
 
 def _first_opset_with(op_type: str, domain: str) -> Optional[int]:

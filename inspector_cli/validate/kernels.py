@@ -9,7 +9,7 @@ input/output types bound to its type parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import onnx
 import onnx.defs
@@ -44,14 +44,20 @@ def kernel_gaps(ctx: Context) -> List[KernelGap]:
         return []
     imports = {(i.domain if i.domain != "ai.onnx" else ""): i.version for i in ctx.graph.model.opset_import}
     gaps = []
+    schemas: Dict[Tuple[str, str], Optional[onnx.defs.OpSchema]] = {}
     for node in ctx.graph.nodes:
         domain = node.domain if node.domain != "ai.onnx" else ""
         if domain not in _SCHEMA_DOMAINS or node.op_type in _NO_KERNEL_NEEDED or domain not in imports:
             continue
-        try:
-            schema = onnx.defs.get_schema(node.op_type, imports[domain], domain)
-        except onnx.defs.SchemaError:
-            continue  # MI205 reports unknown operators
+        key = (domain, node.op_type)
+        if key not in schemas:
+            try:
+                schemas[key] = onnx.defs.get_schema(node.op_type, imports[domain], domain)
+            except onnx.defs.SchemaError:
+                schemas[key] = None  # MI205 reports unknown operators
+        schema = schemas[key]
+        if schema is None:
+            continue
         if schema.has_function or schema.has_context_dependent_function:
             continue
         message = _gap(ctx, node.name, schema, registry.get((domain, node.op_type), []))

@@ -8,9 +8,13 @@ without a kernel too.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional
+from pathlib import Path
+from typing import Dict, List, Optional, Union
 
-from ..core.runner import Session, open_session
+import onnx
+
+from ..core.graph import ModelGraph
+from ..core.runner import RuntimeConfig, Session, open_session
 from ..core.types import TensorInfo
 from ..core.weights import nonfinite_initializers
 from ..errors import InferenceError
@@ -103,18 +107,29 @@ def custom_domains(ctx: Context) -> bool:
     return True
 
 
-def create_session(ctx: Context) -> Optional[str]:
+def can_run_from_file(model: onnx.ModelProto, runtime: RuntimeConfig) -> bool:
+    """Whether onnxruntime can load the file as it is: every node named once (so its messages use our
+    names) and no custom domain left without a library (MI403 reports those, no session needed)."""
+    names = [n.name for n in model.graph.node]
+    if not all(names) or len(set(names)) != len(names):
+        return False
+    local = {(f.domain, f.name) for f in model.functions}
+    return bool(runtime.custom_op_libs) or all(
+        n.domain in ORT_DOMAINS or (n.domain, n.op_type) in local for n in model.graph.node)
+
+
+def session_error(source: Union[Path, ModelGraph], runtime: RuntimeConfig, label: str) -> Optional[str]:
     """Create (and drop) one onnxruntime session; onnxruntime's error text, or None when it loads.
 
-    Safe to run in a worker thread: onnxruntime releases the GIL while it builds the session, and
-    nothing here changes the graph.
+    `source` is the model file (onnxruntime reads it itself: no copy) or a graph whose nodes had
+    to be renamed. Safe on a worker thread: onnxruntime releases the GIL while it builds the session
+    and nothing here changes the graph.
     """
-    graph = ctx.graph
     try:
-        if graph.renamed_nodes or graph.path is None:
-            open_session(graph, ctx.config.runtime, label=graph.display_name)
-        else:  # onnxruntime reads the file itself: no copy, and node names already match ours
-            Session(str(ctx.path), ctx.config.runtime, label=graph.display_name)
+        if isinstance(source, ModelGraph):
+            open_session(source, runtime, label=label)
+        else:
+            Session(str(source), runtime, label=label)
         return None
     except InferenceError as exc:
         if "custom-op library" in exc.message:

@@ -10,7 +10,8 @@ not mistaken for a wrong weight.
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -62,72 +63,111 @@ class _Reference:
         return initializer_array(self.graph, proto) if proto is not None else None
 
 
+@dataclass(frozen=True)
+class _Quantised:
+    """One constant weight of the validated model, dequantised, and where it is used."""
+
+    tensor: str
+    value: np.ndarray
+    node: NodeInfo
+    """The compute node using it (the DequantizeLinear's consumer, or the QOperator node itself)."""
+    slot: int
+    """Its input slot in the float version of that node (1 weight, 2 bias)."""
+
+
+# QOperator ops: (float op, weight index, scale index, zero-point index)
+_QOPERATOR = {"QLinearConv": ("Conv", 3, 4, 5), "QLinearMatMul": ("MatMul", 3, 4, 5), "QGemm": ("Gemm", 3, 4, 5)}
+
+
 def compare_weights(ctx: Context, other: ModelGraph) -> List[WeightCheck]:
     """Every dequantised constant weight with a float counterpart; reports MI509/MI510."""
     ref = _Reference(other)
     checks: List[WeightCheck] = []
-    for dq in ctx.graph.nodes:
-        if dq.op_type != "DequantizeLinear" or len(dq.inputs) < 2 or not dq.outputs:
+    for weight in _quantised_weights(ctx):
+        candidates = _references(ctx, ref, weight)
+        if not candidates:
             continue
-        q = ctx.const_value(dq.inputs[0])
-        scale = ctx.const_value(dq.inputs[1])
-        if q is None or scale is None or ctx.graph.node_attribute(dq.name, "block_size", 0):
-            continue
-        zp = ctx.const_value(dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] else None
-        axis = int(ctx.graph.node_attribute(dq.name, "axis", 1))  # type: ignore[call-overload]
-        found = _counterpart(ctx, ref, dq)
-        if found is None:
-            continue
-        consumer, ref_name, ref_value, folded = found
-        deq = dequantize(q, scale, zp, axis)
-        check = _judge(ctx, dq, consumer, ref_name, ref_value, deq, folded)
+        check = _judge(ctx, weight, candidates)
         if check is not None:
             checks.append(check)
     return checks
 
 
-def _counterpart(ctx: Context, ref: _Reference, dq: NodeInfo) -> Optional[Tuple[NodeInfo, str, np.ndarray, str]]:
-    for consumer in ctx.graph.consumers.get(dq.outputs[0], []):
-        slot = consumer.inputs.index(dq.outputs[0]) if dq.outputs[0] in consumer.inputs else -1
-        twin = ref.graph.node_by_name.get(consumer.name)
-        if twin is None or twin.op_type != consumer.op_type or slot < 0:
-            continue
-        bn = _unfolded_bn(ctx, ref.graph, consumer, twin)
-        if slot < len(twin.inputs) and twin.inputs[slot]:
-            value = ref.value(twin.inputs[slot])
-            name = twin.inputs[slot]
-        elif bn is not None and slot == 2:
-            value, name = np.zeros(1, np.float32), f"{twin.name} (no bias)"
-        else:
-            continue
-        if value is None:
-            continue
-        if bn is not None:
-            value = _fold(ref, bn, value, slot)
+def _quantised_weights(ctx: Context) -> Iterator[_Quantised]:
+    graph = ctx.graph
+    for node in graph.nodes:
+        if node.op_type == "DequantizeLinear" and len(node.inputs) >= 2 and node.outputs:
+            if graph.node_attribute(node.name, "block_size", 0):
+                continue
+            axis = int(graph.node_attribute(node.name, "axis", 1))  # type: ignore[call-overload]
+            value = _dequantized(ctx, node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else "",
+                                 axis)
             if value is None:
                 continue
-        return consumer, name, value, bn.name if bn is not None else ""
-    stem = dq.inputs[0]
-    for suffix in _SUFFIXES:
-        if stem.endswith(suffix) and stem[: -len(suffix)] in ref.protos:
-            value = ref.value(stem[: -len(suffix)])
+            for consumer in graph.consumers.get(node.outputs[0], []):
+                if node.outputs[0] in consumer.inputs and consumer.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+                    yield _Quantised(node.inputs[0], value, consumer, consumer.inputs.index(node.outputs[0]))
+                    break
+        elif node.op_type in _QOPERATOR and len(node.inputs) > 5:
+            _, w, s, z = _QOPERATOR[node.op_type]
+            axis = 0 if node.op_type == "QLinearConv" or graph.node_attribute(node.name, "transB", 0) else -1
+            value = _dequantized(ctx, node.inputs[w], node.inputs[s], node.inputs[z], axis)
             if value is not None:
-                consumers = ctx.graph.consumers.get(dq.outputs[0], [])
-                return (consumers[0] if consumers else dq), stem[: -len(suffix)], value, ""
+                yield _Quantised(node.inputs[w], value, node, 1)
+
+
+def _dequantized(ctx: Context, q_name: str, scale_name: str, zp_name: str, axis: int) -> Optional[np.ndarray]:
+    q, scale = ctx.const_value(q_name), ctx.const_value(scale_name)
+    if q is None or scale is None or not np.issubdtype(q.dtype, np.integer):
+        return None
+    zp = ctx.const_value(zp_name) if zp_name else None
+    return dequantize(q, scale, zp, axis)
+
+
+def _references(ctx: Context, ref: _Reference, weight: _Quantised) -> List[Tuple[str, np.ndarray, str]]:
+    """(reference name, float value, folded BN name) candidates for one quantised weight."""
+    twin = _twin(ref.graph, weight)
+    name: Optional[str] = None
+    if twin is not None and weight.slot < len(twin.inputs) and twin.inputs[weight.slot]:
+        name = twin.inputs[weight.slot]
+    else:
+        for suffix in _SUFFIXES:  # the quantiser derives names: 'w' -> 'w_quantized'
+            stem = weight.tensor[: -len(suffix)] if weight.tensor.endswith(suffix) else None
+            if stem and stem in ref.protos:
+                name = stem
+                consumers = ref.graph.consumers.get(stem, [])
+                twin = twin or (consumers[0] if consumers else None)
+                break
+    value = ref.value(name) if name else None
+    if value is None and twin is not None and weight.slot == 2:
+        name, value = f"{twin.name} (no bias)", np.zeros(weight.value.shape, np.float32)
+    if value is None or name is None:
+        return []
+    candidates = [(name, value.astype(np.float64), "")]
+    bn = _following_bn(ref.graph, twin) if twin is not None else None
+    if bn is not None:
+        folded = _fold(ref, bn, value, weight.slot)
+        if folded is not None:
+            candidates.append((name, folded, bn.name))
+    return candidates
+
+
+def _twin(graph: ModelGraph, weight: _Quantised) -> Optional[NodeInfo]:
+    """The reference node that plays the role of `weight.node` (same name, or QOperator name less '_quant')."""
+    float_op = _QOPERATOR.get(weight.node.op_type, (weight.node.op_type,))[0]
+    for name in (weight.node.name, weight.node.name[: -len("_quant")] if weight.node.name.endswith("_quant") else ""):
+        twin = graph.node_by_name.get(name) if name else None
+        if twin is not None and twin.op_type == float_op:
+            return twin
     return None
 
 
-def _unfolded_bn(ctx: Context, ref: ModelGraph, consumer: NodeInfo, twin: NodeInfo) -> Optional[NodeInfo]:
-    """The reference's BatchNormalization right after `twin` (a Conv) when the quantised model folded it."""
+def _following_bn(ref: ModelGraph, twin: NodeInfo) -> Optional[NodeInfo]:
+    """The reference's BatchNormalization right after a Conv: a quantiser may have folded it."""
     if twin.op_type != "Conv" or not twin.outputs:
         return None
     after = ref.consumers.get(twin.outputs[0], [])
-    if len(after) != 1 or after[0].op_type != "BatchNormalization":
-        return None
-    mine = ctx.graph.consumers.get(consumer.outputs[0], []) if consumer.outputs else []
-    if any(c.op_type == "BatchNormalization" for c in mine):
-        return None
-    return after[0]
+    return after[0] if len(after) == 1 and after[0].op_type == "BatchNormalization" else None
 
 
 def _fold(ref: _Reference, bn: NodeInfo, value: np.ndarray, slot: int) -> Optional[np.ndarray]:
@@ -142,25 +182,27 @@ def _fold(ref: _Reference, bn: NodeInfo, value: np.ndarray, slot: int) -> Option
     return (value.astype(np.float64) - mean) * factor + beta
 
 
-def _judge(ctx: Context, dq: NodeInfo, consumer: NodeInfo, ref_name: str, ref_value: np.ndarray,
-           deq: np.ndarray, folded: str) -> Optional[WeightCheck]:
-    tensor = dq.inputs[0]
-    label = f"weight '{tensor}' of {consumer.op_type} '{consumer.name}'"
-    via = f" (BatchNormalization '{folded}' folded into it)" if folded else ""
-    if ref_value.shape != deq.shape:
+def _judge(ctx: Context, weight: _Quantised, candidates: List[Tuple[str, np.ndarray, str]]) -> Optional[WeightCheck]:
+    """Pick the reference reading that matches best (as is, or with its BatchNormalization folded in)."""
+    deq = weight.value
+    label = f"weight '{weight.tensor}' of {weight.node.op_type} '{weight.node.name}'"
+    fitting = [(sqnr_db(value, deq), name, value, bn) for name, value, bn in candidates if value.shape == deq.shape]
+    if not fitting:
+        name, value, _ = candidates[0]
         ctx.report("MI509", f"{label}: dequantised shape {list(deq.shape)} differs from the reference's "
-                            f"'{ref_name}' {list(ref_value.shape)}", node=consumer.name, tensor=tensor)
+                            f"'{name}' {list(value.shape)}", node=weight.node.name, tensor=weight.tensor)
         return None
-    db = sqnr_db(ref_value, deq)
-    max_abs = float(np.max(np.abs(ref_value.astype(np.float64) - deq))) if deq.size else 0.0
-    check = WeightCheck(tensor=tensor, reference=ref_name, node=consumer.name, sqnr_db=db, max_abs=max_abs,
-                        elements=int(deq.size), folded=folded)
+    db, name, value, bn = max(fitting, key=lambda c: c[0])
+    via = f" (BatchNormalization '{bn}' folded into it)" if bn else ""
+    max_abs = float(np.max(np.abs(value - deq))) if deq.size else 0.0
+    check = WeightCheck(tensor=weight.tensor, reference=name, node=weight.node.name, sqnr_db=db, max_abs=max_abs,
+                        elements=int(deq.size), folded=bn)
     if db < MISMATCH_DB:
-        ctx.report("MI509", f"{label}: dequantised values differ from the reference's '{ref_name}'{via}: SQNR "
-                            f"{db:.2f} dB, max |diff| {max_abs:.4g}", node=consumer.name, tensor=tensor,
+        ctx.report("MI509", f"{label}: dequantised values differ from the reference's '{name}'{via}: SQNR "
+                            f"{db:.2f} dB, max |diff| {max_abs:.4g}", node=weight.node.name, tensor=weight.tensor,
                    sqnr_db=db, max_abs=max_abs)
     elif db < ctx.config.min_weight_sqnr:
-        ctx.report("MI510", f"{label}: SQNR {db:.2f} dB against '{ref_name}'{via} is below "
+        ctx.report("MI510", f"{label}: SQNR {db:.2f} dB against '{name}'{via} is below "
                             f"{ctx.config.min_weight_sqnr:g} dB (max |diff| {max_abs:.4g})",
-                   node=consumer.name, tensor=tensor, sqnr_db=db, max_abs=max_abs)
+                   node=weight.node.name, tensor=weight.tensor, sqnr_db=db, max_abs=max_abs)
     return check

@@ -49,9 +49,6 @@ def validate_model(model: Union[str, "os.PathLike[str]"], config: Optional[Valid
         skipped.update({f: "the model did not load" for f in families[1:]})
         ref = ModelRef(path=str(path), sha256=file_sha256(path), size_bytes=path.stat().st_size, role="model")
         return _result(config, [ref], reporter.findings, ["loading"], skipped, [], None, {}, timings)
-    graph = ModelGraph.from_proto(loaded.model, path)
-    _check_input_range_names(config, graph)
-    ctx = Context(path, graph, config, reporter, weights_readable=loaded.weights_readable)
     facts: Dict[str, object] = dict(config.runtime.to_dict())
     section = None
     checked = ["loading"]
@@ -59,7 +56,15 @@ def validate_model(model: Union[str, "os.PathLike[str]"], config: Optional[Valid
     # on a worker thread while the Python rules run here, so the session costs (almost) no wall time.
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="mi-validate") as pool:
         digest = pool.submit(file_sha256, path)
-        session = _start_session(ctx, loaded.runtime_ok, pool, facts, skipped)
+        session = None
+        if _session_wanted(reporter) and loaded.runtime_ok and loaded.weights_readable \
+                and runtime.can_run_from_file(loaded.model, config.runtime):
+            session = pool.submit(runtime.session_error, path, config.runtime, str(path))
+        graph = ModelGraph.from_proto(loaded.model, path)
+        _check_input_range_names(config, graph)
+        ctx = Context(path, graph, config, reporter, weights_readable=loaded.weights_readable)
+        if session is None:
+            session = _start_session(ctx, loaded.runtime_ok, pool, facts, skipped)
         steps: Dict[str, Callable[[], None]] = {
             "checker": lambda: _checker(ctx, loaded.runtime_ok),
             "integrity": lambda: integrity.check_integrity(ctx),
@@ -89,7 +94,7 @@ def validate_model(model: Union[str, "os.PathLike[str]"], config: Optional[Valid
 def _start_session(ctx: Context, runtime_ok: bool, pool: ThreadPoolExecutor, facts: Dict[str, object],
                    skipped: Dict[str, str]) -> "Optional[Future[Optional[str]]]":
     """Submit the onnxruntime session when the runtime rules can use it; record why not otherwise."""
-    if not any(ctx.reporter.enabled(r) for r in ("MI401", "MI402", "MI403", "MI404")):
+    if not _session_wanted(ctx.reporter):
         facts["session"] = "skipped: rules disabled"
     elif not runtime_ok:
         facts["session"] = "skipped: IR version not supported"
@@ -100,8 +105,13 @@ def _start_session(ctx: Context, runtime_ok: bool, pool: ThreadPoolExecutor, fac
     elif runtime.custom_domains(ctx):
         facts["session"] = "skipped: custom-op domains without a library"
     else:
-        return pool.submit(runtime.create_session, ctx)
+        source = ctx.graph if ctx.graph.renamed_nodes else ctx.path
+        return pool.submit(runtime.session_error, source, ctx.config.runtime, ctx.graph.display_name)
     return None
+
+
+def _session_wanted(reporter: Reporter) -> bool:
+    return any(reporter.enabled(r) for r in ("MI401", "MI402", "MI403", "MI404"))
 
 
 def _checker(ctx: Context, runtime_ok: bool) -> None:
