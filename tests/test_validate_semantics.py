@@ -126,3 +126,19 @@ def test_disabling_the_runtime_rules_skips_the_session(tmp_path):
     result = validate_model(save(relu_model(), tmp_path / "m.onnx"),
                             ValidateConfig(disable=("MI401", "MI402", "MI403", "MI404")))
     assert result.runtime["session"] == "skipped: rules disabled"
+
+
+def test_many_matches_of_one_hint_become_one_finding(tmp_path):
+    """Exporters repeat Identity copies of weights dozens of times: one finding lists them."""
+    nodes, current = [], "x"
+    for i in range(7):
+        nodes.append(node("Identity", [current], [f"i{i}"], f"copy_{i}"))
+        nodes.append(node("Relu", [f"i{i}"], [f"r{i}"], f"relu_{i}"))
+        current = f"r{i}"
+    model = make_model(nodes, [vi("x", [2])], [vi(current, [2])])
+    result = validate_model(save(model, tmp_path / "m.onnx"))
+    hints = [f for f in result.findings if f.rule == "MI605"]
+    assert len(hints) == 1 and hints[0].node == "copy_0"
+    assert hints[0].message.startswith("7x Identity node: Identity 'copy_0' does nothing at run time")
+    assert "(and copy_1, copy_2, copy_3, copy_4, copy_5, ...)" in hints[0].message
+    assert hints[0].data["nodes"] == [f"copy_{i}" for i in range(7)]

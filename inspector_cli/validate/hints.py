@@ -4,8 +4,11 @@ from __future__ import annotations
 from typing import List, Set
 
 from ..core.patterns import DETECTORS, PatternMatch
+from .catalog import RULES
 from .context import Context
 
+GROUP_ABOVE = 5
+"""More matches of one hint than this become a single finding listing them."""
 PATTERN_RULES = {
     "conv-bn": "MI601",
     "transpose-pair": "MI602",
@@ -21,8 +24,17 @@ def check_hints(ctx: Context) -> None:
     for pattern, rule_id in PATTERN_RULES.items():
         if not ctx.reporter.enabled(rule_id):
             continue
-        for match in DETECTORS[pattern](ctx.graph):
+        matches = DETECTORS[pattern](ctx.graph)
+        if len(matches) > GROUP_ABOVE:
+            # Exporters repeat one pattern dozens of times (torch's Identity copies of shared weights):
+            # one finding with the list keeps the report readable.
+            first = [m.nodes[0] for m in matches]
+            shown = ", ".join(first[1:6]) + (", ..." if len(first) > 6 else "")
+            ctx.report(rule_id, f"{len(matches)}x {RULES[rule_id].title}: {matches[0].message} (and {shown})",
+                       node=first[0], nodes=first)
+        for match in matches if len(matches) <= GROUP_ABOVE else ():
             ctx.report(rule_id, match.message, node=match.nodes[0], nodes=list(match.nodes))
+        for match in matches:
             reported.update(match.nodes)
     if ctx.reporter.enabled("MI606"):
         _constant_subgraphs(ctx, DETECTORS["constant-subgraph"](ctx.graph), reported)
