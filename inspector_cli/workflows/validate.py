@@ -17,7 +17,7 @@ from ..config.validate import ValidateConfig
 from ..core.graph import ModelGraph, load_model
 from ..errors import UsageError
 from ..results.base import Finding, ModelRef, file_sha256
-from ..results.validate import ValidateResult
+from ..results.validate import AgainstSection, ValidateResult
 from ..validate import against, checker, hints, integrity, quant, quant_range, runtime
 from ..validate.catalog import RULES
 from ..validate.context import Context, Reporter
@@ -50,7 +50,7 @@ def validate_model(model: Union[str, "os.PathLike[str]"], config: Optional[Valid
         ref = ModelRef(path=str(path), sha256=file_sha256(path), size_bytes=path.stat().st_size, role="model")
         return _result(config, [ref], reporter.findings, ["loading"], skipped, [], None, {}, timings)
     facts: Dict[str, object] = dict(config.runtime.to_dict())
-    section = None
+    section: Optional[AgainstSection] = None
     checked = ["loading"]
     # onnxruntime builds its session and hashlib hashes the file without holding the GIL: both run
     # on a worker thread while the Python rules run here, so the session costs (almost) no wall time.
@@ -149,11 +149,11 @@ def _sorted(findings: List[Finding], graph: ModelGraph) -> List[Finding]:
 
 
 def _result(config: ValidateConfig, models: List[ModelRef], findings: List[Finding], checked: List[str],
-            skipped: Dict[str, str], notes: List[str], section: object, facts: Dict[str, object],
-            timings: Dict[str, float]) -> ValidateResult:
+            skipped: Dict[str, str], notes: List[str], section: Optional[AgainstSection],
+            facts: Dict[str, object], timings: Dict[str, float]) -> ValidateResult:
     fired = sorted({f.rule for f in findings})
     return ValidateResult(
         models=models, config=config.to_dict(), findings=findings, fail_on=config.fail_on,
         rules=[RULES[r] for r in fired], checked=checked, skipped=skipped, notes=list(notes),
-        against=section,  # type: ignore[arg-type]
+        against=section,
         runtime=facts or config.runtime.to_dict(), timings={k: round(v, 4) for k, v in timings.items()})
