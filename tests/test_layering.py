@@ -13,12 +13,13 @@ PKG = ROOT / "inspector_cli"
 
 # package -> packages it must never import
 FORBIDDEN = {
-    "core": {"diff", "workflows", "commands", "render", "results", "cli", "config"},
-    "diff": {"workflows", "commands", "render", "cli", "config"},
-    "results": {"workflows", "commands", "render", "cli", "config"},
+    "core": {"diff", "workflows", "commands", "render", "results", "cli", "config", "validate"},
+    "diff": {"workflows", "commands", "render", "cli", "config", "validate"},
+    "results": {"workflows", "commands", "render", "cli", "config", "validate"},
     "workflows": {"commands", "render", "cli"},
-    "render": {"workflows", "commands", "cli", "core"},
+    "render": {"workflows", "commands", "cli", "core", "validate"},
     "config": {"workflows", "commands", "render"},
+    "validate": {"workflows", "commands", "render", "cli"},
 }
 
 
