@@ -142,3 +142,28 @@ def test_many_matches_of_one_hint_become_one_finding(tmp_path):
     assert hints[0].message.startswith("7x Identity node: Identity 'copy_0' does nothing at run time")
     assert "(and copy_1, copy_2, copy_3, copy_4, copy_5, ...)" in hints[0].message
     assert hints[0].data["nodes"] == [f"copy_{i}" for i in range(7)]
+
+
+def test_errors_only_data_propagation_reports_are_a_note_not_a_finding(tmp_path, monkeypatch):
+    """onnx's data propagation has had bugs: an error it alone reports must not fail a clean model."""
+    import onnx
+
+    real = onnx.shape_inference.infer_shapes
+
+    def flaky(model, check_type=False, strict_mode=False, data_prop=False):
+        if data_prop and strict_mode:
+            raise onnx.shape_inference.InferenceError(
+                "[ShapeInferenceError] Inference error(s): (op_type:Relu, node name: relu): [ShapeInferenceError] bogus")
+        return real(model, check_type=check_type, strict_mode=strict_mode, data_prop=data_prop)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", flaky)
+    result = validate_model(save(relu_model(), tmp_path / "m.onnx"))
+    assert result.findings == []
+    assert result.notes and "does not confirm; not reported" in result.notes[0] and "bogus" in result.notes[0]
+
+
+def test_duplicate_graph_input_names(tmp_path):
+    model = make_model([node("Add", ["x", "x"], ["y"], "add")], [vi("x", [2]), vi("x", [2])], [vi("y", [2])])
+    result = validate_model(save(model, tmp_path / "m.onnx"))
+    assert [(f.rule, f.tensor, f.message) for f in result.findings if f.rule == "MI302"] == [
+        ("MI302", "x", "graph input name 'x' is declared 2 times")]

@@ -45,6 +45,12 @@ def _dangling(ctx: Context, known: Set[str], producers: Dict[str, List[str]]) ->
 
 
 def _duplicates(ctx: Context, known: Set[str], producers: Dict[str, List[str]]) -> None:
+    graph = ctx.graph.model.graph
+    for kind, names in (("graph input", [i.name for i in graph.input]),
+                        ("initializer", [t.name for t in graph.initializer])):
+        for name, count in Counter(names).items():
+            if count > 1:
+                ctx.report("MI302", f"{kind} name '{name}' is declared {count} times", tensor=name)
     for tensor, nodes in producers.items():
         if len(nodes) > 1:
             ctx.report("MI302", f"tensor '{tensor}' is produced by {len(nodes)} nodes: {', '.join(nodes)}",
