@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
@@ -21,7 +21,7 @@ from ..results.validate import AgainstSection, ValidateResult
 from ..validate import against, checker, hints, integrity, quant, quant_range, runtime
 from ..validate.catalog import RULES
 from ..validate.context import Context, Reporter
-from ..validate.loading import load_checked
+from ..validate.loading import Loaded, load_checked
 from . import Progress, no_progress
 
 FAMILY_ORDER = ("loading", "checker", "integrity", "runtime", "quantisation", "hints", "against")
@@ -36,78 +36,105 @@ def validate_model(model: Union[str, "os.PathLike[str]"], config: Optional[Valid
         raise UsageError(f"{path}: no such file", hint="check the model path")
     if path.is_dir():
         raise UsageError(f"{path}: is a directory, not an .onnx file", hint="pass the model file itself")
-    families = [f for f in FAMILY_ORDER if f != "against" or config.against]
-    reporter = Reporter(config)
-    timings: Dict[str, float] = {}
-    skipped: Dict[str, str] = {}
+    run = _Run(config, path, progress, [f for f in FAMILY_ORDER if f != "against" or config.against])
     other = load_model(config.against) if config.against else None  # a broken reference cannot be compared
     start = time.perf_counter()
-    loaded = load_checked(path, reporter)
-    timings["loading"] = time.perf_counter() - start
-    progress(1, len(families), "loading")
+    loaded = load_checked(path, run.reporter)
+    run.timings["loading"] = time.perf_counter() - start
+    progress(1, len(run.families), "loading")
     if loaded is None:
-        skipped.update({f: "the model did not load" for f in families[1:]})
+        run.skipped.update({f: "the model did not load" for f in run.families[1:]})
         ref = ModelRef(path=str(path), sha256=file_sha256(path), size_bytes=path.stat().st_size, role="model")
-        return _result(config, [ref], reporter.findings, ["loading"], skipped, [], None, {}, timings)
-    facts: Dict[str, object] = dict(config.runtime.to_dict())
-    section: Optional[AgainstSection] = None
-    checked = ["loading"]
-    # onnxruntime builds its session and hashlib hashes the file without holding the GIL: both run
-    # on a worker thread while the Python rules run here, so the session costs (almost) no wall time.
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="mi-validate") as pool:
-        digest = pool.submit(file_sha256, path)
-        session = None
-        if _session_wanted(reporter) and loaded.runtime_ok and loaded.weights_readable \
-                and runtime.can_run_from_file(loaded.model, config.runtime):
-            session = pool.submit(runtime.session_error, path, config.runtime, str(path))
-        graph = ModelGraph.from_proto(loaded.model, path)
-        _check_input_range_names(config, graph)
-        ctx = Context(path, graph, config, reporter, weights_readable=loaded.weights_readable)
-        if session is None:
-            session = _start_session(ctx, loaded.runtime_ok, pool, facts, skipped)
-        steps: Dict[str, Callable[[], None]] = {
-            "checker": lambda: _checker(ctx, loaded.runtime_ok),
-            "integrity": lambda: integrity.check_integrity(ctx),
-            "runtime": lambda: _runtime(ctx, session, facts),
-            "quantisation": lambda: _quantisation(ctx),
-            "hints": lambda: hints.check_hints(ctx),
-        }
-        for done, family in enumerate(families[1:], start=2):
-            began = time.perf_counter()
-            if family == "against":
-                assert other is not None
-                section = against.check_against(ctx, other)
-            else:
-                steps[family]()
-            timings[family] = time.perf_counter() - began
-            checked.append(family)
-            progress(done, len(families), family)
-        model_ref = replace(ModelRef.of(graph, "model", hash_file=False), sha256=digest.result())
+        return _result(config, [ref], run.reporter.findings, ["loading"], run.skipped, [], None, {}, run.timings)
+    # onnxruntime builds its session, and hashlib hashes the file, without holding the GIL, so the
+    # Python rules run on one worker thread meanwhile. The session stays on this (main) thread:
+    # onnxruntime runs markedly slower on a fresh thread (new allocator arenas, page faults).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-validate") as pool:
+        wanted = run.session_wanted(loaded.runtime_ok, loaded.weights_readable)
+        if wanted and runtime.can_run_from_file(loaded.model, config.runtime):
+            rules = pool.submit(run.families_on, loaded, None)
+            error = run.timed_session(path)
+        else:
+            graph = ModelGraph.from_proto(loaded.model, path)
+            context = run.context(loaded, graph)
+            if wanted and runtime.custom_domains(context):
+                run.facts["session"] = "skipped: custom-op domains without a library"
+                wanted = False
+            rules = pool.submit(run.families_on, loaded, context)
+            error = run.timed_session(graph if graph.renamed_nodes else path) if wanted else None
+        digest = file_sha256(path)  # hashlib also releases the GIL: this thread's second job
+        ctx = rules.result()
+    if run.session_done:
+        run.facts.update(runtime.report_session(ctx, error))  # after the rules: duplicates are known
+    model_ref = replace(ModelRef.of(ctx.graph, "model", hash_file=False), sha256=digest)
     if not loaded.weights_readable:
         ctx.notes.append("external data is missing or unsafe: tensor values were not read (NaN/Inf, "
                          "quantisation parameters and weight comparisons are incomplete)")
     models = [model_ref] + ([ModelRef.of(other, "against")] if other is not None else [])
-    return _result(config, models, _sorted(reporter.findings, graph), checked, skipped, ctx.notes, section,
-                   facts, timings)
+    section = against.check_against(ctx, other) if other is not None else None
+    if other is not None:
+        run.checked.append("against")
+        progress(len(run.families), len(run.families), "against")
+    return _result(config, models, _sorted(run.reporter.findings, ctx.graph), run.checked, run.skipped, ctx.notes,
+                   section, run.facts, run.timings)
 
 
-def _start_session(ctx: Context, runtime_ok: bool, pool: ThreadPoolExecutor, facts: Dict[str, object],
-                   skipped: Dict[str, str]) -> "Optional[Future[Optional[str]]]":
-    """Submit the onnxruntime session when the runtime rules can use it; record why not otherwise."""
-    if not _session_wanted(ctx.reporter):
-        facts["session"] = "skipped: rules disabled"
-    elif not runtime_ok:
-        facts["session"] = "skipped: IR version not supported"
-        skipped["runtime session"] = "the IR version is newer than supported (MI105)"
-    elif not ctx.weights_readable:
-        facts["session"] = "skipped: external data missing or unsafe"
-        skipped["runtime session"] = "external data is missing or outside the model's folder"
-    elif runtime.custom_domains(ctx):
-        facts["session"] = "skipped: custom-op domains without a library"
-    else:
-        source = ctx.graph if ctx.graph.renamed_nodes else ctx.path
-        return pool.submit(runtime.session_error, source, ctx.config.runtime, ctx.graph.display_name)
-    return None
+class _Run:
+    """The state of one validation, shared by the main thread (session) and the worker (rules)."""
+
+    def __init__(self, config: ValidateConfig, path: Path, progress: Progress, families: List[str]) -> None:
+        self.config, self.path, self.progress, self.families = config, path, progress, families
+        self.reporter = Reporter(config)
+        self.timings: Dict[str, float] = {}
+        self.skipped: Dict[str, str] = {}
+        self.facts: Dict[str, object] = dict(config.runtime.to_dict())
+        self.checked = ["loading"]
+        self.session_done = False
+
+    def session_wanted(self, runtime_ok: bool, readable: bool) -> bool:
+        """Whether to create a session; records why not in the result otherwise."""
+        if not _session_wanted(self.reporter):
+            self.facts["session"] = "skipped: rules disabled"
+        elif not runtime_ok:
+            self.facts["session"] = "skipped: IR version not supported"
+            self.skipped["runtime session"] = "the IR version is newer than supported (MI105)"
+        elif not readable:
+            self.facts["session"] = "skipped: external data missing or unsafe"
+            self.skipped["runtime session"] = "external data is missing or outside the model's folder"
+        else:
+            return True
+        return False
+
+    def timed_session(self, source: Union[Path, ModelGraph]) -> Optional[str]:
+        began = time.perf_counter()
+        error = runtime.session_error(source, self.config.runtime, str(self.path))
+        self.timings["session"] = time.perf_counter() - began
+        self.session_done = True
+        return error
+
+    def context(self, loaded: Loaded, graph: ModelGraph) -> Context:
+        _check_input_range_names(self.config, graph)
+        return Context(self.path, graph, self.config, self.reporter, weights_readable=loaded.weights_readable)
+
+    def families_on(self, loaded: Loaded, ctx: Optional[Context]) -> Context:
+        """Every rule family but loading and --against, in order (on the worker thread)."""
+        ctx = ctx or self.context(loaded, ModelGraph.from_proto(loaded.model, self.path))
+        steps: Dict[str, Callable[[], None]] = {
+            "checker": lambda: _checker(ctx, loaded.runtime_ok),  # type: ignore[arg-type]
+            "integrity": lambda: integrity.check_integrity(ctx),  # type: ignore[arg-type]
+            "runtime": lambda: runtime.check_static(ctx),  # type: ignore[arg-type]
+            "quantisation": lambda: _quantisation(ctx),  # type: ignore[arg-type]
+            "hints": lambda: hints.check_hints(ctx),  # type: ignore[arg-type]
+        }
+        for done, family in enumerate(self.families[1:], start=2):
+            if family not in steps:
+                continue
+            began = time.perf_counter()
+            steps[family]()
+            self.timings[family] = time.perf_counter() - began
+            self.checked.append(family)
+            self.progress(done, len(self.families), family)
+        return ctx
 
 
 def _session_wanted(reporter: Reporter) -> bool:
@@ -119,12 +146,6 @@ def _checker(ctx: Context, runtime_ok: bool) -> None:
     if runtime_ok and ctx.weights_readable:
         checker.run_checker(ctx)
     checker.infer_strict(ctx)  # always: it also types every tensor for the later families
-
-
-def _runtime(ctx: Context, session: "Optional[Future[Optional[str]]]", facts: Dict[str, object]) -> None:
-    runtime.check_static(ctx)
-    if session is not None:
-        facts.update(runtime.report_session(ctx, session.result()))
 
 
 def _quantisation(ctx: Context) -> None:
