@@ -40,6 +40,7 @@ def test_every_node_without_a_kernel_is_listed_not_just_the_first(tmp_path):
      [("MI301", "relu"), ("MI305", "")]),
     (make_model([node("Add", ["a", "b"], ["c"], "add")], [vi("a", [2]), vi("b", [2], TensorProto.INT64)],
                 [vi("c", [2])]), [("MI203", "add")]),
+    (make_model([node("Relux", ["x"], ["y"], "r")], [vi("x", [1])], [vi("y", [1])]), [("MI205", "r")]),
 ])
 def test_onnxruntime_refusal_of_an_explained_defect_is_not_repeated(tmp_path, model, expected):
     result = validate_model(save(model, tmp_path / "m.onnx"))
