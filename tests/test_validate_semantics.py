@@ -9,6 +9,7 @@ from inspector_cli.config.validate import InputRange, ValidateConfig
 from inspector_cli.render.sarif import validate_to_sarif
 from inspector_cli.render.validate_view import validate_view
 from inspector_cli.serialize import envelope, result_from_document
+from inspector_cli.validate.catalog import RULES
 from inspector_cli.validate.quant_range import coverage
 from inspector_cli.workflows.validate import validate_model
 
@@ -168,3 +169,10 @@ def test_duplicate_graph_input_names(tmp_path):
     result = validate_model(save(model, tmp_path / "m.onnx"))
     assert [(f.rule, f.tensor, f.message) for f in result.findings if f.rule == "MI302"] == [
         ("MI302", "x", "graph input name 'x' is declared 2 times")]
+
+
+def test_a_family_whose_rules_are_all_disabled_is_skipped(tmp_path):
+    result = validate_model(save(relu_model(), tmp_path / "m.onnx"), ValidateConfig(
+        disable=tuple(r for r in RULES if r.startswith(("MI2", "MI6")))))
+    assert result.checked == ["loading", "integrity", "runtime", "quantisation"]
+    assert result.skipped == {"checker": "all its rules are disabled", "hints": "all its rules are disabled"}

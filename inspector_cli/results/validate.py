@@ -92,7 +92,8 @@ class ValidateResult(Result):
         return not self.failing
 
     def summary(self) -> str:
-        counts = ", ".join(f"{self.count(s)} {s.value}{'s' if self.count(s) != 1 else ''}" for s in SEVERITY_ORDER)
+        counts = ", ".join(f"{self.count(s)} {s.value}{'s' if self.count(s) != 1 and s != Severity.INFO else ''}"
+                           for s in SEVERITY_ORDER)
         if self.passed:
             return f"PASS: {counts} (failing at {self.fail_on.value} or above)"
         first = self.failing[0]
