@@ -15,6 +15,7 @@ Two views, side by side in one invocation:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -99,7 +100,9 @@ def main() -> int:
         ("whole process: python -c baseline", p_base, "1.00x"),
         ("whole process: mi -q validate", p_mi, f"{p_mi / p_base:.2f}x"),
     ]
-    print(f"transformer encoder: {args.layers} layers, {nodes} nodes, {size / 1e6:.1f} MB; median of {args.repeat} runs")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"transformer encoder: {args.layers} layers, {nodes} nodes, {size / 1e6:.1f} MB; median of {args.repeat} runs; "
+          f"{os.cpu_count()} cores, load average {load}")
     width = max(len(r[0]) for r in rows)
     print(f"{'what':<{width}}  {'seconds':>8}  {'ratio':>6}")
     for label, seconds, ratio in rows:

@@ -167,3 +167,8 @@ def test_help_and_list_rules_import_neither_onnx_nor_onnxruntime():
             "print(sorted(m for m in ('onnxruntime', 'onnx', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_unavailable_provider_is_a_usage_error(leftovers):
+    result = invoke(["validate", leftovers, "--providers", "nosuchep"], exit_code=2)
+    assert "execution provider 'nosuchep' is not available" in result.stderr
