@@ -58,7 +58,7 @@ def test_yaml_config_disables_and_relevels(tmp_path):
     model.graph.input.append(vi("unused", [1]))
     path = save(model, tmp_path / "m.onnx")
     cfg = tmp_path / "mi.yaml"
-    cfg.write_text("version: 1\nvalidate:\n  disable: [MI305, MI403]\n  severity: {MI210: error}\n")
+    cfg.write_text("version: 1\nvalidate:\n  disable: [MI305, MI403]\n  severity: {MI210: error, MI6xx: off}\n")
     invoke(["-c", cfg, "validate", path, "--json", tmp_path / "r.json"], exit_code=1)
     assert rules_in(read_json(tmp_path / "r.json")) == [("MI210", "error")]
     invoke(["validate", path, "--json", tmp_path / "plain.json"], exit_code=1)  # MI403 is an error by default

@@ -84,6 +84,7 @@ def parse_rule_settings(disable: Sequence[str], severity: Sequence[str]
     for item in severity:
         target, sep, level = str(item).rpartition("=")
         level = level.strip().lower()
+        level = "off" if level in ("false", "no") else level  # YAML 1.1 reads a bare `off` as false
         if not sep or level not in LEVELS:
             raise UsageError(f"--severity {item}: expected RULE=LEVEL with LEVEL one of {', '.join(LEVELS)}")
         for rid in _rule_ids(target, "--severity"):
