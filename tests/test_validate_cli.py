@@ -60,7 +60,10 @@ def test_yaml_config_disables_and_relevels(tmp_path):
     cfg = tmp_path / "mi.yaml"
     cfg.write_text("version: 1\nvalidate:\n  disable: [MI305, MI403]\n  severity: {MI210: error, MI6xx: off}\n")
     invoke(["-c", cfg, "validate", path, "--json", tmp_path / "r.json"], exit_code=1)
-    assert rules_in(read_json(tmp_path / "r.json")) == [("MI210", "error")]
+    doc = read_json(tmp_path / "r.json")
+    assert rules_in(doc) == [("MI210", "error")]
+    assert {"MI305", "MI403", "MI601", "MI606"} <= set(doc["config"]["disable"])  # `off` in YAML is false
+    assert doc["results"]["skipped"]["hints"] == "all its rules are disabled"
     invoke(["validate", path, "--json", tmp_path / "plain.json"], exit_code=1)  # MI403 is an error by default
     assert ("MI305", "warning") in rules_in(read_json(tmp_path / "plain.json"))
 
