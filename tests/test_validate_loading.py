@@ -122,3 +122,29 @@ def test_external_data_inside_the_folder_is_fine(tmp_path):
     doc = read_json(tmp_path / "r.json")
     assert [f["rule"] for f in doc["results"]["findings"]] == ["MI304"]  # only the unused weight
     assert doc["results"]["runtime"]["session"] == "created"
+
+
+def test_a_corrupted_name_byte_is_a_finding_not_a_crash(tmp_path):
+    """A flipped byte inside a name: protobuf still parses, but the name is not UTF-8 any more."""
+    model = relu_model(initializers=[init("weight_zz", np.ones(4, np.float32))])
+    data = model.SerializeToString()
+    assert data.count(b"weight_zz") == 1
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data.replace(b"weight_zz", b"weight_\xbd\xbd"))
+    result = invoke(["validate", path, "--format", "json"], exit_code=1)
+    import json
+
+    findings = json.loads(result.stdout)["results"]["findings"]
+    assert [(f["rule"], f["message"]) for f in findings] == [
+        ("MI102", "m.onnx is corrupt: the name of initializer #0 of graph 'g' is not valid UTF-8")]
+
+
+def test_malformed_attributes_do_not_crash_the_rules(tmp_path):
+    from .validate_cases import node, qdq_weight
+
+    model = qdq_weight([0.1, 0.2, 0.3], zp=[0, 0, 0])
+    model.graph.node[0].CopyFrom(node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["w"], "w_dq", axis=0.5))
+    path = save(model, tmp_path / "m.onnx")
+    result = invoke(["validate", path, "--json", tmp_path / "r.json"], exit_code=1)
+    rules = [f["rule"] for f in read_json(tmp_path / "r.json")["results"]["findings"]]
+    assert "MI201" in rules and "Traceback" not in result.stderr

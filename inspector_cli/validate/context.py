@@ -96,6 +96,11 @@ class Context:
             self._values[name] = initializer_array(self.graph, proto) if proto is not None else None
         return self._values[name]
 
+    def int_attribute(self, node_name: str, attribute: str, default: int) -> int:
+        """An integer attribute, or `default` when absent or malformed (the checker reports malformed ones)."""
+        value = self.graph.node_attribute(node_name, attribute, default)
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
     def node_label(self, node_name: str) -> str:
         """"Add 'add_3'": how messages name a node."""
         node = self.graph.node_by_name.get(node_name)

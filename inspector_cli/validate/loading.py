@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 import onnx
 
 from ..core.graph import external_data_problems, parse_model_file
+from ..core.protoutil import iter_subgraphs
 from ..errors import ModelLoadError
 from .context import Reporter
 
@@ -44,6 +45,10 @@ def load_checked(path: Path, reporter: Reporter) -> Optional[Loaded]:
     except ModelLoadError as exc:
         _diagnose(path, size, exc, reporter)
         return None
+    corrupt = _invalid_text(model)
+    if corrupt:
+        reporter.report("MI102", f"{path.name} is corrupt: {corrupt} is not valid UTF-8", size_bytes=size)
+        return None
     loaded = Loaded(model)
     if model.ir_version > onnx.IR_VERSION:
         reporter.report("MI105", f"IR version {model.ir_version} is newer than this onnx supports ({onnx.IR_VERSION})",
@@ -60,6 +65,37 @@ def load_checked(path: Path, reporter: Reporter) -> Optional[Loaded]:
         reporter.report(rule, f"tensor '{tensor}': {problem}", tensor=tensor)
         loaded.weights_readable = False
     return loaded
+
+
+def _invalid_text(model: onnx.ModelProto) -> Optional[str]:
+    """The first name field that is not valid UTF-8 (byte corruption), or None.
+
+    The protobuf runtime hands such a field back as `bytes` (or raises on access), so a flipped byte
+    in a name would otherwise surface as an exception deep inside a rule or inside onnxruntime.
+    """
+    def bad(*values: object) -> bool:
+        return any(isinstance(v, bytes) or (isinstance(v, list) and any(isinstance(x, bytes) for x in v))
+                   for v in values)
+
+    where = "the model header"
+    try:
+        if bad(model.producer_name, model.producer_version, model.domain, [i.domain for i in model.opset_import]):
+            return f"a name in {where}"
+        for graph in (model.graph, *iter_subgraphs(model.graph)):
+            for index, node in enumerate(graph.node):
+                where = f"node #{index} of graph '{graph.name!s}'"
+                if bad(node.name, node.op_type, node.domain, list(node.input), list(node.output),
+                       [a.name for a in node.attribute]):
+                    return f"a name in {where}"
+            for kind, items in (("initializer", graph.initializer), ("input", graph.input),
+                                ("output", graph.output), ("value_info", graph.value_info)):
+                for index, item in enumerate(items):
+                    where = f"{kind} #{index} of graph '{graph.name!s}'"
+                    if bad(item.name):
+                        return f"the name of {where}"
+    except UnicodeDecodeError:
+        return f"a name in {where}"
+    return None
 
 
 def _default_opset(model: onnx.ModelProto) -> int:

@@ -60,9 +60,9 @@ def quant_type(ctx: Context, node_name: str, data: Optional[int], zp: str) -> in
     proto = ctx.const_proto(zp) if zp else None
     if proto is not None:
         return proto.data_type
-    declared = ctx.graph.node_attribute(node_name, "output_dtype", 0)
+    declared = ctx.int_attribute(node_name, "output_dtype", 0)
     if declared:
-        return int(declared)  # type: ignore[call-overload]
+        return declared
     return T.UINT8 if node.op_type == "QuantizeLinear" else 0
 
 
@@ -138,13 +138,13 @@ def _check_axis(ctx: Context, label: str, node_name: str, scale_name: str, scale
         ctx.report("MI505", f"{label}: zero point shape {list(zp.shape)} differs from scale shape {list(scale.shape)}",
                    node=node_name, tensor=scale_name)
         return
-    if scale.ndim != 1 or scale.size <= 1 or ctx.graph.node_attribute(node_name, "block_size", 0):
+    if scale.ndim != 1 or scale.size <= 1 or ctx.int_attribute(node_name, "block_size", 0):
         return
     if node.op_type == "QLinearConv":
         data, axis = node.inputs[3], 0
     else:
         data = node.inputs[0]
-        axis = int(ctx.graph.node_attribute(node_name, "axis", 1))  # type: ignore[call-overload]
+        axis = ctx.int_attribute(node_name, "axis", 1)
     shape = ctx.info(data).shape
     if shape is None:
         return
@@ -196,8 +196,8 @@ def _pair_differences(ctx: Context, q, dq) -> List[str]:
             diffs.append(f"zero point {summary(a)} vs {summary(b)}")
     scale = ctx.const_value(s_q)
     if scale is not None and scale.size > 1:
-        ax_q = ctx.graph.node_attribute(q.name, "axis", 1)
-        ax_dq = ctx.graph.node_attribute(dq.name, "axis", 1)
+        ax_q = ctx.int_attribute(q.name, "axis", 1)
+        ax_dq = ctx.int_attribute(dq.name, "axis", 1)
         if ax_q != ax_dq:
             diffs.append(f"axis {ax_q} vs {ax_dq}")
     return diffs

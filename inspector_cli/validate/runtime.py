@@ -7,7 +7,9 @@ without a kernel too.
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
@@ -126,10 +128,12 @@ def session_error(source: Union[Path, ModelGraph], runtime: RuntimeConfig, label
     and nothing here changes the graph.
     """
     try:
-        if isinstance(source, ModelGraph):
-            open_session(source, runtime, label=label)
-        else:
-            Session(str(source), runtime, label=label)
+        # onnxruntime's Python wrapper prints "EP Error ..." to stdout when it retries; stdout carries data
+        with contextlib.redirect_stdout(sys.stderr):
+            if isinstance(source, ModelGraph):
+                open_session(source, runtime, label=label)
+            else:
+                Session(str(source), runtime, label=label)
         return None
     except InferenceError as exc:
         if "custom-op library" in exc.message:

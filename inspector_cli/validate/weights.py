@@ -97,9 +97,9 @@ def _quantised_weights(ctx: Context) -> Iterator[_Quantised]:
     graph = ctx.graph
     for node in graph.nodes:
         if node.op_type == "DequantizeLinear" and len(node.inputs) >= 2 and node.outputs:
-            if graph.node_attribute(node.name, "block_size", 0):
+            if ctx.int_attribute(node.name, "block_size", 0):
                 continue
-            axis = int(graph.node_attribute(node.name, "axis", 1))  # type: ignore[call-overload]
+            axis = ctx.int_attribute(node.name, "axis", 1)
             value = _dequantized(ctx, node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else "",
                                  axis)
             if value is None:
@@ -110,7 +110,7 @@ def _quantised_weights(ctx: Context) -> Iterator[_Quantised]:
                     break
         elif node.op_type in _QOPERATOR and len(node.inputs) > 5:
             _, w, s, z = _QOPERATOR[node.op_type]
-            axis = 0 if node.op_type == "QLinearConv" or graph.node_attribute(node.name, "transB", 0) else -1
+            axis = 0 if node.op_type == "QLinearConv" or ctx.int_attribute(node.name, "transB", 0) else -1
             value = _dequantized(ctx, node.inputs[w], node.inputs[s], node.inputs[z], axis)
             if value is not None:
                 yield _Quantised(node.inputs[w], value, node, 1)
@@ -175,7 +175,8 @@ def _fold(ref: _Reference, bn: NodeInfo, value: np.ndarray, slot: int) -> Option
     if any(p is None for p in params) or slot not in (1, 2):
         return None
     gamma, beta, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
-    eps = float(ref.graph.node_attribute(bn.name, "epsilon", 1e-5))  # type: ignore[arg-type]
+    eps = ref.graph.node_attribute(bn.name, "epsilon", 1e-5)
+    eps = float(eps) if isinstance(eps, (int, float)) else 1e-5
     factor = gamma / np.sqrt(var + eps)
     if slot == 1:
         return value.astype(np.float64) * factor.reshape((-1,) + (1,) * (value.ndim - 1))
