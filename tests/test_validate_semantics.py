@@ -176,3 +176,21 @@ def test_a_family_whose_rules_are_all_disabled_is_skipped(tmp_path):
         disable=tuple(r for r in RULES if r.startswith(("MI2", "MI6")))))
     assert result.checked == ["loading", "integrity", "runtime", "quantisation"]
     assert result.skipped == {"checker": "all its rules are disabled", "hints": "all its rules are disabled"}
+
+
+def test_checks_and_node_values_for_the_reporting_layer(tmp_path):
+    """JUnit / report diffs / graph overlays; active once results.base has Check and NodeValues."""
+    from inspector_cli.results import base
+
+    if not hasattr(base, "Check") or not hasattr(base, "NodeValues"):
+        pytest.skip("this branch predates the reporting foundation (Check, NodeValues)")
+    model = make_model([node("Add", ["a", "b"], ["c"], "skip_add"), node("Identity", ["c"], ["y"], "ident"),
+                        node("Relu", ["y"], ["z"], "relu")],
+                       [vi("a", [1, 4]), vi("b", [1, 2]), vi("extra", [1])], [vi("z", [1, 4])])
+    result = validate_model(save(model, tmp_path / "m.onnx"))
+    checks = {c.name: (c.group, c.passed) for c in result.checks()}
+    assert checks["MI202 on node skip_add"] == ("validate.checker", False)
+    assert checks["integrity rules"] == ("validate.integrity", True)  # MI305 is a warning: below --fail-on
+    assert "MI305 on tensor extra" not in checks
+    values = result.node_values()[0]
+    assert values.key == "node" and values.values == {"skip_add": 3.0, "ident": 1.0}

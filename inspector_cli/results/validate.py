@@ -91,6 +91,46 @@ class ValidateResult(Result):
     def passed(self) -> bool:
         return not self.failing
 
+    def checks(self) -> List[Any]:
+        """CI checks (JUnit, run-to-run diffs): one failing check per finding at or above `fail_on`
+        ('MI202 on node add_18'), and one passing check per family that ran without such a finding.
+
+        `Check` comes from the reporting foundation's results.base; this branch predates it.
+        """
+        from . import base
+
+        check = getattr(base, "Check")
+        family = {r.id: r.family for r in self.rules}
+        checks: List[Any] = []
+        names: Dict[str, int] = {}
+        for f in self.failing:
+            where = f" on node {f.node}" if f.node else (f" on tensor {f.tensor}" if f.tensor else "")
+            name = f"{f.rule}{where}"
+            names[name] = names.get(name, 0) + 1
+            if names[name] > 1:  # names identify checks across runs: keep them unique
+                name = f"{name} #{names[name]}"
+            checks.append(check(name=name, group=f"validate.{family.get(f.rule, 'rules')}", passed=False,
+                                message=f"{f.severity.value}: {f.message}"))
+        failed = {c.group for c in checks}
+        for name in self.checked:
+            if f"validate.{name}" not in failed:
+                checks.append(check(name=f"{name} rules", group=f"validate.{name}", passed=True,
+                                    message=f"no finding at {self.fail_on.value} or above"))
+        return checks
+
+    def node_values(self) -> List[Any]:
+        """Per node, the worst severity found there (3 error, 2 warning, 1 info), for graph overlays."""
+        from . import base
+
+        worst: Dict[str, float] = {}
+        for f in self.findings:
+            if f.node:
+                worst[f.node] = max(worst.get(f.node, 0.0), float(f.severity.rank + 1))
+        if not worst:
+            return []
+        return [getattr(base, "NodeValues")(metric="validate_severity", higher_is_better=False, values=worst,
+                                            key="node", thresholds=[1.5, 2.5])]
+
     def summary(self) -> str:
         counts = ", ".join(f"{self.count(s)} {s.value}{'s' if self.count(s) != 1 and s != Severity.INFO else ''}"
                            for s in SEVERITY_ORDER)
