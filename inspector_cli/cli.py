@@ -25,6 +25,7 @@ COMMANDS: Dict[str, str] = {
     "config": "inspector_cli.commands.config_cmd:config",
     "profile": "inspector_cli.commands.profile:profile",
     "probe": "inspector_cli.commands.probe:probe",
+    "validate": "inspector_cli.commands.validate:validate",
 }
 
 

@@ -35,7 +35,7 @@ from inspector_cli.profile.chrome import write_chrome_trace  # noqa: E402
 from inspector_cli.results.base import ModelRef  # noqa: E402
 from inspector_cli.results.profile import ProfileResult  # noqa: E402
 from inspector_cli.serialize import result_to_json  # noqa: E402
-from inspector_cli.testing.transformer import build_encoder  # noqa: E402
+from inspector_cli.testing.encoder import build_encoder  # noqa: E402
 
 STEPS = ("parse", "map", "aggregate", "static_cost", "critical_path", "memory", "hints")
 

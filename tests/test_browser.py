@@ -70,6 +70,8 @@ def reports(tmp_path):
     made["profile"] = tmp_path / "profile.html"
     invoke(["probe", a, "--inputs", data, "--select", "all", "--no-history", "--html", tmp_path / "probe.html"])
     made["probe"] = tmp_path / "probe.html"
+    invoke(["validate", b, "--against", a, "--html", tmp_path / "validate.html"], exit_code=None)
+    made["validate"] = tmp_path / "validate.html"
     return made
 
 

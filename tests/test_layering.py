@@ -13,14 +13,15 @@ PKG = ROOT / "inspector_cli"
 
 # package -> packages it must never import
 FORBIDDEN = {
-    "core": {"diff", "workflows", "commands", "render", "results", "cli", "config"},
-    "diff": {"workflows", "commands", "render", "cli", "config"},
-    "results": {"workflows", "commands", "render", "cli", "config"},
+    "core": {"diff", "workflows", "commands", "render", "results", "cli", "config", "validate"},
+    "diff": {"workflows", "commands", "render", "cli", "config", "validate"},
+    "results": {"workflows", "commands", "render", "cli", "config", "validate"},
     "workflows": {"commands", "render", "cli"},
     "profile": {"workflows", "commands", "render", "cli", "config"},
-    "render": {"workflows", "commands", "cli", "core"},
+    "render": {"workflows", "commands", "cli", "core", "validate"},
     "config": {"workflows", "commands", "render"},
     "probe": {"workflows", "commands", "render", "cli", "config"},
+    "validate": {"workflows", "commands", "render", "cli"},
 }
 
 

@@ -104,7 +104,7 @@ def encoder_mapping(tmp_path_factory):
     """A real onnxruntime optimisation of a one-layer BERT-style encoder."""
     import onnxruntime as ort
 
-    from inspector_cli.testing.transformer import build_encoder
+    from inspector_cli.testing.encoder import build_encoder
 
     graph = ModelGraph.from_proto(build_encoder(1))
     folder = tmp_path_factory.mktemp("enc")

@@ -117,12 +117,12 @@ def runtime_options(func: F) -> F:
     )(func)
 
 
-def report_options(func: F) -> F:
+def report_options(func: F, formats: Sequence[str] = FORMATS) -> F:
     return compose(
         click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), metavar="PATH|-",
                      help="Write the versioned JSON result (written before exiting 1); '-' for stdout."),
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                     help="Form of stdout: rich table, markdown, csv or json."),
+        click.option("--format", "fmt", type=click.Choice(list(formats)), default="table", show_default=True,
+                     help=f"Form of stdout: rich table, {', '.join(formats[1:-1])} or {formats[-1]}."),
         click.option("--html", "html_path", type=click.Path(dir_okay=False), metavar="PATH",
                      help="Write a self-contained HTML report (before exiting 1)."),
         click.option("--junit", "junit_path", type=click.Path(dir_okay=False), metavar="PATH",
@@ -130,6 +130,11 @@ def report_options(func: F) -> F:
         click.option("--model-explorer", "model_explorer_path", type=click.Path(dir_okay=False), metavar="PATH",
                      help="Write Model Explorer node data (per-tensor values to overlay on the graph)."),
     )(func)
+
+
+def report_options_with(*extra_formats: str) -> Callable[[F], F]:
+    """`report_options` with more `--format` choices (e.g. 'sarif'); emit() needs a formatter for each."""
+    return lambda func: report_options(func, FORMATS + tuple(extra_formats))
 
 
 def build_runtime(params: Dict[str, Any]) -> Any:

@@ -89,9 +89,11 @@ def progress_bar(state: AppState, label: str, *, enabled: bool = True) -> Iterat
 
 
 def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *, fmt: str = "table",
-         json_path: Optional[str] = None, extra_writers: Optional[Dict[str, Callable[[Any], None]]] = None) -> int:
+         json_path: Optional[str] = None, extra_writers: Optional[Dict[str, Callable[[Any], None]]] = None,
+         formatters: Optional[Dict[str, Callable[[Any], str]]] = None) -> int:
     """Write the requested reports (--json, --html, --junit, --model-explorer of the running
-    command), then print the result in `fmt`; returns the exit code.
+    command), then print the result in `fmt` (`formatters` adds command-specific formats such as
+    SARIF); returns the exit code.
 
     Reports are written before anything is printed, so a gate failure (exit 1) or a broken pipe
     never loses them.
@@ -105,11 +107,13 @@ def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *,
                              model_explorer_path=params.get("model_explorer_path"))
     for writer in (extra_writers or {}).values():
         writer(result)
-    return print_result(ctx, result, view_builder, fmt=fmt, to_stdout_json=document if json_path == "-" else None)
+    return print_result(ctx, result, view_builder, fmt=fmt, to_stdout_json=document if json_path == "-" else None,
+                        formatters=formatters)
 
 
 def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *, fmt: str = "table",
-                 to_stdout_json: Optional[str] = None) -> int:
+                 to_stdout_json: Optional[str] = None,
+                 formatters: Optional[Dict[str, Callable[[Any], str]]] = None) -> int:
     """Print one result on stdout in `fmt` (nothing for a table under --quiet); returns its exit code."""
     from ..serialize import result_to_json
 
@@ -119,6 +123,9 @@ def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], 
         return result.exit_code
     if fmt == "json":
         click.echo(result_to_json(result))
+        return result.exit_code
+    if formatters and fmt in formatters:  # command-specific formats such as SARIF
+        click.echo(formatters[fmt](result))
         return result.exit_code
     view = view_builder(result)
     if fmt == "markdown":

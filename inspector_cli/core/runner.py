@@ -194,3 +194,27 @@ def open_session(graph: "ModelGraph", runtime: RuntimeConfig = RuntimeConfig(), 
     external_dir = graph.folder.resolve() if graph.folder is not None and graph.uses_external_data else None
     return Session(data, runtime, label=label or graph.display_name, external_dir=external_dir,
                    options_hook=options_hook)
+
+
+def kernel_registry(providers: Sequence[str] = ("CPUExecutionProvider",)
+                    ) -> Dict[Tuple[str, str], List[Tuple[int, int, Dict[str, List[str]]]]]:
+    """(domain, op type) -> [(first opset, last opset, type constraints)] of the installed onnxruntime's kernels.
+
+    Read from onnxruntime's kernel registry (a private but long-standing binding); empty when the
+    build does not expose it, so callers must treat "absent" as "unknown", not "unsupported".
+    """
+    try:
+        from onnxruntime.capi import _pybind_state as binding
+
+        defs = binding.get_all_opkernel_def()
+    except Exception:  # an onnxruntime build without the binding
+        return {}
+    wanted = set(providers)
+    table: Dict[Tuple[str, str], List[Tuple[int, int, Dict[str, List[str]]]]] = {}
+    for kernel in defs:
+        if kernel.provider not in wanted:
+            continue
+        first, last = kernel.version_range
+        table.setdefault((kernel.domain, kernel.op_name), []).append(
+            (int(first), int(last), {k: list(v) for k, v in kernel.type_constraints.items()}))
+    return table

@@ -1,13 +1,15 @@
-"""A BERT-style transformer encoder built with onnx.helper, for profile tests and benchmarks.
+"""A BERT-style transformer encoder built with onnx.helper, for tests and benchmarks.
 
-Every operation is spelled out the way exporters emit it (LayerNorm as ReduceMean/Sub/Pow/...,
-GELU through Erf, attention with Reshape/Transpose), so onnxruntime's fusions (LayerNormalization,
-Gelu, attention pieces) have real work to do and the optimised graph differs from the original.
-About 50 nodes per layer: `layers=40` gives a ~2,000-node model.
+The graph is what PyTorch's exporter produces for `nn.TransformerEncoder` at opset 17: token and
+position embeddings, then per layer a pre-LayerNorm multi-head attention (MatMul/Add projections,
+Reshape/Transpose to heads, scaled MatMul, Softmax) and a GELU feed-forward block written out as
+Div/Erf/Add/Mul/Mul, with residual Adds. Batch and sequence length are symbolic dimensions.
+About 33 nodes per layer: 60 layers give a 2,000-node model.
 """
 from __future__ import annotations
 
-from typing import List
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import onnx
@@ -15,87 +17,117 @@ from onnx import TensorProto, helper, numpy_helper
 
 
 class _Encoder:
-    def __init__(self, seed: int, hidden: int, heads: int, seq: int) -> None:
+    def __init__(self, seed: int, hidden: int, heads: int) -> None:
         self.rng = np.random.default_rng(seed)
-        self.hidden, self.heads, self.seq = hidden, heads, seq
+        self.hidden, self.heads = hidden, heads
         self.nodes: List[onnx.NodeProto] = []
         self.inits: List[onnx.TensorProto] = []
 
-    def const(self, name: str, array: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+    def weight(self, name: str, shape: Sequence[int], std: float = 0.02) -> str:
+        self.inits.append(numpy_helper.from_array(self.rng.normal(0, std, size=shape).astype(np.float32), name))
         return name
 
-    def node(self, op: str, inputs: List[str], name: str, **attrs: object) -> str:
-        self.nodes.append(helper.make_node(op, inputs, [f"{name}_out"], name=name, **attrs))
+    def const(self, name: str, value: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def node(self, op: str, inputs: Sequence[str], name: str, **attrs: object) -> str:
+        self.nodes.append(helper.make_node(op, list(inputs), [f"{name}_out"], name=name, **attrs))
         return f"{name}_out"
 
     def linear(self, x: str, n_in: int, n_out: int, name: str) -> str:
-        w = self.const(f"{name}.weight", self.rng.normal(0, n_in ** -0.5, (n_in, n_out)).astype(np.float32))
-        b = self.const(f"{name}.bias", self.rng.normal(0, 0.02, (n_out,)).astype(np.float32))
-        return self.node("Add", [self.node("MatMul", [x, w], f"{name}/MatMul"), b], f"{name}/Add")
+        y = self.node("MatMul", [x, self.weight(f"{name}.weight", (n_in, n_out))], f"{name}/MatMul")
+        return self.node("Add", [y, self.weight(f"{name}.bias", (n_out,), 0.01)], f"{name}/Add")
 
     def layer_norm(self, x: str, name: str) -> str:
-        """The nine-node LayerNorm that PyTorch exporters produce before opset 17."""
         h = self.hidden
-        mean = self.node("ReduceMean", [x], f"{name}/ReduceMean", axes=[-1], keepdims=1)
-        diff = self.node("Sub", [x, mean], f"{name}/Sub")
-        sq = self.node("Pow", [diff, self.const(f"{name}.two", np.array(2.0, np.float32))], f"{name}/Pow")
-        var = self.node("ReduceMean", [sq], f"{name}/ReduceMean_1", axes=[-1], keepdims=1)
-        eps = self.node("Add", [var, self.const(f"{name}.eps", np.array(1e-5, np.float32))], f"{name}/Add")
-        std = self.node("Sqrt", [eps], f"{name}/Sqrt")
-        norm = self.node("Div", [diff, std], f"{name}/Div")
-        scaled = self.node("Mul", [norm, self.const(f"{name}.weight", np.ones(h, np.float32))], f"{name}/Mul")
-        return self.node("Add", [scaled, self.const(f"{name}.bias", np.zeros(h, np.float32))], f"{name}/Add_1")
-
-    def gelu(self, x: str, name: str) -> str:
-        div = self.node("Div", [x, self.const(f"{name}.sqrt2", np.array(2 ** 0.5, np.float32))], f"{name}/Div")
-        erf = self.node("Erf", [div], f"{name}/Erf")
-        plus = self.node("Add", [erf, self.const(f"{name}.one", np.array(1.0, np.float32))], f"{name}/Add")
-        mul = self.node("Mul", [x, plus], f"{name}/Mul")
-        return self.node("Mul", [mul, self.const(f"{name}.half", np.array(0.5, np.float32))], f"{name}/Mul_1")
-
-    def heads_split(self, x: str, name: str, shape: str, perm: List[int]) -> str:
-        return self.node("Transpose", [self.node("Reshape", [x, shape], f"{name}/Reshape")], f"{name}/Transpose",
-                         perm=perm)
+        scale = self.const(f"{name}.weight", np.ones(h, np.float32) + self.rng.normal(0, 0.01, h).astype(np.float32))
+        bias = self.const(f"{name}.bias", self.rng.normal(0, 0.01, h).astype(np.float32))
+        return self.node("LayerNormalization", [x, scale, bias], f"{name}/LayerNormalization", axis=-1, epsilon=1e-5)
 
     def attention(self, x: str, name: str) -> str:
-        h, n, s = self.hidden, self.heads, self.seq
-        split = self.const(f"{name}.split_shape", np.array([1, s, n, h // n], np.int64))
-        merge = self.const(f"{name}.merge_shape", np.array([1, s, h], np.int64))
-        q = self.heads_split(self.linear(x, h, h, f"{name}/query"), f"{name}/q", split, [0, 2, 1, 3])
-        k = self.heads_split(self.linear(x, h, h, f"{name}/key"), f"{name}/k", split, [0, 2, 3, 1])
-        v = self.heads_split(self.linear(x, h, h, f"{name}/value"), f"{name}/v", split, [0, 2, 1, 3])
-        scores = self.node("MatMul", [q, k], f"{name}/scores")
-        scaled = self.node("Div", [scores, self.const(f"{name}.scale", np.array((h // n) ** 0.5, np.float32))],
-                           f"{name}/scale")
+        h, heads = self.hidden, self.heads
+        head_dim = h // heads
+        split = self.const(f"{name}.split_shape", np.array([0, -1, heads, head_dim], np.int64))
+        merge = self.const(f"{name}.merge_shape", np.array([0, -1, h], np.int64))
+        q, k, v = (self.linear(x, h, h, f"{name}.{p}_proj") for p in "qkv")
+        q = self.node("Transpose", [self.node("Reshape", [q, split], f"{name}/q/Reshape")], f"{name}/q/Transpose",
+                      perm=[0, 2, 1, 3])
+        k = self.node("Transpose", [self.node("Reshape", [k, split], f"{name}/k/Reshape")], f"{name}/k/Transpose",
+                      perm=[0, 2, 3, 1])
+        v = self.node("Transpose", [self.node("Reshape", [v, split], f"{name}/v/Reshape")], f"{name}/v/Transpose",
+                      perm=[0, 2, 1, 3])
+        scores = self.node("MatMul", [q, k], f"{name}/scores/MatMul")
+        scaled = self.node("Mul", [scores, self.const(f"{name}.scale", np.array(head_dim ** -0.5, np.float32))],
+                           f"{name}/scores/Mul")
         probs = self.node("Softmax", [scaled], f"{name}/Softmax", axis=-1)
-        context = self.node("MatMul", [probs, v], f"{name}/context")
-        merged = self.node("Reshape", [self.node("Transpose", [context], f"{name}/merge/Transpose", perm=[0, 2, 1, 3]),
-                                       merge], f"{name}/merge/Reshape")
-        return self.linear(merged, h, h, f"{name}/output")
+        context = self.node("MatMul", [probs, v], f"{name}/context/MatMul")
+        context = self.node("Transpose", [context], f"{name}/context/Transpose", perm=[0, 2, 1, 3])
+        context = self.node("Reshape", [context, merge], f"{name}/context/Reshape")
+        return self.linear(context, h, h, f"{name}.out_proj")
 
-    def layer(self, x: str, index: int) -> str:
-        name = f"layer.{index}"
-        attended = self.node("Add", [self.attention(x, f"{name}/attention"), x], f"{name}/attention/residual")
-        x = self.layer_norm(attended, f"{name}/attention/LayerNorm")
-        inner = self.gelu(self.linear(x, self.hidden, 4 * self.hidden, f"{name}/intermediate"), f"{name}/gelu")
-        out = self.node("Add", [self.linear(inner, 4 * self.hidden, self.hidden, f"{name}/output"), x],
-                        f"{name}/output/residual")
-        return self.layer_norm(out, f"{name}/output/LayerNorm")
+    def gelu(self, x: str, name: str) -> str:
+        root2 = self.const(f"{name}.sqrt2", np.array(np.sqrt(2.0), np.float32))
+        one = self.const(f"{name}.one", np.array(1.0, np.float32))
+        half = self.const(f"{name}.half", np.array(0.5, np.float32))
+        erf = self.node("Erf", [self.node("Div", [x, root2], f"{name}/Div")], f"{name}/Erf")
+        gate = self.node("Add", [erf, one], f"{name}/Add")
+        return self.node("Mul", [self.node("Mul", [x, gate], f"{name}/Mul"), half], f"{name}/Mul_1")
 
 
-def build_encoder(layers: int = 2, *, hidden: int = 64, heads: int = 4, seq: int = 32, seed: int = 0,
-                  opset: int = 17) -> onnx.ModelProto:
-    """Encoder with input 'hidden_states' [1, seq, hidden] float32 and output 'last_hidden_state'."""
-    enc = _Encoder(seed, hidden, heads, seq)
-    x = "hidden_states"
-    for index in range(layers):
-        x = enc.layer(x, index)
-    enc.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
+def build_transformer(*, layers: int = 2, hidden: int = 64, heads: int = 4, ffn: int = 256, vocab: int = 1000,
+                      max_positions: int = 512, seed: int = 0, opset: int = 17,
+                      seq: Optional[int] = None) -> onnx.ModelProto:
+    """Encoder: input 'input_ids' int64 [batch, seq] -> output 'last_hidden_state' float32 [batch, seq, hidden].
+
+    `seq` fixes the sequence length (default: symbolic, like a dynamic-axes export).
+    """
+    e = _Encoder(seed, hidden, heads)
+    seq_dim: object = seq if seq is not None else "seq"
+    tokens = e.node("Gather", [e.weight("embeddings.word", (vocab, hidden)), "input_ids"], "embeddings/Gather")
+    # Positions 0..seq-1 are sliced from the table with Shape -> Gather -> Slice, as exporters write it.
+    shape = e.node("Shape", ["input_ids"], "embeddings/Shape")
+    seq_len = e.node("Gather", [shape, e.const("embeddings.axis1", np.array([1], np.int64))], "embeddings/Gather_seq")
+    positions = e.node("Slice", [e.weight("embeddings.position", (max_positions, hidden)),
+                                 e.const("embeddings.zero", np.array([0], np.int64)), seq_len],
+                       "embeddings/Slice")
+    x = e.node("Add", [tokens, positions], "embeddings/Add")
+    for i in range(layers):
+        name = f"layers.{i}"
+        x = e.node("Add", [x, e.attention(e.layer_norm(x, f"{name}.norm1"), f"{name}.self_attn")], f"{name}/Add_attn")
+        y = e.linear(e.layer_norm(x, f"{name}.norm2"), hidden, ffn, f"{name}.linear1")
+        y = e.linear(e.gelu(y, f"{name}.activation"), ffn, hidden, f"{name}.linear2")
+        x = e.node("Add", [x, y], f"{name}/Add_ffn")
+    out = e.node("LayerNormalization", [x, e.const("final_norm.weight", np.ones(hidden, np.float32)),
+                                        e.const("final_norm.bias", np.zeros(hidden, np.float32))],
+                 "final_norm/LayerNormalization", axis=-1, epsilon=1e-5)
+    e.nodes.append(helper.make_node("Identity", [out], ["last_hidden_state"], name="output"))
     graph = helper.make_graph(
-        enc.nodes, "encoder",
-        [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT, [1, seq, hidden])],
-        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, seq, hidden])], enc.inits)
+        e.nodes, "transformer_encoder",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", seq_dim])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", seq_dim, hidden])],
+        e.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="mi-testing")
     model.ir_version = 8
     return model
+
+
+def token_samples(count: int, *, batch: int = 1, seq: int = 16, vocab: int = 1000, seed: int = 1
+                  ) -> List[Dict[str, np.ndarray]]:
+    """Seeded random token ids, one feed dict per sample."""
+    rng = np.random.default_rng(seed)
+    return [{"input_ids": rng.integers(0, vocab, size=(batch, seq), dtype=np.int64)} for _ in range(count)]
+
+
+def build_transformer_pair(folder: Path, *, layers: int = 2, seed: int = 0, calibration_count: int = 4,
+                           **kwargs: object) -> Tuple[Path, Path]:
+    """fp32 encoder and its int8 QDQ quantisation (MatMul weights and activations), saved in `folder`."""
+    from .models import quantize_qdq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fp32 = folder / "encoder_fp32.onnx"
+    onnx.save(build_transformer(layers=layers, seed=seed, **kwargs), fp32)  # type: ignore[arg-type]
+    vocab = int(kwargs.get("vocab", 1000))  # type: ignore[call-overload]
+    calib = token_samples(calibration_count, vocab=vocab, seed=seed + 100)
+    int8 = quantize_qdq(fp32, folder / "encoder_int8.onnx", calib, op_types=("MatMul", "Add"))
+    return fp32, int8

@@ -1,0 +1,107 @@
+"""What every rule family gets: the model, the settings, and `report()` to record a finding.
+
+`report` applies the user's rule settings (disabled rules are dropped, severities re-levelled), so
+rule code never looks at them. Constant values (initializers and Constant nodes) are read lazily
+and cached, one tensor at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import onnx
+
+from ..config.validate import ValidateConfig
+from ..core.graph import ModelGraph
+from ..core.types import TensorInfo
+from ..core.weights import initializer_array
+from ..results.base import Finding
+from .catalog import RULES
+
+
+@dataclass
+class Reporter:
+    """Collects findings, honouring disabled rules and severity overrides."""
+
+    config: ValidateConfig
+    findings: List[Finding] = field(default_factory=list)
+
+    def enabled(self, rule_id: str) -> bool:
+        return self.config.enabled(rule_id)
+
+    def any_enabled(self, prefix: str) -> bool:
+        """True when a rule whose ID starts with `prefix` (e.g. 'MI4') is enabled."""
+        return any(self.config.enabled(r) for r in RULES if r.startswith(prefix))
+
+    def report(self, rule_id: str, message: str, *, node: Optional[str] = None, tensor: Optional[str] = None,
+               hint: Optional[str] = None, **data: Any) -> Optional[Finding]:
+        if rule_id not in RULES:
+            raise KeyError(f"unknown rule {rule_id}")  # a bug in a rule module, not user input
+        if not self.config.enabled(rule_id):
+            return None
+        severity = self.config.severity_of(rule_id, RULES[rule_id].severity)
+        finding = Finding(rule=rule_id, severity=severity, message=message, node=node, tensor=tensor, hint=hint,
+                          data={k: v for k, v in data.items() if v is not None})
+        self.findings.append(finding)
+        return finding
+
+    def has_error_on(self, nodes: List[str], tensors: List[str]) -> bool:
+        """Whether an earlier error finding already points at one of these nodes or tensors."""
+        for f in self.findings:
+            if f.severity.value == "error" and ((f.node and f.node in nodes) or (f.tensor and f.tensor in tensors)):
+                return True
+        return False
+
+
+@dataclass
+class Context:
+    """One model under validation."""
+
+    path: Path
+    graph: ModelGraph
+    config: ValidateConfig
+    reporter: Reporter
+    notes: List[str] = field(default_factory=list)
+    weights_readable: bool = True
+    """False when external data is unsafe or missing: rules must not read tensor values."""
+    _consts: Optional[Dict[str, onnx.TensorProto]] = None
+    _values: Dict[str, Optional[np.ndarray]] = field(default_factory=dict)
+
+    def report(self, rule_id: str, message: str, **kwargs: Any) -> Optional[Finding]:
+        return self.reporter.report(rule_id, message, **kwargs)
+
+    def info(self, tensor: str) -> TensorInfo:
+        return self.graph.tensor_info(tensor)
+
+    def const_proto(self, name: str) -> Optional[onnx.TensorProto]:
+        """The stored tensor behind a top-level initializer or Constant output, if any."""
+        if self._consts is None:
+            consts = {t.name: t for t in self.graph.model.graph.initializer}
+            for node in self.graph.model.graph.node:
+                if node.op_type == "Constant" and node.output:
+                    for attr in node.attribute:
+                        if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                            consts[node.output[0]] = attr.t
+            self._consts = consts
+        return self._consts.get(name)
+
+    def const_value(self, name: str) -> Optional[np.ndarray]:
+        """Value of a constant tensor (None when not constant, unreadable, or weights are off-limits)."""
+        if not name or not self.weights_readable:
+            return None
+        if name not in self._values:
+            proto = self.const_proto(name)
+            self._values[name] = initializer_array(self.graph, proto) if proto is not None else None
+        return self._values[name]
+
+    def int_attribute(self, node_name: str, attribute: str, default: int) -> int:
+        """An integer attribute, or `default` when absent or malformed (the checker reports malformed ones)."""
+        value = self.graph.node_attribute(node_name, attribute, default)
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+    def node_label(self, node_name: str) -> str:
+        """"Add 'add_3'": how messages name a node."""
+        node = self.graph.node_by_name.get(node_name)
+        return f"{node.op_type} '{node_name}'" if node else f"'{node_name}'"

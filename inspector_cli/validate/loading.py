@@ -1,0 +1,224 @@
+"""MI1xx: the file itself. A file that is not a loadable model is a finding (exit 1), never a crash.
+
+When parsing fails, the file is diagnosed: empty, text (Git LFS pointers, HTML, JSON), truncated
+(found by walking the top-level protobuf fields: one declares more bytes than the file holds), or
+simply not a protobuf.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Tuple
+
+import onnx
+
+from ..core.graph import external_data_problems, parse_model_file
+from ..core.protoutil import iter_subgraphs
+from ..errors import ModelLoadError
+from .context import Reporter
+
+# ModelProto field numbers -> names (onnx.proto); a file starting with anything else is not ONNX.
+_MODEL_FIELDS = {1: "ir_version", 2: "producer_name", 3: "producer_version", 4: "domain", 5: "model_version",
+                 6: "doc_string", 7: "graph", 8: "opset_import", 14: "metadata_props", 20: "training_info",
+                 25: "functions", 26: "configuration"}
+_WIRE_TYPES = {0: "varint", 1: "fixed64", 2: "bytes", 5: "fixed32"}
+
+
+@dataclass
+class Loaded:
+    """A parsed model and what loading learnt about it."""
+
+    model: onnx.ModelProto
+    weights_readable: bool = True
+    runtime_ok: bool = True
+    """False when the IR version rules out the checker and onnxruntime."""
+
+
+def load_checked(path: Path, reporter: Reporter) -> Optional[Loaded]:
+    """Parse `path`, reporting every loading defect; None when nothing further can be checked."""
+    size = path.stat().st_size
+    if size == 0:
+        reporter.report("MI101", f"{path.name} is empty (0 bytes)")
+        return None
+    try:
+        model = parse_model_file(path)
+    except ModelLoadError as exc:
+        _diagnose(path, size, exc, reporter)
+        return None
+    corrupt = _invalid_text(model)
+    if corrupt:
+        reporter.report("MI102", f"{path.name} is corrupt: {corrupt} is not valid UTF-8", size_bytes=size)
+        return None
+    loaded = Loaded(model)
+    if model.ir_version > onnx.IR_VERSION:
+        reporter.report("MI105", f"IR version {model.ir_version} is newer than this onnx supports ({onnx.IR_VERSION})",
+                        ir_version=model.ir_version, supported=onnx.IR_VERSION)
+        loaded.runtime_ok = False
+    else:
+        needed = _min_ir_version(model)
+        if needed and model.ir_version < needed:
+            reporter.report("MI106", f"IR version {model.ir_version} is older than opset {_default_opset(model)} "
+                                     f"requires (IR >= {needed})", hint=f"set model.ir_version = {needed}",
+                            ir_version=model.ir_version, required=needed)
+    for tensor, problem in external_data_problems(model, path):
+        rule = "MI109" if "outside" in problem else "MI108"
+        reporter.report(rule, f"tensor '{tensor}': {problem}", tensor=tensor)
+        loaded.weights_readable = False
+    return loaded
+
+
+def _invalid_text(model: onnx.ModelProto) -> Optional[str]:
+    """The first name field that is not valid UTF-8 (byte corruption), or None.
+
+    The protobuf runtime hands such a field back as `bytes` (or raises on access), so a flipped byte
+    in a name would otherwise surface as an exception deep inside a rule or inside onnxruntime.
+    """
+    def bad(*values: object) -> bool:
+        return any(isinstance(v, bytes) or (isinstance(v, list) and any(isinstance(x, bytes) for x in v))
+                   for v in values)
+
+    where = "the model header"
+    try:
+        if bad(model.producer_name, model.producer_version, model.domain, [i.domain for i in model.opset_import]):
+            return f"a name in {where}"
+        for graph in (model.graph, *iter_subgraphs(model.graph)):
+            for index, node in enumerate(graph.node):
+                where = f"node #{index} of graph '{graph.name!s}'"
+                if bad(node.name, node.op_type, node.domain, list(node.input), list(node.output),
+                       [a.name for a in node.attribute]):
+                    return f"a name in {where}"
+            for kind, items in (("initializer", graph.initializer), ("input", graph.input),
+                                ("output", graph.output), ("value_info", graph.value_info)):
+                for index, item in enumerate(items):
+                    where = f"{kind} #{index} of graph '{graph.name!s}'"
+                    if bad(item.name):
+                        return f"the name of {where}"
+    except UnicodeDecodeError:
+        return f"a name in {where}"
+    return None
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), 0)
+
+
+def _min_ir_version(model: onnx.ModelProto) -> int:
+    """Minimum IR version for the default-domain opset (other domains' tables are too loosely followed:
+    onnxruntime's own quantiser stamps ai.onnx.ml 5 on IR 8 models, and runtimes accept that)."""
+    opset = _default_opset(model)
+    if not opset:
+        return 0
+    try:
+        return int(onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)], ignore_unknown=True))
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def _diagnose(path: Path, size: int, exc: ModelLoadError, reporter: Reporter) -> None:
+    with open(path, "rb") as handle:
+        head = handle.read(512)
+    text = _text_preview(head)
+    if text is not None:
+        lfs = head.startswith(b"version https://git-lfs")
+        reporter.report("MI103", f"{path.name} is a text file ({size} bytes) starting with \"{text}\"",
+                        hint="a Git LFS pointer: run 'git lfs pull'" if lfs else None, size_bytes=size)
+        return
+    state, detail = walk_fields(path, size)
+    if state == "truncated":
+        reporter.report("MI104", f"{path.name} is truncated: {detail}", size_bytes=size)
+        return
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # any decode failure: the message from parse_model_file says which
+        reason = exc.message.split(": ", 1)[-1]
+        reporter.report("MI102", f"{path.name}: {reason}", hint=None if state == "ok" else detail, size_bytes=size)
+        return
+    if not model.HasField("graph") and not model.opset_import and model.ir_version <= 0:
+        reporter.report("MI102", f"{path.name} decodes as a protobuf but has none of an ONNX model's fields "
+                                 "(no ir_version, graph or opset_import)", size_bytes=size)
+    elif model.ir_version <= 0:
+        reporter.report("MI105", f"ir_version is {model.ir_version} (not set): the model does not say which "
+                                 "ONNX IR it follows", ir_version=model.ir_version)
+    else:
+        missing = " and ".join(m for m, ok in (("graph", model.HasField("graph")),
+                                               ("opset_import", bool(model.opset_import))) if not ok)
+        reporter.report("MI107", f"{path.name} parsed but has no {missing}", size_bytes=size)
+
+
+def _text_preview(head: bytes) -> Optional[str]:
+    """The first line, escaped and cut, when the bytes look like text; None for binary data."""
+    if not head or b"\x00" in head:
+        return None
+    try:
+        decoded = head.decode("utf-8")
+    except UnicodeDecodeError:
+        # A multi-byte character cut at the 512-byte boundary is still text.
+        try:
+            decoded = head[:-3].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    printable = sum(1 for c in decoded if c.isprintable() or c in "\r\n\t")
+    if printable < 0.95 * len(decoded):
+        return None
+    first = decoded.strip().splitlines()[0] if decoded.strip() else ""
+    return (first[:60] + "...") if len(first) > 60 else first
+
+
+def _varint(handle, limit: int) -> Optional[Tuple[int, int]]:
+    """(value, bytes read), or None when the file ends inside the varint."""
+    value, shift, count = 0, 0, 0
+    while True:
+        if handle.tell() >= limit:
+            return None
+        byte = handle.read(1)[0]
+        count += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, count
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def walk_fields(path: Path, size: int) -> Tuple[str, str]:
+    """Walk the top-level protobuf fields without reading their payloads.
+
+    Returns ('ok', ''), ('truncated', what ran past the end) or ('invalid', why).
+    """
+    with open(path, "rb") as handle:
+        while handle.tell() < size:
+            start = handle.tell()
+            try:
+                key = _varint(handle, size)
+            except ValueError:
+                return "invalid", f"byte {start}: malformed field key"
+            if key is None:
+                return "truncated", f"the file ends inside a field key at byte {start}"
+            number, wire = key[0] >> 3, key[0] & 7
+            if wire not in _WIRE_TYPES or number == 0:
+                return "invalid", f"byte {start}: wire type {wire} of field {number} is not valid protobuf"
+            field_name = _MODEL_FIELDS.get(number, f"#{number}")
+            if wire == 0:
+                try:
+                    if _varint(handle, size) is None:
+                        return "truncated", f"the file ends inside field '{field_name}' at byte {start}"
+                except ValueError:
+                    return "invalid", f"byte {start}: malformed varint in field '{field_name}'"
+                continue
+            if wire == 2:
+                try:
+                    length = _varint(handle, size)
+                except ValueError:
+                    return "invalid", f"byte {start}: malformed length of field '{field_name}'"
+                if length is None:
+                    return "truncated", f"the file ends inside the length of field '{field_name}' at byte {start}"
+                need = length[0]
+            else:
+                need = 8 if wire == 1 else 4
+            remaining = size - handle.tell()
+            if need > remaining:
+                return "truncated", (f"field '{field_name}' at byte {start} declares {need} bytes but only "
+                                     f"{remaining} remain (the file should be at least {handle.tell() + need} "
+                                     f"bytes, it has {size})")
+            handle.seek(need, 1)
+    return "ok", ""
