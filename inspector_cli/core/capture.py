@@ -10,7 +10,13 @@ the tensors into chunks whose total fits `budget_bytes`:
   each chunk), so peak memory is bounded by the largest chunk, not by the model.
 
 Consumers receive each sample's tensors of one chunk (for one or several models run side by side,
-e.g. the two models of a comparison) through a callback and must drop them afterwards.
+e.g. the two models of a comparison) through a callback and must drop them afterwards. With
+`reuse_buffers` the arrays are bound once (IOBinding) and overwritten by the next sample, which
+avoids an allocation per exposed tensor and sample; consumers then copy what they keep.
+
+A target's `graph` may be onnxruntime's own optimised graph (see optgraph.py): exposing tensors
+there, with optimisation disabled, reads the tensors the deployed kernels compute without
+changing which kernels run.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .binding import BoundRunner
 from .graph import ModelGraph
 from .inputs import SampleSet
 from .runner import RuntimeConfig, Session, open_session
@@ -171,6 +178,8 @@ class CaptureTarget:
     adapt: Callable[[TensorMap], TensorMap] = field(default=lambda feeds: feeds)
     keep_outputs: bool = False
     label: str = ""
+    reuse_buffers: bool = False
+    """Bind outputs to arrays reused across samples (handed-out arrays are overwritten next sample)."""
 
 
 ChunkCallback = Callable[[str, int, List[TensorMap]], None]
@@ -190,19 +199,26 @@ def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: 
     total = n_chunks * len(samples)
     runs = 0
     for index in range(n_chunks):
-        sessions: List[Session] = [
-            open_session(t.graph, t.runtime, extra_outputs=t.chunks[index], keep_outputs=t.keep_outputs,
-                         label=t.label or t.graph.display_name) for t in targets]
+        runners = [_runner(t, index) for t in targets]
         for position, (sample_id, feeds) in enumerate(samples, start=1):
             outputs = []
-            for target, session in zip(targets, sessions):
-                names = list(dict.fromkeys([*target.chunks[index],
-                                            *(session.output_names if target.keep_outputs else [])]))
-                outputs.append(session.run(target.adapt(feeds), names, sample=sample_id))
-                runs += 1
+            for target, runner in zip(targets, runners):
+                outputs.append(runner.run(target.adapt(feeds), sample=sample_id) if runner is not None else {})
+                runs += runner is not None
             on_chunk(sample_id, index, outputs)
             del outputs
             if progress is not None:
                 progress(index * len(samples) + position, total, sample_id)
-        del sessions
+        del runners
     return runs
+
+
+def _runner(target: CaptureTarget, index: int) -> "Optional[BoundRunner]":
+    """The runner of one target for one chunk (None when the target has nothing to fetch in it)."""
+    chunk = target.chunks[index]
+    if not chunk and not target.keep_outputs:
+        return None
+    session: Session = open_session(target.graph, target.runtime, extra_outputs=chunk,
+                                    keep_outputs=target.keep_outputs, label=target.label or target.graph.display_name)
+    names = list(dict.fromkeys([*chunk, *(session.output_names if target.keep_outputs else [])]))
+    return BoundRunner(session, names, reuse=target.reuse_buffers)
