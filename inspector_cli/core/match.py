@@ -194,9 +194,10 @@ class _Matcher:
 
     def add_pair(self, chain: Chain, i: int, other: Chain, j: int, cand: Candidate, fused: bool) -> None:
         end = i == len(chain.nodes) - 1
+        whole = fused or end  # a chain's last tensor stands for the whole chain
         self.add_pair_tensors(chain.tensors[i], other.tensors[j], chain, other, cand, fused,
-                              chain.ops(i) if fused else chain.nodes[i].op_type,
-                              other.ops(j) if fused else other.nodes[j].op_type, end)
+                              chain.ops(i) if whole else chain.nodes[i].op_type,
+                              other.ops(j) if whole else other.nodes[j].op_type, end)
 
     def add_pair_tensors(self, ta: str, tb: str, chain: Chain, other: Chain, cand: Candidate, fused: bool,
                          op_a: str, op_b: str, end: bool) -> None:
@@ -207,7 +208,8 @@ class _Matcher:
         view_a, view_b = self.a.view(ta), self.b.view(tb)
         kinds = set(self.b.kinds.get(view_b.expose, ())) | set(self.a.kinds.get(view_a.expose, ()))
         for name in cand.hit_names:
-            kinds |= set(self.b.kinds.get(name, ()))
+            if self.b.canonical(name) == tb:
+                kinds |= set(self.b.kinds.get(name, ()))
         if fused:
             method = "fused"
         elif view_a.quant or view_b.quant or "qdq" in kinds:

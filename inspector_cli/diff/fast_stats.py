@@ -65,6 +65,20 @@ def fast_pair_stats(a: np.ndarray, b: np.ndarray, scratch: Optional[Scratch] = N
     stats = PairStats(samples=1, count=int(fa.size))
     if fa.size == 0:
         return stats
+    with np.errstate(all="ignore"):  # NaN/Inf show up in the sums and are handled below
+        a2, b2, err, sum_abs, sum_rel, max_abs, max_rel = _blocks(fa, fb, scratch, affine_a, affine_b)
+    if not all(math.isfinite(v) for v in (a2, b2, err, sum_rel)):
+        # NaN/Inf (or float32 overflow): the exact float64 path counts and excludes them
+        return compare_arrays(_dequantized(fa, affine_a), _dequantized(fb, affine_b), distribution=False)
+    stats.sum_a2, stats.sum_b2, stats.sum_sq_err = a2, b2, err
+    stats.dot = (a2 + b2 - err) / 2.0
+    stats.sum_abs, stats.max_abs = sum_abs, max_abs
+    stats.sum_rel, stats.max_rel = sum_rel, max_rel
+    return stats
+
+
+def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional[Affine],
+            affine_b: Optional[Affine]) -> Tuple[float, float, float, float, float, float, float]:
     a2 = b2 = err = sum_abs = sum_rel = 0.0
     max_abs = max_rel = 0.0
     n = fa.size
@@ -86,14 +100,7 @@ def fast_pair_stats(a: np.ndarray, b: np.ndarray, scratch: Optional[Scratch] = N
         np.divide(d, r, out=r)
         max_rel = max(max_rel, float(r.max()))
         sum_rel += float(r.sum(dtype=np.float64))
-    if not all(math.isfinite(v) for v in (a2, b2, err, sum_rel)):
-        # NaN/Inf (or float32 overflow): the exact float64 path counts and excludes them
-        return compare_arrays(_dequantized(fa, affine_a), _dequantized(fb, affine_b), distribution=False)
-    stats.sum_a2, stats.sum_b2, stats.sum_sq_err = a2, b2, err
-    stats.dot = (a2 + b2 - err) / 2.0
-    stats.sum_abs, stats.max_abs = sum_abs, max_abs
-    stats.sum_rel, stats.max_rel = sum_rel, max_rel
-    return stats
+    return a2, b2, err, sum_abs, sum_rel, max_abs, max_rel
 
 
 def _dequantized(x: np.ndarray, affine: Optional[Affine]) -> np.ndarray:
