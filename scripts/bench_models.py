@@ -92,8 +92,22 @@ def to_fp16(fp32: Path, out: Path) -> Path:
     from onnxconverter_common import float16
 
     model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
+    _fix_casts(model)
     onnx.save(model, str(out))
     return out
+
+
+def _fix_casts(model) -> None:  # type: ignore[no-untyped-def]
+    """onnxconverter_common declares the output of an existing Cast-to-float as float16 but leaves
+    the Cast's `to` at float (onnxruntime then refuses the model): make the Cast agree."""
+    import onnx
+
+    fp16 = {v.name for v in model.graph.value_info if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16}
+    for node in model.graph.node:
+        if node.op_type == "Cast" and node.output[0] in fp16:
+            for attr in node.attribute:
+                if attr.name == "to" and attr.i == onnx.TensorProto.FLOAT:
+                    attr.i = onnx.TensorProto.FLOAT16
 
 
 def save_samples(name: str, folder: Path, count: int) -> Path:

@@ -57,9 +57,12 @@ def test_qdq_model_with_arbitrary_names_pairs_by_graph_structure(cnn_pair):
     qdq, names = renamed(onnx.load(str(int8)), prefix="q")
     reference = match_tensors(sem(str(fp32)), sem(str(int8)), inputs=[("input", "input")])
     m = match_tensors(sem(str(fp32)), sem(qdq), inputs=[("input", "input")])
-    assert len(m.pairs) == len(reference.pairs) == 10
+    assert len(m.pairs) == len(reference.pairs) == 11
+    first = m.pairs[0]  # the candidate quantises its input: that rounding is the first row
+    assert first.a == first.b == "input" and first.method == "qdq" and first.op_a == "input"
+    assert first.view_b.quant is not None
     expected = {p.a: names.get(p.b, p.b) for p in reference.pairs}
-    for pair in m.pairs:
+    for pair in m.pairs[1:]:
         assert pair.b == expected[pair.a], pair  # the same counterpart as with the quantiser's own names
         assert pair.method in ("qdq", "fused")
         if pair.a == "logits":  # DQ(Q(Gemm)) is B's graph output: read there, by name

@@ -8,7 +8,7 @@ next run, so callers reduce them before asking for the next sample.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,12 +21,18 @@ _BINDABLE = (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint
 
 
 class BoundRunner:
-    """Runs `session` for `names`, writing outputs into arrays reused from sample to sample."""
+    """Runs `session` for `names`, writing outputs into arrays reused from sample to sample.
 
-    def __init__(self, session: Session, names: Sequence[str], *, reuse: bool = True) -> None:
+    With `sets=2` two sets of arrays alternate, so a consumer may still read one sample's arrays
+    (in another thread) while the next sample runs into the other set.
+    """
+
+    def __init__(self, session: Session, names: Sequence[str], *, reuse: bool = True, sets: int = 1) -> None:
         self.session = session
         self.names = list(dict.fromkeys(names))
         self.reuse = reuse
+        self.sets = max(1, sets)
+        self._all: List[Tuple[Dict[str, np.ndarray], object]] = []
         self._buffers: Optional[Dict[str, np.ndarray]] = None
         self._binding = None
         self.runs = 0
@@ -35,10 +41,11 @@ class BoundRunner:
         self.runs += 1
         if not self.reuse:
             return self.session.run(feeds, self.names, sample=sample)
-        if self._buffers is None:
+        if not self._all:
             outputs = self.session.run(feeds, self.names, sample=sample)
             self._prepare(outputs)
             return outputs
+        self._buffers, self._binding = self._all[(self.runs - 1) % len(self._all)]
         try:
             return self._run_bound(feeds)
         except _ShapeChanged:
@@ -53,11 +60,15 @@ class BoundRunner:
         if any(not isinstance(v, np.ndarray) or v.dtype.type not in _BINDABLE for v in outputs.values()):
             self.reuse = False  # strings, sequences, maps: onnxruntime must allocate them
             return
-        self._buffers = {name: np.empty_like(value) for name, value in outputs.items()}
-        binding = self.session.ort_session.io_binding()
-        for name, buffer in self._buffers.items():
-            binding.bind_output(name, "cpu", 0, buffer.dtype, list(buffer.shape), buffer.ctypes.data)
-        self._binding = binding
+        self._all = []
+        for index in range(self.sets):
+            # The first set is the arrays onnxruntime just returned: binding them costs no memory.
+            buffers = {name: value if index == 0 and _bindable_array(value) else np.empty_like(value)
+                       for name, value in outputs.items()}
+            binding = self.session.ort_session.io_binding()
+            for name, buffer in buffers.items():
+                binding.bind_output(name, "cpu", 0, buffer.dtype, list(buffer.shape), buffer.ctypes.data)
+            self._all.append((buffers, binding))
 
     def _run_bound(self, feeds: Mapping[str, np.ndarray]) -> TensorMap:
         binding = self._binding
@@ -73,9 +84,9 @@ class BoundRunner:
         return dict(self._buffers)
 
 
+def _bindable_array(value: np.ndarray) -> bool:
+    return bool(value.flags.c_contiguous and value.flags.writeable and value.flags.owndata)
+
+
 class _ShapeChanged(Exception):
     pass
-
-
-def bound_runners(sessions: List[Session], names: List[List[str]], reuse: bool = True) -> List[BoundRunner]:
-    return [BoundRunner(s, n, reuse=reuse) for s, n in zip(sessions, names)]

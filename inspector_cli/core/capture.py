@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -180,14 +180,21 @@ class CaptureTarget:
     label: str = ""
     reuse_buffers: bool = False
     """Bind outputs to arrays reused across samples (handed-out arrays are overwritten next sample)."""
+    buffer_sets: int = 1
+    """With reuse_buffers: 2 alternates two sets, so one sample's arrays live until the next but one run."""
+    options_hook: Optional[Callable[[Any], None]] = None
+    """Called with the onnxruntime SessionOptions of each capture session (e.g. memory settings)."""
 
 
 ChunkCallback = Callable[[str, int, List[TensorMap]], None]
 """on_chunk(sample_id, chunk_index, [tensors of each target]) for every sample and chunk."""
+BeforeRun = Callable[[int, str], None]
+"""before_run(target_index, sample_id): called just before a target runs (to wait for readers of its buffers)."""
 
 
 def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: ChunkCallback,
-                *, progress: Optional[Callable[[int, Optional[int], str], None]] = None) -> int:
+                *, progress: Optional[Callable[[int, Optional[int], str], None]] = None,
+                before_run: Optional[BeforeRun] = None) -> int:
     """Run every chunk on every sample for all targets side by side; returns the number of runs.
 
     Chunk-major: the sessions of one chunk are created, every sample flows through them, and they
@@ -199,10 +206,12 @@ def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: 
     total = n_chunks * len(samples)
     runs = 0
     for index in range(n_chunks):
-        runners = [_runner(t, index) for t in targets]
+        runners = _runners(targets, index)
         for position, (sample_id, feeds) in enumerate(samples, start=1):
             outputs = []
-            for target, runner in zip(targets, runners):
+            for position_t, (target, runner) in enumerate(zip(targets, runners)):
+                if before_run is not None:
+                    before_run(position_t, sample_id)
                 outputs.append(runner.run(target.adapt(feeds), sample=sample_id) if runner is not None else {})
                 runs += runner is not None
             on_chunk(sample_id, index, outputs)
@@ -213,12 +222,25 @@ def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: 
     return runs
 
 
+def _runners(targets: Sequence[CaptureTarget], index: int) -> "List[Optional[BoundRunner]]":
+    """The runners of one chunk; distinct models' sessions are created in parallel threads
+    (onnxruntime releases the GIL while it optimises a graph)."""
+    distinct = len({id(t.graph) for t in targets}) == len(targets)
+    if len(targets) < 2 or not distinct:
+        return [_runner(t, index) for t in targets]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="mi-session") as pool:
+        return list(pool.map(lambda t: _runner(t, index), targets))
+
+
 def _runner(target: CaptureTarget, index: int) -> "Optional[BoundRunner]":
     """The runner of one target for one chunk (None when the target has nothing to fetch in it)."""
     chunk = target.chunks[index]
     if not chunk and not target.keep_outputs:
         return None
     session: Session = open_session(target.graph, target.runtime, extra_outputs=chunk,
-                                    keep_outputs=target.keep_outputs, label=target.label or target.graph.display_name)
+                                    keep_outputs=target.keep_outputs, label=target.label or target.graph.display_name,
+                                    options_hook=target.options_hook)
     names = list(dict.fromkeys([*chunk, *(session.output_names if target.keep_outputs else [])]))
-    return BoundRunner(session, names, reuse=target.reuse_buffers)
+    return BoundRunner(session, names, reuse=target.reuse_buffers, sets=target.buffer_sets)

@@ -71,6 +71,9 @@ def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequ
     skipped: Dict[str, str] = {}
     used_inits: Set[str] = set()
     for index, target in enumerate(targets):
+        if target.op_a == "input":
+            skipped[target.a] = "a model input: its own error is the candidate's input quantisation (Q/DQ noise)"
+            continue
         own = set(b.names_of(target.b))
         cut = {name for name in owner if name not in own}
         names = nodes_between(graph, cut, [target.view_b.expose])

@@ -250,6 +250,12 @@ def match_tensors(a: SemanticGraph, b: SemanticGraph, *, inputs: Sequence[Tuple[
     matcher = _Matcher(a, b)
     for x, y in inputs:
         matcher.anchor(a.canonical(x), b.canonical(y))
+        quantised = b.view(b.canonical(y))
+        if quantised.quant is not None and (selected is None or x in selected):
+            # The candidate quantises its input: that rounding is its first error, worth a row.
+            matcher.pairs[x] = TensorPair(a=x, b=y, view_a=View(x, x), view_b=quantised, method="qdq", confidence=1.0,
+                                          located_by="name", evidence="model input, quantised by the candidate",
+                                          op_a="input", op_b="QuantizeLinear")
     for x, y in user_map:
         matcher.user_pair(x, y)
     matcher.run()

@@ -27,6 +27,7 @@ from ..core.semantic import FLOAT_TYPES, QuantSpec, SemanticGraph, View, dequant
 from ..core.types import TensorMap
 from ..diff.fast_stats import Affine
 
+NO_SPINNING = ("session.intra_op.allow_spinning", "0")
 AUTO_SHARE = 0.75
 """auto capture reads from the optimised graph when at least this share of the tensors is found there."""
 _QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "QGemm", "MatMulInteger",
@@ -41,9 +42,14 @@ class Reader:
     quant: Optional[QuantSpec] = None
     perm: Optional[Tuple[int, ...]] = None
 
-    def flat(self, raw: np.ndarray, resolver: "Union[SemanticGraph, OptimizedGraph]") -> Tuple[np.ndarray, Optional[Affine]]:
-        """The value in the reference layout as a flat array, plus per-tensor (scale, zero) if quantised."""
+    def flat(self, raw: np.ndarray, resolver: "Union[SemanticGraph, OptimizedGraph]",
+             out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, Optional[Affine]]:
+        """The value in the reference layout as a flat array, plus per-tensor (scale, zero) if quantised.
+        A relaid (channels-last) array is transposed into `out` when given (reused across samples)."""
         array = raw.transpose(np.argsort(self.perm)) if self.perm is not None else raw
+        if self.perm is not None and out is not None and out.size == raw.size and out.dtype == raw.dtype:
+            np.copyto(out.reshape(array.shape), array)
+            array = out.reshape(array.shape)
         flat = np.ascontiguousarray(array).reshape(-1)
         if self.quant is None:
             return flat, None
@@ -82,7 +88,10 @@ class Side:
 
     @property
     def target_runtime(self) -> RuntimeConfig:
-        return self.runtime.replace(opt_level=OptLevel.DISABLE) if self.opt is not None else self.runtime
+        """Runtime of the capture session: optimisation off for the already-optimised graph, and no
+        spinning of idle onnxruntime threads, which would take the core the metrics thread uses."""
+        runtime = self.runtime.replace(opt_level=OptLevel.DISABLE) if self.opt is not None else self.runtime
+        return runtime.replace(session_config=(*runtime.session_config, NO_SPINNING))
 
 
 def worth_deployed_capture(sem: SemanticGraph) -> bool:
@@ -106,10 +115,11 @@ def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: Run
             options.optimized_model_filepath = str(optimised)  # type: ignore[attr-defined]
 
     if want_opt or (observer and first is not None):
-        session = _plain_session(graph, runtime, label, hook)
+        session = _plain_session(graph, runtime, label, hook, want_opt)
         if observer and first is not None:
             side.plain = {k: v.copy() for k, v in session.run(first).items()}
         del session
+        release_freed_memory()
     if want_opt and optimised.is_file():
         _use_optimised(side, optimised, views, mode)
     if side.opt is None:
@@ -118,10 +128,22 @@ def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: Run
     return side
 
 
-def _plain_session(graph: ModelGraph, runtime: RuntimeConfig, label: str, hook: object) -> Session:
-    """The model as deployed. From its file when it has one: onnxruntime then saves the optimised
-    graph with the weights inside (our in-memory copy refers to the weights in the original file)."""
-    if graph.path is not None and not _external_weights(graph):
+def release_freed_memory() -> None:
+    """Hand memory freed by a closed session back to the OS (glibc keeps it otherwise), so the
+    capture sessions start from the same footprint as a plain run would."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
+def _plain_session(graph: ModelGraph, runtime: RuntimeConfig, label: str, hook: object, save: bool) -> Session:
+    """The model as deployed. To save the optimised graph, from its file: onnxruntime then writes
+    the weights inside (our in-memory copy refers to the weights in the original file, which
+    onnxruntime maps instead of copying: less memory when nothing is saved)."""
+    if save and graph.path is not None and not _external_weights(graph):
         return Session(str(graph.path), runtime, label=f"{label} {graph.display_name}", options_hook=hook)
     return open_session(graph, runtime, label=f"{label} {graph.display_name}", options_hook=hook)
 
