@@ -12,7 +12,8 @@ per process, from os.wait4):
               --load-outputs (its layer-by-layer comparison); slow: by default only MobileNetV2
               int8 with 8 samples (--polygraphy all runs it everywhere)
   qdq_debug   onnxruntime.quantization.qdq_loss_debug: augment both models, collect activations,
-              match them, compute the errors (int8 pairs only)
+              match them, compute the errors (int8 pairs, smallest sample count only: it holds every
+              activation of every sample, 64 samples of ResNet-50 would need ~25 GB)
 
 Models and samples are built once and cached in bench-out/ (see bench_models.py). Wall times are
 the minimum over --repeat runs (the machine is shared); peak RSS is the maximum.
@@ -102,7 +103,10 @@ def run_mi(a: Path, b: Path, data: Path, work: Path) -> Tuple[float, float, int,
     if out.exists():
         layers = json.loads(out.read_text())["results"]["layers"]
         pairs = len(layers["layers"])
-        note = f"B {layers['capture']['capture_b']}; methods " + ",".join(f"{k}={v}" for k, v in layers["pairing"].items())
+        aliases = sum(v for k, v in layers["skipped"].items() if k.startswith("same values"))
+        note = f"B {layers['capture']['capture_b']}; " + ",".join(f"{k}={v}" for k, v in layers["pairing"].items())
+        if aliases:
+            note += f"; +{aliases} alias(es) of compared tensors (Flatten/Reshape) not repeated"
     return wall, rss, pairs, note
 
 
@@ -119,16 +123,22 @@ def run_qdq_debug(a: Path, b: Path, data: Path, work: Path) -> Tuple[float, floa
     return wall, rss, pairs, "" if code == 0 else f"exit {code}"
 
 
-def run_polygraphy(a: Path, b: Path, data: Path, work: Path) -> Tuple[float, float, int, str]:
+def worker_poly_inputs(data: str, out: str) -> None:
+    """Polygraphy's --load-inputs file (its own JSON format) holding the benchmark's samples."""
     import numpy as np
     from polygraphy.json import save_json
 
-    inputs = work / "poly_inputs.json"
     feeds = []
-    for path in sorted(glob.glob(str(data / "*.npz"))):
+    for path in sorted(glob.glob(os.path.join(data, "*.npz"))):
         with np.load(path) as f:
             feeds.append({k: f[k] for k in f.files})
-    save_json(feeds, str(inputs))
+    save_json(feeds, out)
+
+
+def run_polygraphy(a: Path, b: Path, data: Path, work: Path) -> Tuple[float, float, int, str]:
+    inputs = work / "poly_inputs.json"
+    if not inputs.exists():
+        measure([sys.executable, __file__, "--worker", "poly_inputs", str(data), str(inputs)])
     poly = str(Path(sys.executable).parent / "polygraphy")
     saved = work / "poly_a_outputs.json"
     wall_a, rss_a, code_a = measure([poly, "run", str(a), "--onnxrt", "--onnx-outputs", "mark", "all",
@@ -159,12 +169,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         kind, *rest = args.worker
-        {"floor": worker_floor, "qdq_debug": worker_qdq_debug}[kind](*rest)
+        {"floor": worker_floor, "qdq_debug": worker_qdq_debug, "poly_inputs": worker_poly_inputs}[kind](*rest)
         return
-    from bench_models import prepare
+    # This process stays small (no numpy, onnx or torch): a forked child's peak RSS starts at its
+    # parent's size on Linux, so everything heavy happens in subprocesses.
+    from bench_models import model_paths
 
     counts = tuple(int(n) for n in args.samples.split(","))
-    built = prepare(Path(args.out), names=tuple(args.models.split(",")), counts=counts)
+    names = tuple(args.models.split(","))
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_models.py"), args.out, ",".join(names),
+                    ",".join(map(str, counts))], check=True)
+    built = {name: model_paths(Path(args.out), name, counts) for name in names}
     rows: List[Dict[str, object]] = []
     for name, paths in built.items():
         for kind in args.kinds.split(","):
@@ -173,8 +188,8 @@ def main() -> None:
                 work.mkdir(parents=True, exist_ok=True)
                 a, b, data = paths["fp32"], paths[kind], paths[f"data{count}"]
                 tools = ["floor", "mi"]
-                if kind == "int8" and args.qdq_debug == "all":
-                    tools.append("qdq_debug")
+                if kind == "int8" and args.qdq_debug == "all" and count == min(counts):
+                    tools.append("qdq_debug")  # it keeps every activation of every sample: 8x more at 64
                 if args.polygraphy == "all" or (args.polygraphy == "default" and (name, kind, count) == ("mobilenet_v2", "int8", 8)):
                     tools.append("polygraphy")
                 for tool in tools:

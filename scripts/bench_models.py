@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-import numpy as np
-
 MODELS = ("mobilenet_v2", "resnet50", "encoder")
 INPUT_SHAPES: Dict[str, Tuple[int, ...]] = {
     "mobilenet_v2": (1, 3, 224, 224),
@@ -52,7 +50,9 @@ def export_fp32(name: str, path: Path) -> Path:
     return path
 
 
-def samples(name: str, count: int, seed: int = 1) -> List[Dict[str, np.ndarray]]:
+def samples(name: str, count: int, seed: int = 1) -> "List[Dict[str, object]]":
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     shape = INPUT_SHAPES[name]
     if name == "encoder":
@@ -66,7 +66,7 @@ def samples(name: str, count: int, seed: int = 1) -> List[Dict[str, np.ndarray]]
     return out
 
 
-def quantize(fp32: Path, out: Path, calibration: List[Dict[str, np.ndarray]]) -> Path:
+def quantize(fp32: Path, out: Path, calibration: "List[Dict[str, object]]") -> Path:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -76,9 +76,9 @@ def quantize(fp32: Path, out: Path, calibration: List[Dict[str, np.ndarray]]) ->
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.it: Iterator[Dict[str, np.ndarray]] = iter(calibration)
+            self.it: "Iterator[Dict[str, object]]" = iter(calibration)
 
-        def get_next(self) -> Optional[Dict[str, np.ndarray]]:
+        def get_next(self) -> "Optional[Dict[str, object]]":
             return next(self.it, None)
 
     quantize_static(str(prep), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
@@ -111,6 +111,8 @@ def _fix_casts(model) -> None:  # type: ignore[no-untyped-def]
 
 
 def save_samples(name: str, folder: Path, count: int) -> Path:
+    import numpy as np
+
     folder.mkdir(parents=True, exist_ok=True)
     existing = sorted(folder.glob("*.npz"))
     if len(existing) == count:
@@ -122,13 +124,19 @@ def save_samples(name: str, folder: Path, count: int) -> Path:
     return folder
 
 
+def model_paths(out: Path, name: str, counts=(8, 64)) -> Dict[str, Path]:  # type: ignore[no-untyped-def]
+    """Where the models and sample folders of one network live (no imports, no building)."""
+    paths = {"fp32": out / f"{name}_fp32.onnx", "int8": out / f"{name}_int8.onnx", "fp16": out / f"{name}_fp16.onnx"}
+    paths.update({f"data{count}": out / f"{name}_data{count}" for count in counts})
+    return paths
+
+
 def prepare(out: Path, names=MODELS, counts=(8, 64)) -> Dict[str, Dict[str, Path]]:  # type: ignore[no-untyped-def]
     """Paths of fp32 / int8 / fp16 models and sample folders per model, building what is missing."""
     out.mkdir(parents=True, exist_ok=True)
     built: Dict[str, Dict[str, Path]] = {}
     for name in names:
-        paths = {"fp32": out / f"{name}_fp32.onnx", "int8": out / f"{name}_int8.onnx",
-                 "fp16": out / f"{name}_fp16.onnx"}
+        paths = model_paths(out, name, counts)
         if not paths["fp32"].exists():
             print(f"exporting {name} ...", file=sys.stderr)
             export_fp32(name, paths["fp32"])
@@ -145,4 +153,6 @@ def prepare(out: Path, names=MODELS, counts=(8, 64)) -> Dict[str, Dict[str, Path
 
 
 if __name__ == "__main__":
-    prepare(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-out"))
+    names = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else MODELS
+    counts = tuple(int(n) for n in sys.argv[3].split(",")) if len(sys.argv) > 3 else (8, 64)
+    prepare(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-out"), names, counts)

@@ -35,17 +35,23 @@ class BoundRunner:
         self._all: List[Tuple[Dict[str, np.ndarray], object]] = []
         self._buffers: Optional[Dict[str, np.ndarray]] = None
         self._binding = None
+        self._shapes: Dict[str, Tuple[int, ...]] = {}
+        self._base = 0
+        """Run count when the sets were made: set 0 holds that run's outputs, the next run uses set 1."""
         self.runs = 0
 
     def run(self, feeds: Mapping[str, np.ndarray], sample: str = "") -> TensorMap:
         self.runs += 1
         if not self.reuse:
             return self.session.run(feeds, self.names, sample=sample)
-        if not self._all:
+        shapes = {name: np.shape(value) for name, value in feeds.items()}
+        if not self._all or shapes != self._shapes:
+            # first sample, or other input shapes (dynamic axes): outputs change size, bind anew
             outputs = self.session.run(feeds, self.names, sample=sample)
+            self._shapes = shapes
             self._prepare(outputs)
             return outputs
-        self._buffers, self._binding = self._all[(self.runs - 1) % len(self._all)]
+        self._buffers, self._binding = self._all[(self.runs - self._base) % len(self._all)]
         try:
             return self._run_bound(feeds)
         except _ShapeChanged:
@@ -61,6 +67,7 @@ class BoundRunner:
             self.reuse = False  # strings, sequences, maps: onnxruntime must allocate them
             return
         self._all = []
+        self._base = self.runs
         for index in range(self.sets):
             # The first set is the arrays onnxruntime just returned: binding them costs no memory.
             buffers = {name: value if index == 0 and _bindable_array(value) else np.empty_like(value)

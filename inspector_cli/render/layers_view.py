@@ -14,6 +14,11 @@ def _shape(shape: List[int]) -> str:
     return "x".join(str(d) for d in shape) if shape else "?"
 
 
+def _short(ops: str) -> str:
+    """Op chains as people write them: Conv+BN+Relu."""
+    return ops.replace("BatchNormalization", "BN").replace("GlobalAveragePool", "GlobalAvgPool")
+
+
 def _share(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
@@ -53,8 +58,9 @@ def _row(row: LayerDiff, section: LayerSection, isolated: bool, noise: bool) -> 
 
     name = row.name + ("  <- first divergence" if first else "")
     nonfinite = ", ".join(f"{k}={v}" for k, v in row.nonfinite.items()) or "0"
-    paired = f"{row.method} {row.confidence:.2f}" + ("" if row.name_b == row.name else f" '{row.name_b}'")
-    cells = [Cell(str(row.index)), Cell(name, FAIL if first else None), Cell(row.op_a), Cell(_shape(row.shape_a)),
+    op_b = _short(row.op_b)
+    paired = f"{row.method} {row.confidence:.2f}" + ("" if op_b == _short(row.op_a) else f" vs {op_b}")
+    cells = [Cell(str(row.index)), Cell(name, FAIL if first else None), Cell(_short(row.op_a)), Cell(_shape(row.shape_a)),
              metric("cosine"), metric("max_abs"), metric("mean_abs"), metric("max_rel"), metric("sqnr"),
              Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),
              Cell(paired, WARN if row.confidence < 0.9 else MUTED)]
@@ -116,7 +122,7 @@ def capture_notes(section: LayerSection) -> List[str]:
         notes.append(f"isolation: {c.isolation_runs} run(s); {len((section.isolation or {}).get('isolated', []))} "
                      "layer(s) isolated")
     for check in section.observer:
-        state = "identical" if check.identical else f"max |diff| {check.max_abs:.3g}, cosine {check.cosine:.6f}"
+        state = "identical" if check.identical else f"max |diff| {check.max_abs:.3g}, cosine {check.cosine:.9f}"
         notes.append(f"observer check, model {check.model} ({check.capture}) output '{check.output}': {state}")
     return notes
 

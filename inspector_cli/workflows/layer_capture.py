@@ -88,10 +88,14 @@ class Side:
 
     @property
     def target_runtime(self) -> RuntimeConfig:
-        """Runtime of the capture session: optimisation off for the already-optimised graph, and no
-        spinning of idle onnxruntime threads, which would take the core the metrics thread uses."""
+        return self.runtime_for_capture(spin=False)
+
+    def runtime_for_capture(self, *, spin: bool) -> RuntimeConfig:
+        """Runtime of a capture session: optimisation off for the already-optimised graph; without
+        `spin`, idle onnxruntime threads sleep instead of spinning, leaving the core to the metrics
+        thread that runs meanwhile."""
         runtime = self.runtime.replace(opt_level=OptLevel.DISABLE) if self.opt is not None else self.runtime
-        return runtime.replace(session_config=(*runtime.session_config, NO_SPINNING))
+        return runtime if spin else runtime.replace(session_config=(*runtime.session_config, NO_SPINNING))
 
 
 def worth_deployed_capture(sem: SemanticGraph) -> bool:

@@ -165,12 +165,16 @@ def _capture(run: LayerRun, plan, config: CompareConfig, adapt_b, first_id: str,
         current_feeds[0] = feeds
         return feeds
 
-    target_a = CaptureTarget(side_a.target_graph, side_a.target_runtime, chunks_a, adapt=keep_feeds, keep_outputs=True,  # type: ignore[arg-type]
-                             label=f"A {plan.graph_a.display_name}", reuse_buffers=True,
-                             buffer_sets=2 if double_both or not small_first else 1, options_hook=_capture_options)
-    target_b = CaptureTarget(side_b.target_graph, side_b.target_runtime, chunks_b, adapt=adapt_b, keep_outputs=True,  # type: ignore[arg-type]
-                             label=f"B {plan.graph_b.display_name}", reuse_buffers=True,
-                             buffer_sets=2 if double_both or small_first else 1, options_hook=_capture_options)
+    # The model that runs while the metrics thread works must not spin idle threads; the one that
+    # runs after waiting for the metrics (single buffer set) may, as a plain session does.
+    sets_a = 2 if double_both or not small_first else 1
+    sets_b = 2 if double_both or small_first else 1
+    target_a = CaptureTarget(side_a.target_graph, side_a.runtime_for_capture(spin=sets_a == 1), chunks_a,  # type: ignore[arg-type]
+                             adapt=keep_feeds, keep_outputs=True, label=f"A {plan.graph_a.display_name}",
+                             reuse_buffers=True, buffer_sets=sets_a, options_hook=_capture_options)
+    target_b = CaptureTarget(side_b.target_graph, side_b.runtime_for_capture(spin=sets_b == 1), chunks_b,  # type: ignore[arg-type]
+                             adapt=adapt_b, keep_outputs=True, label=f"B {plan.graph_b.display_name}",
+                             reuse_buffers=True, buffer_sets=sets_b, options_hook=_capture_options)
     targets = [target_b, target_a] if small_first else [target_a, target_b]
     run.trackers = [TensorTracker(p.a, p.b, gates=list(run.gates), distribution=False, keep_per_sample=False)
                     for p in pairs]
