@@ -198,3 +198,15 @@ def test_yaml_config_with_layers_and_map(tmp_path, cnn_pair):
     shipped = invoke(["-c", shipped_config, "compare", fp32, int8, "-i", data, "--format", "markdown"], exit_code=0)
     assert "layers in the reference's order (11 compared; layer thresholds: cosine >= 0.98, sqnr >= 20)" in shipped.stdout
     assert "isolated cos" in shipped.stdout
+
+
+def test_layer_gate_and_isolate_names_must_exist(cnn_pair):
+    fp32, int8, data = cnn_pair
+    result = invoke(["compare", fp32, int8, "-i", data, "--layers", "all", "--layer-max-abs", "nope*=1"], exit_code=2)
+    assert "no compared layer is named 'nope*'" in result.stderr
+    result = invoke(["compare", fp32, int8, "-i", data, "--layers", "all", "--isolate", "relu_99_out"], exit_code=2)
+    assert "--isolate relu_99_out: no compared layer" in result.stderr
+    ok = invoke(["compare", fp32, int8, "-i", data, "--layers", "all", "--layer-max-abs", "relu_*=100",
+                 "--isolate", "bn_*", "--format", "csv"], exit_code=0)
+    rows = [line for line in ok.stdout.splitlines() if line.startswith("layers in the reference")]
+    assert len(rows) == 11 and sum(",own," in r or ",mixed," in r or ",inherited," in r for r in rows) == 3

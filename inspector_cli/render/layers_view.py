@@ -26,7 +26,7 @@ def _share(value: Optional[float]) -> str:
 def layer_table(section: LayerSection) -> Table:
     isolated = any(r.isolated is not None for r in section.layers)
     noise = any(r.qdq_noise is not None for r in section.layers)
-    columns = ["#", "tensor", "op", "shape", "cosine", "max abs", "mean abs", "max rel", "SQNR dB", "non-finite",
+    columns = ["#", "tensor", "op", "shape", "cosine", "max abs", "mean abs", "max rel", "SQNR dB", "NaN/Inf",
                "paired"]
     if isolated:
         columns += ["isolated cos", "own share", "error"]
@@ -58,8 +58,7 @@ def _row(row: LayerDiff, section: LayerSection, isolated: bool, noise: bool) -> 
 
     name = row.name + ("  <- first divergence" if first else "")
     nonfinite = ", ".join(f"{k}={v}" for k, v in row.nonfinite.items()) or "0"
-    op_b = _short(row.op_b)
-    paired = f"{row.method} {row.confidence:.2f}" + ("" if op_b == _short(row.op_a) else f" vs {op_b}")
+    paired = f"{row.method} {row.confidence:.2f}"
     cells = [Cell(str(row.index)), Cell(name, FAIL if first else None), Cell(_short(row.op_a)), Cell(_shape(row.shape_a)),
              metric("cosine"), metric("max_abs"), metric("mean_abs"), metric("max_rel"), metric("sqnr"),
              Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),

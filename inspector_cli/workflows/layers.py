@@ -26,7 +26,8 @@ from ..core.select import ALL, select_tensors
 from ..core.semantic import SemanticGraph
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
-from ..diff.gates import Gate
+from ..diff.gates import Gate, check_gate_targets
+from ..errors import UsageError
 from . import Progress, no_progress
 from .layer_capture import Reader, Side, prepare_side, workdir
 
@@ -98,6 +99,7 @@ def run_layers(plan, config: CompareConfig, progress: Progress = no_progress) ->
     """Capture and compare every pair over all samples (see the module doc)."""
     lc = config.layers or LayerConfig()
     sa, sb, matching, pairs, skipped = layer_pairs(plan, lc, config.output_map)
+    check_gate_targets(lc.gates, [p.a for p in pairs], what="layer")
     gates = tuple(lc.gates) or (DEFAULT_LAYER_GATE,)
     first_id, first = next(iter(plan.samples))
 
@@ -267,5 +269,9 @@ def select_isolated(spec: Sequence[str], pairs: Sequence[TensorPair], trackers: 
                                                                trackers[i].dataset_metrics().get("sqnr") or 0.0))
             chosen.extend(ranked[:count])
         else:
-            chosen.extend(i for i, p in enumerate(pairs) if p.a == item or fnmatch.fnmatchcase(p.a, item))
+            found = [i for i, p in enumerate(pairs) if p.a == item or fnmatch.fnmatchcase(p.a, item)]
+            if not found:
+                raise UsageError(f"--isolate {item}: no compared layer is named like that",
+                                 hint="name a tensor of the layer table, a glob, 'all' or 'worst:N'")
+            chosen.extend(found)
     return sorted(set(chosen))
