@@ -110,6 +110,29 @@ def _fix_casts(model) -> None:  # type: ignore[no-untyped-def]
                     attr.i = onnx.TensorProto.FLOAT16
 
 
+def renamed_qdq(int8: Path, out: Path) -> Path:
+    """The int8 QDQ model with every node and inner tensor renamed (t0, t1, ...), as another
+    quantisation tool would name them: onnxruntime's qdq_loss_debug matches by its own name suffixes."""
+    import onnx
+
+    model = onnx.load(str(int8))
+    keep = {i.name for i in model.graph.input} | {o.name for o in model.graph.output}
+    names: Dict[str, str] = {}
+
+    def new(name: str) -> str:
+        return name if not name or name in keep else names.setdefault(name, f"t{len(names)}")
+
+    for index, node in enumerate(model.graph.node):
+        node.name = f"n{index}"
+        node.input[:] = [new(x) for x in node.input]
+        node.output[:] = [new(x) for x in node.output]
+    for tensor in model.graph.initializer:
+        tensor.name = new(tensor.name)
+    del model.graph.value_info[:]
+    onnx.save(model, str(out))
+    return out
+
+
 def save_samples(name: str, folder: Path, count: int) -> Path:
     import numpy as np
 
@@ -126,7 +149,8 @@ def save_samples(name: str, folder: Path, count: int) -> Path:
 
 def model_paths(out: Path, name: str, counts=(8, 64)) -> Dict[str, Path]:  # type: ignore[no-untyped-def]
     """Where the models and sample folders of one network live (no imports, no building)."""
-    paths = {"fp32": out / f"{name}_fp32.onnx", "int8": out / f"{name}_int8.onnx", "fp16": out / f"{name}_fp16.onnx"}
+    paths = {"fp32": out / f"{name}_fp32.onnx", "int8": out / f"{name}_int8.onnx", "fp16": out / f"{name}_fp16.onnx",
+             "int8renamed": out / f"{name}_int8renamed.onnx"}
     paths.update({f"data{count}": out / f"{name}_data{count}" for count in counts})
     return paths
 
@@ -143,6 +167,8 @@ def prepare(out: Path, names=MODELS, counts=(8, 64)) -> Dict[str, Dict[str, Path
         if not paths["int8"].exists():
             print(f"quantising {name} (quantize_static, {CALIBRATION_SAMPLES} calibration samples) ...", file=sys.stderr)
             quantize(paths["fp32"], paths["int8"], samples(name, CALIBRATION_SAMPLES, seed=100))
+        if not paths["int8renamed"].exists():
+            renamed_qdq(paths["int8"], paths["int8renamed"])
         if not paths["fp16"].exists():
             print(f"converting {name} to fp16 ...", file=sys.stderr)
             to_fp16(paths["fp32"], paths["fp16"])
