@@ -20,7 +20,8 @@ from onnx import helper
 
 from .expose import nodes_between
 from .match import TensorPair
-from .semantic import FLOAT_TYPES, QuantSpec, SemanticGraph
+from .quantparams import QuantSpec
+from .semantic import FLOAT_TYPES, SemanticGraph
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from .graph import ModelGraph, NodeInfo
-from .semantic import QOP_OUTPUT_PARAMS, FLOAT_TYPES, QuantSpec, SemanticGraph, View, dequantize
+from .quantparams import QOP_OUTPUT_PARAMS, QuantSpec, dequantize
+from .semantic import FLOAT_TYPES, SemanticGraph, View
 
 Perm = Optional[Tuple[int, ...]]
 UNKNOWN: Tuple[int, ...] = (-1,)

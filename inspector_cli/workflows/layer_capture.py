@@ -23,7 +23,8 @@ from ..core.graph import ModelGraph
 from ..core.lazyload import load_model_lazy
 from ..core.optgraph import OptimizedGraph
 from ..core.runner import OptLevel, RuntimeConfig, Session, open_session
-from ..core.semantic import FLOAT_TYPES, QuantSpec, SemanticGraph, View, dequantize
+from ..core.quantparams import QuantSpec, dequantize
+from ..core.semantic import SemanticGraph, View
 from ..core.types import TensorMap
 from ..diff.fast_stats import Affine
 
@@ -192,13 +193,3 @@ def _use_optimised(side: Side, path: Path, views: Sequence[View], mode: str) -> 
 
 def workdir() -> "tempfile.TemporaryDirectory[str]":
     return tempfile.TemporaryDirectory(prefix="mi-layers-")
-
-
-def describe_dtype(sem: SemanticGraph, view: View) -> str:
-    """dtype of the compared value: the float type, or e.g. 'int8->float32' for dequantised views."""
-    elem = sem.elem_type(view.expose)
-    from ..core.types import onnx_dtype_name
-
-    if view.quant is not None:
-        return f"{onnx_dtype_name(elem)} (dequantised)"
-    return onnx_dtype_name(elem) if elem in FLOAT_TYPES or elem else "?"
