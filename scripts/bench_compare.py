@@ -103,10 +103,10 @@ def run_mi(a: Path, b: Path, data: Path, work: Path) -> Tuple[float, float, int,
     if out.exists():
         layers = json.loads(out.read_text())["results"]["layers"]
         pairs = len(layers["layers"])
-        aliases = sum(v for k, v in layers["skipped"].items() if k.startswith("same values"))
+        aliases = sum(v for k, v in layers["skipped"].items() if k.startswith("same values as another"))
         note = f"B {layers['capture']['capture_b']}; " + ",".join(f"{k}={v}" for k, v in layers["pairing"].items())
         if aliases:
-            note += f"; +{aliases} alias(es) of compared tensors (Flatten/Reshape) not repeated"
+            note += f"; +{aliases} alias(es) (Flatten/Reshape of a compared tensor) not repeated"
     return wall, rss, pairs, note
 
 

@@ -45,6 +45,7 @@ def test_first_divergence_is_the_perturbed_layer(perturbed_pair):
     assert chain.layers.first_divergence == "bn_8_out"  # the Conv+BatchNormalization chain conv_7 starts
     assert layers_of(chain)["bn_8_out"].op_a == "Conv+BatchNormalization"
     assert chain.layers.skipped["inside a fused chain (--granularity tensor compares it)"] == 11
+    assert chain.layers.skipped["same values as another compared tensor (Reshape, Flatten, Identity, Cast, Q/DQ)"] == 1
     assert chain.passed  # layer thresholds mark the divergence; without --gate-layers they do not fail the run
 
 

@@ -66,11 +66,12 @@ def chain_signature_score(a: SemanticGraph, b: SemanticGraph, chain: Chain, cand
 
 def _fusion_penalty(a: SemanticGraph, b: SemanticGraph, chain: Chain, i: int, other: Chain, j: int
                     ) -> Tuple[float, List[str]]:
+    """Ops one side runs separately but the other folded away (steps 1..i of `chain`, 1..j of `other`),
+    checked against what the folding side can absorb."""
     dropped_a = [n.op_type for n in chain.nodes[1:i + 1]]
     dropped_b = [n.op_type for n in other.nodes[1:j + 1]]
     penalty, notes = 0.0, []
-    for ops, this, that, sem in ((dropped_a, chain, other, b), (dropped_b, other, chain, a)):
-        del this
+    for ops, that, sem in ((dropped_a, other, b), (dropped_b, chain, a)):
         kept_acts = {n.op_type for n in that.nodes}
         for op in ops:
             if op in AFFINE and that.family not in HEADS_ABSORBING_AFFINE:

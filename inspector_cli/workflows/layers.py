@@ -81,9 +81,14 @@ def layer_pairs(plan, lc: LayerConfig, output_map: Sequence[Tuple[str, str]]  # 
     if ALL in lc.patterns:
         selected.update(ga.input_names)  # a model input the candidate quantises gets a row too
     skipped: Counter = Counter()
-    aliases = sum(1 for t in chosen if sa.canonical(t) != t)
-    if aliases:
-        skipped["same values as another tensor (Identity, Cast, Reshape, Q/DQ): compared once"] = aliases
+    for tensor in chosen:
+        root = sa.canonical(tensor)
+        if root in sa.static:
+            skipped["constant (weights, shapes): nothing to compare"] += 1
+        elif not sa.is_data(root):
+            skipped["not an activation (integer indices, masks)"] += 1
+        elif root != tensor:
+            skipped["same values as another compared tensor (Reshape, Flatten, Identity, Cast, Q/DQ)"] += 1
     inputs = [(p.a, p.b) for p in plan.inputs.pairs]
     matching = match_tensors(sa, sb, inputs=inputs, user_map=parse_tensor_map(output_map, ga, gb), selected=selected)
     pairs = []
