@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from inspector_cli.testing.models import build_cnn as cnn, image_samples, quantize_qdq
+
 from .helpers import affine_model, invoke, save, save_npz
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -59,8 +61,12 @@ def reports(tmp_path):
     b = save(affine_model(scale=1.1, shift=0.05, shape=(1, 8)), tmp_path / "b.onnx")
     data = save_npz(tmp_path / "data", [{"x": np.arange(8, dtype=np.float32)[None] * (i + 1)} for i in range(3)])
     made = {}
-    invoke(["compare", a, b, "--inputs", data, "--max-abs", "0.1", "--json", tmp_path / "c.json",
-            "--html", tmp_path / "compare.html"], exit_code=1)
+    invoke(["compare", a, b, "--inputs", data, "--max-abs", "0.1", "--json", tmp_path / "c.json"], exit_code=1)
+    fp32, int8 = save(cnn(), tmp_path / "cnn.onnx"), None
+    int8 = quantize_qdq(fp32, tmp_path / "cnn_int8.onnx", image_samples(4, seed=3))
+    save_npz(tmp_path / "images", image_samples(3, seed=4))
+    invoke(["compare", fp32, int8, "--inputs", tmp_path / "images", "--layers", "all", "--isolate", "worst:2",
+            "--html", tmp_path / "compare.html"], exit_code=None)
     made["compare"] = tmp_path / "compare.html"
     invoke(["compare", a, a, "--inputs", data, "--json", tmp_path / "c0.json"])
     invoke(["report", tmp_path / "c0.json", tmp_path / "c.json", "--diff", "--html", tmp_path / "diff.html"],
@@ -86,6 +92,9 @@ def test_every_report_kind_renders_cleanly(page, tmp_path):
         assert section.is_visible()
         assert section.locator("[data-role=verdict]").is_visible()
         assert section.locator("table").first.is_visible()
+        if kind == "compare":  # the layer charts with the first divergence marked
+            assert section.locator("svg.line-chart").count() == 2
+            assert section.locator("[data-role=first-divergence]").is_visible()
         # no horizontal scroll on a laptop-sized window
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), kind
         page.screenshot(path=str(ARTIFACTS / f"report-{kind}.png"), full_page=True)

@@ -64,3 +64,26 @@ def test_chunked_capture_equals_all_at_once(cnn_pair):
     assert whole.keys() == chunked.keys() and len(whole) == len(names) * len(samples)
     for key in whole:
         np.testing.assert_array_equal(whole[key], chunked[key])
+
+
+def test_reused_buffers_give_the_same_values_without_new_arrays(cnn_pair):
+    fp32, _, data = cnn_pair
+    graph = load_model(fp32)
+    names = select_tensors(graph, ["op:Relu"])
+    samples = discover_samples([str(data)], graph.inputs)
+
+    def collect(reuse):
+        got, seen = {}, []
+        target = CaptureTarget(graph, RuntimeConfig(), [names], reuse_buffers=reuse)
+        run_capture([target], samples, lambda sid, ci, outs: (
+            got.update({(sid, k): v.copy() for k, v in outs[0].items()}), seen.append(outs[0][names[0]])))
+        return got, seen
+
+    fresh, fresh_arrays = collect(False)
+    reused, reused_arrays = collect(True)
+    assert fresh.keys() == reused.keys() and len(fresh) == len(names) * len(samples)
+    for key in fresh:
+        np.testing.assert_array_equal(fresh[key], reused[key])
+    # from the second sample on, onnxruntime writes into the same arrays (IOBinding): no allocation per sample
+    assert all(a is reused_arrays[1] for a in reused_arrays[2:])
+    assert len({id(a) for a in fresh_arrays}) == len(fresh_arrays)

@@ -152,7 +152,16 @@ def run_imagenet_preprocess(tmp_path, cnn_pair):
     assert stats["shapes"] == ["[1, 3, 224, 224]"] and stats["looks_like"] == "normalised (mean ~0, std ~1)"
 
 
+def run_compare_layers(tmp_path, cnn_pair):
+    fp32, int8, data = cnn_pair
+    invoke(["-c", config("compare-layers.yaml"), "compare", fp32, int8, "-i", data, "--json", tmp_path / "l.json"])
+    section = read_json(tmp_path / "l.json")["results"]["layers"]
+    assert [(t["metric"], t["threshold"]) for t in section["thresholds"]] == [("cosine", 0.98), ("sqnr", 20.0)]
+    assert len(section["layers"]) == 11 and len(section["isolation"]["isolated"]) == 5
+
+
 RUNNERS = {
+    "compare-layers.yaml": run_compare_layers,
     "compare-int8.yaml": run_compare_int8,
     "compare-fp16.yaml": run_compare_fp16,
     "ci-gate.yaml": run_ci_gate,

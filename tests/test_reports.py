@@ -280,3 +280,18 @@ def test_html_probe_has_stats_with_histograms_and_saturation(cnn_pair, tmp_path)
     assert "chart chart bar-chart" in lines        # saturation per quantiser
     metrics = {"p.me.json", "p.me.zero_frac.json", "p.me.std.json", "p.me.saturated_share.json"}
     assert metrics <= {p.name for p in tmp_path.iterdir()}
+
+
+def test_html_compare_layers_chart_marks_first_divergence(cnn_pair, tmp_path):
+    fp32, int8, data = cnn_pair
+    invoke(["compare", fp32, int8, "--inputs", data, "--layers", "all", "--layer-min-cosine", "0.9999",
+            "--json", tmp_path / "l.json", "--html", tmp_path / "l.html", "--model-explorer", tmp_path / "me.json"])
+    section = read_json(tmp_path / "l.json")["results"]["layers"]
+    first = section["first_divergence"]
+    html = (tmp_path / "l.html").read_text()
+    lines = skeleton(tmp_path / "l.html").lines
+    assert lines.count("chart chart line-chart") == 2
+    assert f"first divergence: {first}" in html.replace("<code>", "").replace("</code>", "")
+    assert html.count('class="marker"') >= 2  # first divergence (and worst layers) on both charts
+    (data_me,) = read_json(tmp_path / "me.json").values()
+    assert list(data_me["results"])[: len(section["layers"])] == [layer["name"] for layer in section["layers"]]

@@ -113,8 +113,8 @@ def test_interpolate_text_rules():
      r"suite\.yaml:8: step 's': compare\.max-abz: unknown key \(did you mean 'max-abs'\?\)"),
     ("steps:\n" + step("s", model_b="nope.onnx"), r"suite\.yaml:6: step 's': compare\.model-b: File '.*nope\.onnx' "
                                                   r"does not exist"),
-    ("steps:\n  - name: s\n    compare:\n      model-a: a.onnx\n",
-     r"suite\.yaml:4: step 's': compare: missing MODEL_B \(add 'model-b: \.\.\.'\)"),
+    ("steps:\n  - name: s\n    profile:\n      runs: 3\n",
+     r"suite\.yaml:4: step 's': profile: missing MODEL \(add 'model: \.\.\.'\)"),
     ("steps:\n" + step("s", extra="      json: '-'\n"),
      r"suite\.yaml:9: step 's': compare\.json: '-' \(stdout\) cannot be used in a suite step"),
     ("steps:\n" + step("s") + step("s"), r"suite\.yaml:9: steps\[1\]\.name: step name 's' is used twice"),

@@ -5,6 +5,7 @@ from typing import Any
 
 import click
 
+from ._compare_options import build_layer_config, build_runtimes, layer_options, model_runtime_options
 from ._options import (NamePair, NumberOrNamedNumber, build_reader_options, build_runtime, build_synthetic, compose,
                        decoding_options, input_options, model_argument, name_pairs, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
@@ -29,42 +30,62 @@ def gate_options(func: Any) -> Any:
 
 @click.command("compare")
 @model_argument("model_a")
-@model_argument("model_b")
+@click.argument("model_b", required=False, type=click.Path(exists=True, dir_okay=False))
 @input_options
 @decoding_options
 @gate_options
 @click.option("--map", "name_map", multiple=True, type=NamePair(),
-              help="Pair an output (or input) of A with one of B whose name differs: A_NAME=B_NAME. Repeatable.")
+              help="Pair a tensor of A with one of B whose name differs: A_NAME=B_NAME (outputs, inputs, and with "
+                   "--layers any tensor). Repeatable.")
 @click.option("--no-per-sample", is_flag=True, help="Do not keep per-sample metrics in the JSON result.")
+@layer_options
 @runtime_options
+@model_runtime_options
 @report_options
 @click.pass_context
-def compare(ctx: click.Context, model_a: str, model_b: str, **params: Any) -> int:
+def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: Any) -> int:
     """Compare MODEL_B against the reference MODEL_A on the same inputs.
 
     Prints, per output, the metrics over all samples (data-set value, worst and mean sample) and
-    which gates failed on how many samples. Exit 0 when every gate passed, 1 when any failed.
+    which gates failed on how many samples. With --layers, every paired intermediate tensor too,
+    in MODEL_A's topological order, with the first divergence and the worst layers. With --golden,
+    MODEL_A against saved reference outputs. Exit 0 when every gate passed, 1 when any failed.
 
     \b
-    Example:
+    Examples:
       mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 --max-abs 0.1 --json out.json
+      mi compare fp32.onnx int8.onnx --inputs data/ --layers all --layer-min-cosine 0.98 --isolate worst:5
+      mi compare model.onnx --golden test_data_set_0/
     """
     from ..config.compare import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates
     from ..render.compare_view import compare_view
     from ..workflows.compare import compare_models
 
+    from ..errors import UsageError
+
     state = app_state(ctx)
     check_report_paths({"--json": params.get("json_path")})
+    golden = params.get("golden")
+    if bool(model_b) == bool(golden):
+        raise UsageError("give MODEL_B or --golden DIR (exactly one)" if not golden else
+                         "--golden replaces MODEL_B: give one model with it")
     gates = parse_gates({flag: params.get(f"gate_{flag.replace('-', '_')}") or () for flag in GATE_FLAGS})
+    runtime_a, runtime_b = build_runtimes(params, build_runtime(params))
+    layers = build_layer_config(params)
+    if golden and layers is not None:
+        raise UsageError("--layers needs two models; --golden compares outputs only")
     config = CompareConfig(
         inputs=tuple(params.get("inputs") or ()),
         synthetic=build_synthetic(params),
-        runtime=build_runtime(params),
+        runtime=runtime_a,
+        runtime_b=runtime_b,
         gates=tuple(gates),
         output_map=name_pairs(params.get("name_map") or ()),
         per_sample=not params.get("no_per_sample"),
         reader_options=build_reader_options(params),
+        layers=layers,
+        golden=golden,
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:

@@ -10,17 +10,24 @@ the tensors into chunks whose total fits `budget_bytes`:
   each chunk), so peak memory is bounded by the largest chunk, not by the model.
 
 Consumers receive each sample's tensors of one chunk (for one or several models run side by side,
-e.g. the two models of a comparison) through a callback and must drop them afterwards.
+e.g. the two models of a comparison) through a callback and must drop them afterwards. With
+`reuse_buffers` the arrays are bound once (IOBinding) and overwritten by the next sample, which
+avoids an allocation per exposed tensor and sample; consumers then copy what they keep.
+
+A target's `graph` may be onnxruntime's own optimised graph (see optgraph.py): exposing tensors
+there, with optimisation disabled, reads the tensors the deployed kernels compute without
+changing which kernels run.
 """
 from __future__ import annotations
 
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .binding import BoundRunner
 from .graph import ModelGraph
 from .inputs import SampleSet
 from .runner import RuntimeConfig, Session, open_session
@@ -171,14 +178,23 @@ class CaptureTarget:
     adapt: Callable[[TensorMap], TensorMap] = field(default=lambda feeds: feeds)
     keep_outputs: bool = False
     label: str = ""
+    reuse_buffers: bool = False
+    """Bind outputs to arrays reused across samples (handed-out arrays are overwritten next sample)."""
+    buffer_sets: int = 1
+    """With reuse_buffers: 2 alternates two sets, so one sample's arrays live until the next but one run."""
+    options_hook: Optional[Callable[[Any], None]] = None
+    """Called with the onnxruntime SessionOptions of each capture session (e.g. memory settings)."""
 
 
 ChunkCallback = Callable[[str, int, List[TensorMap]], None]
 """on_chunk(sample_id, chunk_index, [tensors of each target]) for every sample and chunk."""
+BeforeRun = Callable[[int, str], None]
+"""before_run(target_index, sample_id): called just before a target runs (to wait for readers of its buffers)."""
 
 
 def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: ChunkCallback,
-                *, progress: Optional[Callable[[int, Optional[int], str], None]] = None) -> int:
+                *, progress: Optional[Callable[[int, Optional[int], str], None]] = None,
+                before_run: Optional[BeforeRun] = None) -> int:
     """Run every chunk on every sample for all targets side by side; returns the number of runs.
 
     Chunk-major: the sessions of one chunk are created, every sample flows through them, and they
@@ -190,19 +206,41 @@ def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: 
     total = n_chunks * len(samples)
     runs = 0
     for index in range(n_chunks):
-        sessions: List[Session] = [
-            open_session(t.graph, t.runtime, extra_outputs=t.chunks[index], keep_outputs=t.keep_outputs,
-                         label=t.label or t.graph.display_name) for t in targets]
+        runners = _runners(targets, index)
         for position, (sample_id, feeds) in enumerate(samples, start=1):
             outputs = []
-            for target, session in zip(targets, sessions):
-                names = list(dict.fromkeys([*target.chunks[index],
-                                            *(session.output_names if target.keep_outputs else [])]))
-                outputs.append(session.run(target.adapt(feeds), names, sample=sample_id))
-                runs += 1
+            for position_t, (target, runner) in enumerate(zip(targets, runners)):
+                if before_run is not None:
+                    before_run(position_t, sample_id)
+                outputs.append(runner.run(target.adapt(feeds), sample=sample_id) if runner is not None else {})
+                runs += runner is not None
             on_chunk(sample_id, index, outputs)
             del outputs
             if progress is not None:
                 progress(index * len(samples) + position, total, sample_id)
-        del sessions
+        del runners
     return runs
+
+
+def _runners(targets: Sequence[CaptureTarget], index: int) -> "List[Optional[BoundRunner]]":
+    """The runners of one chunk; distinct models' sessions are created in parallel threads
+    (onnxruntime releases the GIL while it optimises a graph)."""
+    distinct = len({id(t.graph) for t in targets}) == len(targets)
+    if len(targets) < 2 or not distinct:
+        return [_runner(t, index) for t in targets]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="mi-session") as pool:
+        return list(pool.map(lambda t: _runner(t, index), targets))
+
+
+def _runner(target: CaptureTarget, index: int) -> "Optional[BoundRunner]":
+    """The runner of one target for one chunk (None when the target has nothing to fetch in it)."""
+    chunk = target.chunks[index]
+    if not chunk and not target.keep_outputs:
+        return None
+    session: Session = open_session(target.graph, target.runtime, extra_outputs=chunk,
+                                    keep_outputs=target.keep_outputs, label=target.label or target.graph.display_name,
+                                    options_hook=target.options_hook)
+    names = list(dict.fromkeys([*chunk, *(session.output_names if target.keep_outputs else [])]))
+    return BoundRunner(session, names, reuse=target.reuse_buffers, sets=target.buffer_sets)

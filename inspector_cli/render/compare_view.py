@@ -12,7 +12,7 @@ METRIC_ORDER = ["cosine", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", 
 
 
 def output_table(out: OutputDiff, gates: List[GateOutcome]) -> Table:
-    by_metric: Dict[str, GateOutcome] = {g.metric: g for g in gates if g.tensor == out.name}
+    by_metric: Dict[str, GateOutcome] = {g.metric: g for g in gates if g.tensor == out.name and g.scope == "output"}
     pairing = "" if out.matched_by == "name" else f" vs '{out.name_b}' (paired by {out.matched_by})"
     table = Table(
         title=f"output '{out.name}'{pairing}  {out.dtype_a} {out.shape_a}  ({out.samples} sample{'s' if out.samples != 1 else ''})",
@@ -47,6 +47,11 @@ def output_table(out: OutputDiff, gates: List[GateOutcome]) -> Table:
 
 def compare_view(result: CompareResult) -> View:
     view = View(passed=result.passed, verdict=result.summary())
+    if result.layers is not None:
+        from .layers_view import capture_notes, layer_tables
+
+        view.tables.extend(layer_tables(result.layers))
+        view.notes.extend(capture_notes(result.layers))
     for out in result.outputs:
         view.tables.append(output_table(out, result.gates))
     for finding in result.findings:

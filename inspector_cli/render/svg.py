@@ -111,8 +111,11 @@ def line_chart(series: Dict[str, Sequence[Optional[float]]], *, labels: Sequence
             name = labels[index] if index < len(labels) else ""
             parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" class="marker"><title>{escape(text)}: '
                          f'{escape(name)}</title></circle>')
-            parts.append(f'<text x="{min(cx + 6, width - 200):.1f}" y="{max(cy - 8, 12):.1f}" class="marker-label">'
-                         f'{escape(text)}</text>')
+            right_half = cx > left + plot_w * 0.6  # label on the side with room
+            anchor, tx = ("end", cx - 8) if right_half else ("start", cx + 8)
+            short = text if len(text) <= 48 else text[:47] + "…"
+            parts.append(f'<text x="{tx:.1f}" y="{max(cy - 8, 12):.1f}" text-anchor="{anchor}" class="marker-label">'
+                         f'{escape(short)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
+from .layers import LayerSection
 
 Metrics = Dict[str, Optional[float]]
 
@@ -62,35 +63,60 @@ class CompareResult(Result):
     unmatched_a: List[str] = field(default_factory=list)
     unmatched_b: List[str] = field(default_factory=list)
     samples: int = 0
-    layers: Optional[Dict[str, Any]] = None
-    """Layer-wise section (`--layers`), filled by the layer-wise comparison."""
+    layers: Optional[LayerSection] = None
+    """Layer-by-layer section (`--layers`)."""
 
     def node_values(self) -> List[NodeValues]:
-        """Cosine, max abs error and SQNR per compared tensor (data-set values), keyed by A's names."""
+        """Cosine, max abs error and SQNR per compared tensor (data-set values), keyed by A's names:
+        the layers in the reference's topological order (with --layers), then the outputs."""
         rows: List[NodeValues] = []
+        sources = [(layer.name, layer.dataset) for layer in (self.layers.layers if self.layers else [])]
+        sources += [(o.name, o.dataset) for o in self.outputs]
         for metric, higher, thresholds in (("cosine", True, [0.99, 0.999]), ("max_abs", False, []),
                                            ("sqnr", True, [20.0, 30.0])):
-            values = {o.name: o.dataset[metric] for o in self.outputs if o.dataset.get(metric) is not None}
-            rows.append(NodeValues(metric=metric, higher_is_better=higher, values=values,  # type: ignore[arg-type]
-                                   thresholds=thresholds))
+            values: Dict[str, float] = {}
+            for name, dataset in sources:
+                value = dataset.get(metric)
+                if value is not None and name not in values:
+                    values[name] = value
+            rows.append(NodeValues(metric=metric, higher_is_better=higher, values=values, thresholds=thresholds))
         return rows
 
     @property
     def failed_gates(self) -> List[GateOutcome]:
-        return [g for g in self.gates if not g.passed]
+        return [g for g in self.gates if not g.passed and g.scope == "output"]
+
+    @property
+    def failed_layer_gates(self) -> List[GateOutcome]:
+        return [g for g in self.gates if not g.passed and g.scope == "layer"]
 
     @property
     def passed(self) -> bool:
         errors = [f for f in self.findings if f.severity == Severity.ERROR]
-        return not self.failed_gates and not errors
+        layers_fail = bool(self.layers and self.layers.gates_affect_exit and self.failed_layer_gates)
+        return not self.failed_gates and not errors and not layers_fail
 
     def summary(self) -> str:
-        n_out, n_gates = len(self.outputs), len(self.gates)
+        n_out, n_gates = len(self.outputs), len([g for g in self.gates if g.scope == "output"])
+        layer_text = self._layer_summary()
         if self.passed:
             gates = f"all {n_gates} gate checks passed" if n_gates else "no gates set"
-            return f"PASS: {n_out} output(s) compared over {self.samples} sample(s); {gates}"
+            return f"PASS: {n_out} output(s) compared over {self.samples} sample(s); {gates}{layer_text}"
         errors = [f.message for f in self.findings if f.severity == Severity.ERROR]
-        parts = [g.message() for g in self.failed_gates[:3]] + errors[:3]
-        more = len(self.failed_gates) + len(errors) - len(parts)
+        layer_gates = self.failed_layer_gates if self.layers and self.layers.gates_affect_exit else []
+        failed = self.failed_gates + layer_gates
+        parts = [g.message() for g in failed[:3]] + errors[:3]
+        more = len(failed) + len(errors) - len(parts)
         tail = f" (+{more} more)" if more > 0 else ""
-        return f"FAIL: {'; '.join(parts)}{tail}"
+        return f"FAIL: {'; '.join(parts)}{tail}{layer_text}"
+
+    def _layer_summary(self) -> str:
+        if self.layers is None:
+            return ""
+        section = self.layers
+        text = f"; {len(section.layers)} layer(s) compared"
+        if section.first_divergence:
+            text += f", first divergence at '{section.first_divergence}' ({', '.join(section.first_divergence_metrics)})"
+        elif section.thresholds:
+            text += ", none crosses the layer thresholds"
+        return text

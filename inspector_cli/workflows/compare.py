@@ -1,4 +1,6 @@
-"""`compare_models`: run two models on the same samples and compare their outputs."""
+"""`compare_models`: run two models on the same samples and compare their outputs (and, with
+`layers`, every paired intermediate tensor: see layers.py; with `golden`, one model against saved
+outputs: see golden.py)."""
 from __future__ import annotations
 
 import os
@@ -6,22 +8,36 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..config.compare import CompareConfig
-from ..core.graph import ModelGraph, load_model
+from ..core.graph import ModelGraph
+from ..core.lazyload import load_model_lazy
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import NameMatching, match_names, rename_feeds
 from ..core.runner import Session, open_session
 from ..diff.engine import TensorTracker
 from ..diff.gates import check_gate_targets
-from ..errors import InputDataError
+from ..errors import InputDataError, UsageError
 from ..results.base import Finding, GateOutcome, ModelRef, Severity
 from ..results.compare import CompareResult, OutputDiff, SampleMetrics
+from ..results.layers import LayerSection
 from . import Progress, no_progress
 
 ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 
 
 def as_graph(model: ModelArg) -> ModelGraph:
-    return model if isinstance(model, ModelGraph) else load_model(model)
+    """The model as a graph; large weights stay in the file (lazyload.py), onnxruntime reads them there."""
+    return model if isinstance(model, ModelGraph) else load_model_lazy(model)
+
+
+def split_map(config: CompareConfig, graph_a: ModelGraph) -> Tuple[Tuple[str, str], ...]:
+    """The --map entries naming inputs or outputs of A; others name intermediate tensors (--layers)."""
+    io_names = set(graph_a.output_names) | set(graph_a.input_names)
+    io_map = tuple((a, b) for a, b in config.output_map if a in io_names)
+    rest = [a for a, _ in config.output_map if a not in io_names]
+    if rest and config.layers is None:
+        raise UsageError(f"--map {rest[0]}=...: '{rest[0]}' is not an output or input of {graph_a.display_name}",
+                         hint="intermediate tensors are paired only with --layers")
+    return io_map
 
 
 @dataclass
@@ -38,14 +54,15 @@ class ComparePlan:
 def plan_comparison(model_a: ModelArg, model_b: ModelArg, config: CompareConfig) -> ComparePlan:
     """Load both models, pair their inputs and outputs, and find the samples (no inference yet)."""
     graph_a, graph_b = as_graph(model_a), as_graph(model_b)
-    outputs = match_names(graph_a.outputs, graph_b.outputs, config.output_map, what="output")
+    io_map = split_map(config, graph_a)
+    outputs = match_names(graph_a.outputs, graph_b.outputs, io_map, what="output")
     if not outputs.pairs:
         raise InputDataError(
             f"no output of {graph_a.display_name} ({', '.join(graph_a.output_names)}) could be paired "
             f"with an output of {graph_b.display_name} ({', '.join(graph_b.output_names)})",
             hint="pair them with --map A_NAME=B_NAME")
     check_gate_targets(config.gates, [p.a for p in outputs.pairs])
-    inputs = match_names(graph_a.inputs, graph_b.inputs, config.output_map, what="input", allow_map_unknown=True)
+    inputs = match_names(graph_a.inputs, graph_b.inputs, io_map, what="input", allow_map_unknown=True)
     if inputs.unmatched_a or inputs.unmatched_b:
         raise InputDataError(
             f"the models' inputs do not correspond: {graph_a.display_name} has "
@@ -63,9 +80,15 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
     `CompareResult`; raises `MiError` subclasses only when no result is possible.
     """
     config = config or CompareConfig()
+    if config.golden:
+        from .golden import compare_golden
+
+        return compare_golden(model_a, config, progress=progress)
     plan = plan_comparison(model_a, model_b, config)
-    session_a = open_session(plan.graph_a, config.runtime, label=f"A {plan.graph_a.display_name}")
-    session_b = open_session(plan.graph_b, config.runtime, label=f"B {plan.graph_b.display_name}")
+    if config.layers is not None:
+        return _compare_with_layers(plan, config, progress)
+    session_a = open_session(plan.graph_a, config.runtime_a, label=f"A {plan.graph_a.display_name}")
+    session_b = open_session(plan.graph_b, config.runtime_of_b, label=f"B {plan.graph_b.display_name}")
     trackers = [TensorTracker(p.a, p.b, gates=list(config.gates), topk=config.topk,
                               keep_per_sample=config.per_sample) for p in plan.outputs.pairs]
     notes: List[str] = []
@@ -77,6 +100,16 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
             tracker.add(sample_id, out_a[tracker.name], out_b[tracker.name_b])
         progress(done, total, sample_id)
     return build_result(plan, config, trackers, notes)
+
+
+def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Progress) -> CompareResult:
+    from .layer_report import build_section, layer_gate_outcomes
+    from .layers import run_layers
+
+    assert config.layers is not None
+    run = run_layers(plan, config, progress)
+    section, notes = build_section(run, gate_layers=config.layers.gate_layers, worst_count=config.layers.worst)
+    return build_result(plan, config, run.output_trackers, notes, layers=section, extra_gates=layer_gate_outcomes(run))
 
 
 def run_pair(session_a: Session, session_b: Session, plan: ComparePlan, feeds: Dict, sample_id: str,
@@ -133,7 +166,8 @@ def tracker_findings(tracker: TensorTracker, what: str = "output") -> List[Findi
 
 
 def build_result(plan: ComparePlan, config: CompareConfig, trackers: Sequence[TensorTracker],
-                 notes: Sequence[str]) -> CompareResult:
+                 notes: Sequence[str], *, layers: Optional[LayerSection] = None,
+                 extra_gates: Sequence[GateOutcome] = ()) -> CompareResult:
     methods = {p.a: p.method for p in plan.outputs.pairs}
     findings: List[Finding] = []
     for name in plan.outputs.unmatched_a:
@@ -147,11 +181,12 @@ def build_result(plan: ComparePlan, config: CompareConfig, trackers: Sequence[Te
     for tracker in trackers:
         findings.extend(tracker_findings(tracker))
         gates.extend(gate_outcomes(tracker))
+    gates.extend(extra_gates)
     warnings = list(plan.outputs.warnings) + list(plan.inputs.warnings) + list(plan.samples.notes) + list(notes)
     return CompareResult(
         models=[ModelRef.of(plan.graph_a, "reference"), ModelRef.of(plan.graph_b, "candidate")],
         config=config.to_dict(), runtime=config.runtime.to_dict(), inputs=plan.samples.describe(),
         outputs=[output_diff(t, methods[t.name]) for t in trackers], gates=gates, findings=findings,
         warnings=warnings, unmatched_a=list(plan.outputs.unmatched_a), unmatched_b=list(plan.outputs.unmatched_b),
-        samples=len(plan.samples),
+        samples=len(plan.samples), layers=layers,
     )
