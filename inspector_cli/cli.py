@@ -19,6 +19,7 @@ from .version import __version__
 # command name -> "module:attribute". Add a line here when a command lands.
 COMMANDS: Dict[str, str] = {
     "compare": "inspector_cli.commands.compare:compare",
+    "nan-bisect": "inspector_cli.commands.nan_bisect:nan_bisect",
 }
 
 

@@ -6,7 +6,7 @@ import importlib
 from .base import Finding, GateOutcome, ModelRef, Result, Severity, known_kinds, result_class
 
 # One module per result kind; each registers its class by defining `kind`.
-RESULT_MODULES = ("compare",)
+RESULT_MODULES = ("compare", "nan_bisect")
 
 
 def load_all_kinds() -> None:

@@ -1,0 +1,216 @@
+"""Regions of the graph, their frontiers, and where to put checkpoints.
+
+A *region* is a set of top-level nodes (in topological order) computed from *feeds* (captured
+tensors, known to be clean) towards *targets* (the tensors whose non-finite values we explain).
+The *frontier* after the k-th node of a region is every tensor produced so far in the region that
+a later node (or the end of the region) still reads: capturing it is enough to replay the rest of
+the region, and it is clean exactly when nothing bad produced so far is still alive. A frontier of
+one tensor is a cut every path passes through (a residual block boundary); checkpoints prefer them
+because they are small and make the replayed span self-contained.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+
+from ...core.graph import ModelGraph
+from ...core.expose import nodes_between
+
+
+class Topology:
+    """Positions, producers and consumers of the top-level graph, by tensor name."""
+
+    def __init__(self, graph: ModelGraph) -> None:
+        self.graph = graph
+        self.nodes = graph.nodes
+        self.position: Dict[str, int] = {}
+        for node in graph.nodes:
+            for out in node.outputs:
+                if out:
+                    self.position[out] = node.order
+        self.sources: Set[str] = set(graph.input_names) | set(graph.initializer_names)
+        self.outputs: Tuple[str, ...] = tuple(graph.output_names)
+        self.consumer_positions: Dict[str, List[int]] = {
+            t: sorted({n.order for n in nodes}) for t, nodes in graph.consumers.items()}
+
+    def is_computed(self, tensor: str) -> bool:
+        return tensor in self.position
+
+    def computed_inputs(self, position: int) -> List[str]:
+        """Inputs of a node that other nodes compute (initializers and graph inputs excluded)."""
+        return [t for t in self.nodes[position].all_inputs if t in self.position]
+
+    def descendants_within(self, tensor: str, last_position: int) -> Set[str]:
+        """Tensors computed from `tensor` by nodes up to `last_position` (static reachability)."""
+        seen: Set[str] = {tensor}
+        stack = [tensor]
+        while stack:
+            current = stack.pop()
+            for pos in self.consumer_positions.get(current, ()):
+                if pos > last_position:
+                    continue
+                for out in self.nodes[pos].outputs:
+                    if out and out not in seen:
+                        seen.add(out)
+                        stack.append(out)
+        return seen
+
+
+@dataclass(frozen=True)
+class Region:
+    """Nodes computed from clean `feeds` towards `targets`."""
+
+    positions: Tuple[int, ...]
+    feeds: Tuple[str, ...]
+    targets: Tuple[str, ...]
+
+    @property
+    def key(self) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+        return self.feeds, self.targets
+
+    @property
+    def is_root(self) -> bool:
+        return not self.feeds
+
+
+@dataclass
+class RegionLayout:
+    """Produced tensors of a region with the local index where each is born and last read."""
+
+    region: Region
+    born: Dict[str, int] = field(default_factory=dict)
+    last_use: Dict[str, int] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.region.positions)
+
+    def produced(self) -> List[str]:
+        return list(self.born)
+
+    def frontier(self, cut: int) -> List[str]:
+        """Tensors alive across the cut after local index `cut` (ordered by birth)."""
+        return [t for t, b in self.born.items() if b <= cut < self.last_use[t]]
+
+
+def make_region(topo: Topology, feeds: Sequence[str], targets: Sequence[str]) -> Region:
+    """The nodes needed to compute `targets` from `feeds` (plus graph inputs and weights)."""
+    names = set(nodes_between(topo.graph, feeds, targets))
+    positions = tuple(n.order for n in topo.nodes if n.name in names)
+    produced = {out for p in positions for out in topo.nodes[p].outputs if out}
+    read = {t for p in positions for t in topo.nodes[p].all_inputs}
+    used_feeds = tuple(sorted((t for t in feeds if t in read and t not in produced), key=lambda t: topo.position.get(t, -1)))
+    return Region(positions, used_feeds, tuple(targets))
+
+
+def root_region(topo: Topology) -> Region:
+    return Region(tuple(range(len(topo.nodes))), (), topo.outputs)
+
+
+def layout(topo: Topology, region: Region) -> RegionLayout:
+    lay = RegionLayout(region)
+    local = {pos: i for i, pos in enumerate(region.positions)}
+    end = len(region.positions)
+    targets = set(region.targets)
+    for i, pos in enumerate(region.positions):
+        for out in topo.nodes[pos].outputs:
+            if out:
+                lay.born[out] = i
+    for tensor, born in lay.born.items():
+        uses = [local[p] for p in topo.consumer_positions.get(tensor, ()) if p in local]
+        last = max(uses) if uses else born
+        lay.last_use[tensor] = end if tensor in targets else max(last, born)
+    return lay
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """Where a region is cut for one layered-scan run."""
+
+    cuts: Tuple[int, ...]
+    """Local indices after which the frontier is captured (ascending)."""
+    frontiers: Tuple[Tuple[str, ...], ...]
+    exposed: Tuple[str, ...]
+    """Union of the frontiers, in birth order: what the run exposes."""
+    bytes: int
+
+
+def plan_checkpoints(lay: RegionLayout, sizes: Dict[str, int], wanted: int, budget: int,
+                     feed_bytes: int = 0, per_exposed: int = 2) -> CheckpointPlan:
+    """Up to `wanted` cuts spread evenly over the region, each at the smallest frontier near its
+    ideal place (a single-tensor cut when there is one), as many as fit in `budget`."""
+    n = lay.size
+    if n <= 1:
+        return CheckpointPlan((), (), (), 0)
+    costs = _frontier_costs(lay, sizes)
+    count = max(1, min(wanted, n - 1))
+    while True:
+        cuts = _spread_cuts(costs, n, count)
+        frontiers = tuple(tuple(lay.frontier(c)) for c in cuts)
+        exposed = tuple(dict.fromkeys(t for f in frontiers for t in f))
+        total = sum(sizes.get(t, 0) for t in exposed) * per_exposed + feed_bytes
+        if total <= budget or count == 1:
+            return CheckpointPlan(cuts, frontiers, exposed, total)
+        count = max(1, count // 2)
+
+
+def _frontier_costs(lay: RegionLayout, sizes: Dict[str, int]) -> List[Tuple[int, int]]:
+    """(bytes, tensor count) of the frontier after each local index, by a sweep over births/deaths."""
+    n = lay.size
+    delta_bytes = [0] * (n + 1)
+    delta_count = [0] * (n + 1)
+    for t, born in lay.born.items():
+        last = lay.last_use[t]
+        if last > born:
+            delta_bytes[born] += sizes.get(t, 0)
+            delta_count[born] += 1
+            delta_bytes[min(last, n)] -= sizes.get(t, 0)
+            delta_count[min(last, n)] -= 1
+    costs, b, c = [], 0, 0
+    for i in range(n):
+        b += delta_bytes[i]
+        c += delta_count[i]
+        costs.append((b, c))
+    return costs
+
+
+def _spread_cuts(costs: List[Tuple[int, int]], n: int, count: int) -> Tuple[int, ...]:
+    """`count` cuts in (0, n-1): the cheapest frontier in each window around the even spacing."""
+    chosen: List[int] = []
+    window = max(1, n // (2 * (count + 1)))
+    for j in range(count):
+        ideal = round((j + 1) * n / (count + 1)) - 1
+        lo = max(0, ideal - window, chosen[-1] + 1 if chosen else 0)
+        hi = min(n - 2, ideal + window)
+        if lo > hi:
+            continue
+        best = min(range(lo, hi + 1), key=lambda k: (costs[k][1] > 1, costs[k][0], abs(k - ideal)))
+        chosen.append(best)
+    return tuple(chosen)
+
+
+def first_relevant_dirty(topo: Topology, region: Region, plan: CheckpointPlan, bad: FrozenSet[str],
+                         dirty_targets: Sequence[str]) -> Tuple[Optional[int], Tuple[str, ...]]:
+    """Index (into plan.cuts) of the first checkpoint whose bad tensors lead to the dirty targets,
+    or None when the span before the end must be searched; and the bad tensors to explain there.
+
+    A bad tensor at a checkpoint counts only when it statically reaches a bad tensor of the next
+    relevant checkpoint (or is one): values masked before the next checkpoint are not followed.
+    """
+    later: Tuple[str, ...] = tuple(dirty_targets)
+    later_position = region.positions[-1]
+    relevant: List[Optional[Tuple[str, ...]]] = [None] * len(plan.cuts)
+    for index in range(len(plan.cuts) - 1, -1, -1):
+        dirty_here = [t for t in plan.frontiers[index] if t in bad]
+        if not dirty_here:
+            continue
+        later_set = set(later)
+        keep = tuple(t for t in dirty_here
+                     if t in later_set or topo.descendants_within(t, later_position) & later_set)
+        if keep:
+            relevant[index] = keep
+            later, later_position = keep, region.positions[plan.cuts[index]]
+    for index, keep in enumerate(relevant):
+        if keep:
+            return index, keep
+    return None, tuple(dirty_targets)
