@@ -20,14 +20,22 @@ class OriginScan:
     """Positions of every origin in the span, in topological order."""
     reaching: List[int] = field(default_factory=list)
     masked: List[int] = field(default_factory=list)
+    incoming: Set[str] = field(default_factory=set)
+    """Bad tensors fed into the span whose values reach the targets."""
     first_bad: int = -1
     """Position of the first node with a bad output (the fallback answer)."""
 
 
-def find_origins(topo: Topology, positions: Sequence[int], bad: Set[str], targets: Sequence[str]) -> OriginScan:
-    """Origins among `positions` given the bad tensors, split by whether they reach `targets`."""
+def find_origins(topo: Topology, positions: Sequence[int], bad: Set[str], targets: Sequence[str],
+                 incoming: Sequence[str] = ()) -> OriginScan:
+    """Origins among `positions` given the bad tensors, split by whether they reach `targets`.
+
+    `incoming` are bad tensors fed into the span from outside (captured upstream): nodes reading
+    them propagate, and the scan says which of them reach the targets.
+    """
     scan = OriginScan()
-    causes: Dict[str, FrozenSet[int]] = {}
+    labels = {name: -1 - i for i, name in enumerate(incoming)}
+    causes: Dict[str, FrozenSet[int]] = {name: frozenset({label}) for name, label in labels.items()}
     for pos in positions:
         node = topo.nodes[pos]
         bad_outputs = [o for o in node.outputs if o and o in bad]
@@ -35,7 +43,7 @@ def find_origins(topo: Topology, positions: Sequence[int], bad: Set[str], target
             continue
         if scan.first_bad < 0:
             scan.first_bad = pos
-        bad_inputs = [t for t in node.all_inputs if t in bad and topo.is_computed(t)]
+        bad_inputs = [t for t in node.all_inputs if t in bad and (topo.is_computed(t) or t in causes)]
         if bad_inputs:
             cause: FrozenSet[int] = frozenset().union(*(causes.get(t, frozenset()) for t in bad_inputs))
         else:
@@ -48,6 +56,7 @@ def find_origins(topo: Topology, positions: Sequence[int], bad: Set[str], target
         reach.update(causes.get(target, frozenset()))
     scan.reaching = [p for p in scan.origins if p in reach]
     scan.masked = [p for p in scan.origins if p not in reach]
+    scan.incoming = {name for name, label in labels.items() if label in reach}
     return scan
 
 

@@ -11,9 +11,9 @@ because they are small and make the replayed span self-contained.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from ...core.graph import ModelGraph
+from ...core.graph import ModelGraph, NodeInfo
 from ...core.expose import nodes_between
 
 
@@ -40,20 +40,55 @@ class Topology:
         """Inputs of a node that other nodes compute (initializers and graph inputs excluded)."""
         return [t for t in self.nodes[position].all_inputs if t in self.position]
 
-    def descendants_within(self, tensor: str, last_position: int) -> Set[str]:
-        """Tensors computed from `tensor` by nodes up to `last_position` (static reachability)."""
+    def surely_reaches(self, tensor: str, targets: Set[str], last_position: int) -> bool:
+        """True when a bad `tensor` makes one of `targets` bad whatever the values: a path of nodes
+        (up to `last_position`) that each turn a bad input into a bad output (see PRESERVING)."""
         seen: Set[str] = {tensor}
         stack = [tensor]
         while stack:
             current = stack.pop()
+            if current in targets:
+                return True
             for pos in self.consumer_positions.get(current, ()):
-                if pos > last_position:
+                node = self.nodes[pos]
+                if pos > last_position or not preserves(self.graph, node, current):
                     continue
-                for out in self.nodes[pos].outputs:
+                for out in node.outputs:
                     if out and out not in seen:
                         seen.add(out)
                         stack.append(out)
-        return seen
+        return False
+
+
+# op -> input indices through which a NaN/Inf anywhere always leaves a NaN/Inf in the output
+# (None: every input). Ops that can drop or squash values (Relu(-Inf) = 0, Slice, Gather, MaxPool,
+# Softmax, Where...) are absent: through them, only a replay can tell.
+PRESERVING: Dict[str, Optional[Tuple[int, ...]]] = {
+    "Identity": None, "Reshape": (0,), "Flatten": (0,), "Squeeze": (0,), "Unsqueeze": (0,), "Transpose": (0,),
+    "Concat": None, "Neg": (0,), "Abs": (0,), "Add": None, "Sub": None, "Mul": None, "Div": (0,), "Sum": None,
+    "Mean": None, "MatMul": None, "Gemm": None, "Expand": (0,), "Tile": (0,), "Pad": (0,), "Sqrt": (0,),
+    "Log": (0,), "BatchNormalization": (0,), "InstanceNormalization": (0,), "LayerNormalization": (0,),
+    "GlobalAveragePool": (0,), "ReduceSum": (0,), "ReduceMean": (0,), "Conv": None,
+}
+FLOAT_TYPES = {1, 10, 11, 16}
+
+
+def preserves(graph: ModelGraph, node: NodeInfo, tensor: str) -> bool:
+    """Does a bad value in `tensor`, an input of `node`, surely make one of its outputs bad?"""
+    if node.op_type == "Cast":
+        return node.inputs[:1] == (tensor,) and graph.node_attribute(node.name, "to") in FLOAT_TYPES
+    if node.domain not in ("", "ai.onnx") or node.op_type not in PRESERVING:
+        return False
+    indices = PRESERVING[node.op_type]
+    if indices is not None and not any(i < len(node.inputs) and node.inputs[i] == tensor for i in indices):
+        return False
+    if node.op_type == "Conv":  # every input element must be read: no stride skipping it, no dilation
+        kernel = graph.node_attribute(node.name, "kernel_shape") or []
+        strides = graph.node_attribute(node.name, "strides") or []
+        dilations = graph.node_attribute(node.name, "dilations") or []
+        if not kernel or any(d != 1 for d in dilations) or any(s > k for s, k in zip(strides, kernel)):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -188,29 +223,3 @@ def _spread_cuts(costs: List[Tuple[int, int]], n: int, count: int) -> Tuple[int,
         chosen.append(best)
     return tuple(chosen)
 
-
-def first_relevant_dirty(topo: Topology, region: Region, plan: CheckpointPlan, bad: FrozenSet[str],
-                         dirty_targets: Sequence[str]) -> Tuple[Optional[int], Tuple[str, ...]]:
-    """Index (into plan.cuts) of the first checkpoint whose bad tensors lead to the dirty targets,
-    or None when the span before the end must be searched; and the bad tensors to explain there.
-
-    A bad tensor at a checkpoint counts only when it statically reaches a bad tensor of the next
-    relevant checkpoint (or is one): values masked before the next checkpoint are not followed.
-    """
-    later: Tuple[str, ...] = tuple(dirty_targets)
-    later_position = region.positions[-1]
-    relevant: List[Optional[Tuple[str, ...]]] = [None] * len(plan.cuts)
-    for index in range(len(plan.cuts) - 1, -1, -1):
-        dirty_here = [t for t in plan.frontiers[index] if t in bad]
-        if not dirty_here:
-            continue
-        later_set = set(later)
-        keep = tuple(t for t in dirty_here
-                     if t in later_set or topo.descendants_within(t, later_position) & later_set)
-        if keep:
-            relevant[index] = keep
-            later, later_position = keep, region.positions[plan.cuts[index]]
-    for index, keep in enumerate(relevant):
-        if keep:
-            return index, keep
-    return None, tuple(dirty_targets)
