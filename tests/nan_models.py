@@ -141,3 +141,25 @@ def write(folder: Path, model: onnx.ModelProto, samples: List[dict], name: str =
 
 def row(*values: float, dtype: type = np.float32) -> np.ndarray:
     return np.array([values], dtype)
+
+
+def log_batch(size: int = 4, depth: int = 0) -> onnx.ModelProto:
+    """y = Relu(Log(x @ I @ I ... - 0.5)): NaN at 'log' exactly for samples with a value below 0.5.
+    `depth` identity MatMuls of [size, size] make each sample cost real work (for kill tests)."""
+    nodes, t, inits = [], "x", [init("half", np.array(0.5, np.float32))]
+    for i in range(depth):
+        inits.append(init(f"w{i}", np.eye(size, dtype=np.float32)))
+        nodes.append(node("MatMul", [t, f"w{i}"], f"h{i}", f"matmul{i}"))
+        t = f"h{i}"
+    nodes += [node("Sub", [t, "half"], "s", "sub"), node("Log", ["s"], "l", "log"), node("Relu", ["l"], "y", "relu")]
+    shape = [size, size] if depth else [1, size]
+    return make_model(nodes, [vi("x", shape)], [vi("y", shape)], inits)
+
+
+def log_samples(count: int, failing: Sequence[int], shape: Tuple[int, int] = (1, 4)) -> List[dict]:
+    samples = []
+    for i in range(count):
+        x = np.full(shape, 0.75, np.float32)
+        x[0, 0] = 0.25 if i in failing else 0.9
+        samples.append({"x": x})
+    return samples

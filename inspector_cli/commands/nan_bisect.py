@@ -93,6 +93,13 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         examples=params["examples"],
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
+    def report_static(issues: Any) -> None:
+        # weights holding NaN/Inf are known before any sample runs: say so at once (stderr)
+        if not state.quiet:
+            for issue in issues:
+                click.echo(f"warning: weight '{issue.tensor}' holds {issue.nan} NaN and {issue.inf} Inf values "
+                           f"(read by {', '.join(issue.consumers[:3]) or 'no node'})", err=True)
+
     with progress_bar(state, "nan-bisect", enabled=show_progress) as progress:
-        result = run(model, config, progress=progress)
+        result = run(model, config, progress=progress, on_static=report_static)
     return emit(ctx, result, nan_bisect_view, fmt=params["fmt"], json_path=params.get("json_path"))

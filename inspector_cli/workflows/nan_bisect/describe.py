@@ -79,8 +79,10 @@ def describe_origin(prepared: PreparedModel, position: int, lookup: ValueLookup,
     inputs = [lookup.stats(t) for t in dict.fromkeys(names)]
     outputs = [lookup.stats(t) for t in node.outputs if t]
     attributes = attribute_values(proto)
-    values = {t: v for t in names if t in lookup.values or t in lookup.feeds or prepared.is_initializer(t)
-              for v in [lookup.value(t)] if v is not None and getattr(v, "size", 0) <= 1 << 16}
+    # values for the rules that need more than counts: small ones, and any holding Inf (signs)
+    values = {s.name: v for s in inputs if s.name in lookup.values or s.name in lookup.feeds
+              or prepared.is_initializer(s.name)
+              for v in [lookup.value(s.name)] if v is not None and (s.inf or getattr(v, "size", 0) <= 1 << 16)}
     hints = hints_for(node.op_type, inputs, outputs, attributes, values)
     inner = None
     if nested and node.op_type in SUBGRAPH_OPS:
@@ -96,7 +98,7 @@ def describe_transition(prepared: PreparedModel, position: int, lookup: ValueLoo
     node = prepared.topo.nodes[position]
     inputs = [lookup.stats(t) for t in node.inputs if t]
     outputs = [lookup.stats(t) for t in node.outputs if t]
-    values = {t: lookup.value(t) for t in node.inputs if t and t in lookup.values}
+    values = {s.name: v for s in inputs for v in [lookup.value(s.name)] if v is not None}
     attributes = attribute_values(prepared.graph.node_proto(node.name))
     hints = [h for h in hints_for(node.op_type, inputs, outputs, attributes, values) if h.rule != "unexplained"]
     return Transition(node=node.name, op_type=node.op_type, hints=hints)

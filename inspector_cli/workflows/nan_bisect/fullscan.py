@@ -132,7 +132,7 @@ class FullScanner:
                                          rule=rule, max_abs=r["max_abs"], count=count, total=int(r["total"]),
                                          message=message))
                 break
-        return events
+        return sorted(events, key=lambda e: e.position)
 
     def _hits(self, rule: str, name: str, r: Dict[str, float]) -> bool:
         if rule == "fp16-overflow":

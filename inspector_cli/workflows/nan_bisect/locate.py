@@ -56,6 +56,9 @@ class SessionCache:
         self._items[key] = session
         return session
 
+    def drop(self, key: object) -> None:
+        self._items.pop(key, None)
+
 
 @dataclass(frozen=True)
 class RootPlan:
@@ -134,6 +137,10 @@ class Locator:
         names = list(dict.fromkeys([*self.topo.outputs, *rp.exposed]))
         values = session.run(feeds, names, sample=sample)
         self.runs += 1
+        if self.expose_all_root:
+            # a single-sample run never needs the whole model again: free its weights before replays
+            self.sessions.drop(("root", rp.exposed))
+            del session
         dirty = [o for o in self.topo.outputs if o in values and is_bad(values[o])]
         if not dirty:
             return SampleRecord(sample=sample, status="clean", strategy=rp.strategy, runs=self.runs,

@@ -16,7 +16,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import onnx
-from onnx import external_data_helper, numpy_helper
+from onnx import numpy_helper
 
 from ...core.capture import estimate_sizes
 from ...core.expose import extract_subgraph, serialized_with_outputs
@@ -62,7 +62,10 @@ def externalise(graph: ModelGraph, folder: Path) -> Path:
             handle.write(data)
             for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
                 tensor.ClearField(name)
-            external_data_helper.set_external_data(tensor, WEIGHTS_FILE, offset, len(data))
+            del tensor.external_data[:]
+            for key, value in (("location", WEIGHTS_FILE), ("offset", str(offset)), ("length", str(len(data)))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
             tensor.data_location = onnx.TensorProto.EXTERNAL
             offset += len(data)
     with open(target, "wb") as handle:

@@ -17,6 +17,9 @@ from ...core.graph import ModelGraph, NodeInfo
 from ...core.expose import nodes_between
 
 
+RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
 class Topology:
     """Positions, producers and consumers of the top-level graph, by tensor name."""
 
@@ -32,6 +35,13 @@ class Topology:
         self.outputs: Tuple[str, ...] = tuple(graph.output_names)
         self.consumer_positions: Dict[str, List[int]] = {
             t: sorted({n.order for n in nodes}) for t, nodes in graph.consumers.items()}
+        # Tensors computed from weights alone (Identity of a shared weight, Constant, folded shapes):
+        # a replay recomputes them, so they never need capturing and do not make a frontier.
+        self.constant: Set[str] = set()
+        for node in graph.nodes:
+            if node.op_type not in RANDOM_OPS and all(t in graph.initializer_names or t in self.constant
+                                                      for t in node.all_inputs):
+                self.constant.update(o for o in node.outputs if o)
 
     def is_computed(self, tensor: str) -> bool:
         return tensor in self.position
@@ -149,7 +159,7 @@ def layout(topo: Topology, region: Region) -> RegionLayout:
     targets = set(region.targets)
     for i, pos in enumerate(region.positions):
         for out in topo.nodes[pos].outputs:
-            if out:
+            if out and out not in topo.constant:
                 lay.born[out] = i
     for tensor, born in lay.born.items():
         uses = [local[p] for p in topo.consumer_positions.get(tensor, ()) if p in local]

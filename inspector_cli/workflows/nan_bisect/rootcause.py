@@ -103,18 +103,26 @@ def _rule_exp(op: str, ins: Sequence[TensorStats], ctx: Context) -> List[Hint]:
 
 def _rule_inf_arith(op: str, ins: Sequence[TensorStats], ctx: Context) -> List[Hint]:
     infs = [s for s in ins if _has_inf(s)]
-    zeros = [s for s in ins if s.zeros]
+    if not infs:
+        return []
+    zeros = [s for s in ins if s.zeros and s.name != infs[0].name]
     hints = []
-    if op in PRODUCTS and infs and any(z.name != i.name for z in zeros for i in infs):
-        hints.append(Hint("zero-times-inf", f"0 * Inf: '{infs[0].name}' holds Inf and "
-                                            f"'{next(z for z in zeros if z.name != infs[0].name).name}' holds zeros"))
-    if op == "Sub" and len(infs) >= 2:
-        hints.append(Hint("inf-minus-inf", f"Inf - Inf: both '{ins[0].name}' and '{ins[1].name}' hold Inf"))
-    elif op in SUMS and infs and op != "Sub":
-        signs = _inf_signs(ctx, infs)
-        if signs is None or signs == {1, -1} or len(infs) >= 2:
-            hints.append(Hint("inf-minus-inf", f"Inf - Inf: {op} adds values of opposite infinite sign "
-                                               f"({', '.join(repr(s.name) for s in infs)} hold Inf)"))
+    if op in PRODUCTS and zeros:
+        hints.append(Hint("zero-times-inf", f"0 * Inf: '{infs[0].name}' holds Inf and '{zeros[0].name}' holds zeros"))
+    signs = _inf_signs(ctx, infs)
+    if op == "Sub":
+        if len(infs) >= 2 and (signs is None or len(signs) == 1):
+            hints.append(Hint("inf-minus-inf", f"Inf - Inf: both '{ins[0].name}' and '{ins[1].name}' hold Inf"))
+    elif op in PRODUCTS and op in SUMS:
+        # products of an Inf with values of both signs are summed: +Inf + -Inf
+        others = [s for s in ins if s.name != infs[0].name and s.dtype.startswith("float")]
+        mixed = any(s.negatives and (s.max or 0) > 0 for s in others)
+        if signs == {1, -1} or mixed:
+            hints.append(Hint("inf-minus-inf", f"Inf - Inf: {op} sums products of the Inf in '{infs[0].name}' "
+                                               f"with values of both signs"))
+    elif op in SUMS and (signs == {1, -1} or (signs is None and len(infs) >= 2)):
+        hints.append(Hint("inf-minus-inf", f"Inf - Inf: {op} adds values of opposite infinite sign "
+                                           f"({', '.join(repr(s.name) for s in infs)} hold Inf)"))
     return hints
 
 

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from ...config.nan_bisect import NanBisectConfig, Simulate
 from ...core.capture import default_budget, plan_capture
@@ -12,7 +14,7 @@ from ...core.graph import ModelGraph, load_model
 from ...core.inputs import SampleSet, open_samples
 from ...errors import UsageError
 from ...executor.base import Executor, InlineExecutor, WorkItem, make_shards
-from ...results.base import ModelRef
+from ...results.base import ModelRef, file_sha256
 from ...results.nan_bisect import NanBisectResult, WeightIssue
 from .. import Progress, no_progress
 from .batch import JsonlLog, Summary
@@ -27,22 +29,27 @@ ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 
 
 def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
-               progress: Progress = no_progress) -> NanBisectResult:
+               progress: Progress = no_progress,
+               on_static: Optional[Callable[[List[WeightIssue]], None]] = None) -> NanBisectResult:
     """Find where NaN/Inf values are born, for every configured sample.
 
     Runs the static pass over the weights, then screens each sample (streamed; in this process or
     in `config.workers` worker processes) and explains every sample whose outputs hold NaN/Inf:
     the origin node, its input statistics and a rule-based hint. Each sample's record is appended
     to `config.jsonl` as it completes. Ctrl-C stops the run and returns what was done
-    (`interrupted=True`). Raises `MiError` only when no result is possible.
+    (`interrupted=True`). `on_static` receives the weights holding NaN/Inf as soon as they are
+    known, before any sample runs. Raises `MiError` only when no result is possible.
     """
     config = config or NanBisectConfig()
     started = time.monotonic()
     owned = not isinstance(model, ModelGraph)
     graph = load_model(model) if owned else model  # type: ignore[arg-type]
+    hashing = _hash_in_background(graph)
     static = nonfinite_weights(graph)
+    if on_static is not None and static:
+        on_static(static)
     warnings: List[str] = fp16_unsafe_weights(graph) if config.simulate == Simulate.FP16 else []
-    model_ref = ModelRef.of(graph, "model")
+    model_ref = ModelRef.of(graph, "model", hash_file=False)
     samples = open_samples(config.inputs, graph.inputs, config.synthetic)
     warnings.extend(samples.notes)
     budget = config.max_memory if config.max_memory is not None else default_budget()
@@ -54,9 +61,18 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
     del graph
     try:
-        return _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started)
+        result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started)
+        return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:
         prepared.close()
+
+
+def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
+    """The model file's sha256, computed while the search runs (hashlib releases the GIL)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-sha256")
+    future = pool.submit(lambda: file_sha256(graph.path) if graph.path else None)
+    pool.shutdown(wait=False)
+    return future
 
 
 def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
