@@ -19,6 +19,7 @@ FORBIDDEN = {
     "workflows": {"commands", "render", "cli"},
     "render": {"workflows", "commands", "cli", "core"},
     "config": {"workflows", "commands", "render"},
+    "executor": {"core", "diff", "workflows", "commands", "render", "results", "cli", "config"},
 }
 
 
