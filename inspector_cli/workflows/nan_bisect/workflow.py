@@ -42,6 +42,16 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     """
     config = config or NanBisectConfig()
     started = time.monotonic()
+    executor = make_executor(config.workers)  # workers import while this process loads the model
+    try:
+        return _prepare_and_run(model, config, progress, on_static, executor, started)
+    finally:
+        executor.close()
+
+
+def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progress,
+                     on_static: Optional[Callable[[List[WeightIssue]], None]], executor: Executor,
+                     started: float) -> NanBisectResult:
     owned = not isinstance(model, ModelGraph)
     graph = load_model(model) if owned else model  # type: ignore[arg-type]
     hashing = _hash_in_background(graph)
@@ -61,7 +71,8 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
     del graph
     try:
-        result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started)
+        result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
+                      executor)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:
         prepared.close()
@@ -77,7 +88,7 @@ def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
 
 def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
          static: List[WeightIssue], warnings: List[str], model_ref: ModelRef, label: str,
-         progress: Progress, started: float) -> NanBisectResult:
+         progress: Progress, started: float, executor: Executor) -> NanBisectResult:
     log = JsonlLog(config.jsonl, resume=config.resume)
     summary = Summary(examples=config.examples, keep_records=config.keep_records)
     for record in log.previous:
@@ -91,7 +102,6 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
     job = NanBisectJob(model_path=prepared.run_path or "", label=label, config=config, runtime=prepared.runtime,
                        budget=budget, samples=samples.subset([]), expose_all_root=expose_all_root,
                        prepared=prepared if config.workers == 0 else None)
-    executor = make_executor(config.workers)
     interrupted = False
     items = (WorkItem(ref.id, ref) for ref in todo)
     try:
@@ -117,12 +127,18 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
         interrupted=interrupted, jsonl=config.jsonl, elapsed_s=round(time.monotonic() - started, 3))
 
 
+WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.workflows.nan_bisect.job")
+
+
 def make_executor(workers: int) -> Executor:
+    """In-process for 0 workers; else worker processes, started at once (they import meanwhile)."""
     if workers <= 0:
         return InlineExecutor()
     from ...executor.local import LocalExecutor
 
-    return LocalExecutor(workers)
+    executor = LocalExecutor(workers)
+    executor.prestart(WARM_MODULES)
+    return executor
 
 
 def describe_plan(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
