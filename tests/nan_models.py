@@ -163,3 +163,18 @@ def log_samples(count: int, failing: Sequence[int], shape: Tuple[int, int] = (1,
         x[0, 0] = 0.25 if i in failing else 0.9
         samples.append({"x": x})
     return samples
+
+
+def softmax_mask_then_log() -> onnx.ModelProto:
+    """An attention-style -Inf mask ('mask_add') is squashed to 0 by 'softmax'; much later 'log'
+    makes the NaN that reaches the output. Only 'log' is the origin of the output's NaN."""
+    nodes = [node("Add", ["x", "mask"], "scores", "mask_add"),
+             helper.make_node("Softmax", ["scores"], ["p"], name="softmax", axis=-1)]
+    t = "p"
+    for i in range(8):
+        nodes.append(node("Add", [t, "c"], f"q{i}", f"shift{i}"))
+        t = f"q{i}"
+    nodes += [node("Sub", [t, "x"], "d", "diff"), node("Log", ["d"], "l", "log"), node("Mul", ["l", "c"], "y", "scale")]
+    return make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])],
+                      [init("mask", np.array([[0, 0, -np.inf, -np.inf]], np.float32)),
+                       init("c", np.array(0.01, np.float32))])
