@@ -46,3 +46,19 @@ def test_fp16_safe_model_passes(tmp_path):
     result = nan_bisect(str(path), NanBisectConfig(inputs=(str(data),), simulate=Simulate.FP16,
                                                    max_memory=200))
     assert result.exit_code == 0 and result.fp16 == 0 and result.plan["chunks"] > 1
+
+
+def test_chunked_full_scan_of_a_batch_equals_one_run_per_sample(tmp_path):
+    """--deep --all under a budget that needs several runs per sample: the shard is processed
+    chunk-major (one session per chunk for all its samples) with the same answers."""
+    from inspector_cli.workflows.nan_bisect.batch import record_line
+
+    samples = [{"x": nm.row(-1, 2, 3, 4)}, {"x": nm.row(1, 2, 3, 4)}, {"x": nm.row(-1, -2, 3, 4)}]
+    path, data = nm.write(tmp_path, nm.masked(with_real=True), samples)
+    wide = nan_bisect(str(path), NanBisectConfig(inputs=(str(data),), deep=True, all_origins=True))
+    tight = nan_bisect(str(path), NanBisectConfig(inputs=(str(data),), deep=True, all_origins=True, max_memory=40))
+    assert wide.plan["chunks"] == 1 and tight.plan["chunks"] >= 3
+    strip = [record_line(r).replace(r.strategy, "").replace(f'"runs":{r.runs}', "") for r in tight.records]
+    assert strip == [record_line(r).replace(r.strategy, "").replace(f'"runs":{r.runs}', "") for r in wide.records]
+    assert [(r.sample, r.origin.node, [m.node for m in r.masked]) for r in tight.records] == [
+        ("x_0000.npz", "sqrt", ["log"]), ("x_0001.npz", "sqrt", []), ("x_0002.npz", "sqrt", ["log"])]

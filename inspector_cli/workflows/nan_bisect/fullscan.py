@@ -8,12 +8,13 @@ values stay available for the root-cause rules.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, List, Mapping, Optional, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 import numpy as np
 
 from ...core.capture import CapturePlan, plan_capture
 from ...core.runner import Session
+from ...errors import MiError
 from ...results.nan_bisect import Origin, RangeEvent, SampleRecord, TensorStats
 from .analyse import find_origins, first_nan_birth
 from .describe import ValueLookup, describe_origin, describe_transition
@@ -22,6 +23,43 @@ from .values import FP16_MAX, FP16_TINY, Predicate, fp16_range, is_bad, nonfinit
 
 SENSITIVE_INPUTS = {"Div": 1, "Reciprocal": 0, "Log": 0, "Pow": 0}
 """(op, input index) where a value flushed to zero becomes Inf or NaN."""
+
+
+class _Tensors:
+    """What one sample's captured tensors reduce to, chunk after chunk."""
+
+    def __init__(self, fp16: bool, keep_values: bool) -> None:
+        self.fp16 = fp16
+        self.keep_values = keep_values
+        self.values: Dict[str, np.ndarray] = {}
+        self.stats: Dict[str, TensorStats] = {}
+        self.ranges: Dict[str, Dict[str, float]] = {}
+        self.bad: Set[str] = set()
+        self.nan: Set[str] = set()
+
+    def add(self, out: Mapping[str, np.ndarray], names: Sequence[str]) -> None:
+        for name in names:
+            value = out[name]
+            if is_bad(value):
+                self.bad.add(name)
+                if is_bad(value, Predicate.NAN):
+                    self.nan.add(name)
+            if self.fp16:
+                r = fp16_range(value)
+                if r is not None:
+                    self.ranges[name] = r
+            if self.keep_values:
+                self.values[name] = value
+            else:
+                self.stats[name] = tensor_stats(name, value)
+
+
+def _shape_key(feeds: Mapping[str, np.ndarray]) -> tuple:
+    return tuple(sorted((k, v.shape) for k, v in feeds.items()))
+
+
+def error_record(sample: str, message: str) -> SampleRecord:
+    return SampleRecord(sample=sample, status="error", error=message)
 
 
 class FullScanner:
@@ -54,38 +92,85 @@ class FullScanner:
 
     def analyse(self, sample: str, feeds: Mapping[str, np.ndarray]) -> SampleRecord:
         plan = self.plan(feeds)
-        stats: Dict[str, TensorStats] = {}
-        ranges: Dict[str, Dict[str, float]] = {}
-        bad: Set[str] = set()
-        nan: Set[str] = set()
-        values: Dict[str, np.ndarray] = {}
+        single = len(plan.chunks) == 1
+        acc = _Tensors(self.fp16, keep_values=single)
         for chunk in plan.chunks:
             names = [self.names[i] for i in chunk]
-            if len(plan.chunks) == 1:
+            if single:
                 if self._session is None:
                     self._session = self.prepared.open_full(names)
                 session = self._session
             else:
                 session = self.prepared.open_full(names)
-            out = session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=sample)
-            for name in names:
-                value = out[name]
-                if is_bad(value):
-                    bad.add(name)
-                    if is_bad(value, Predicate.NAN):
-                        nan.add(name)
-                if self.fp16:
-                    r = fp16_range(value)
-                    if r is not None:
-                        ranges[name] = r
-                if len(plan.chunks) == 1:
-                    values[name] = value
+            acc.add(session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=sample), names)
+        return self._finish(sample, feeds, plan, acc)
+
+    def run_shard(self, keys: Sequence[str], load: Callable[[int], Mapping[str, np.ndarray]],
+                  started: Callable[[int], None], finished: Callable[[int, Any, Optional[str]], None]) -> None:
+        """A shard of samples, chunk-major when one sample needs several runs: each chunk's session
+        is opened once for the whole shard instead of once per sample (samples are re-read)."""
+        errors: Dict[int, str] = {}
+        accs: Dict[int, _Tensors] = {}
+        alone: List[int] = []
+        plan: Optional[CapturePlan] = None
+        shape: tuple = ()
+        for chunk_index in range(1 << 30):
+            if plan is not None and chunk_index >= len(plan.chunks):
+                break
+            session: Optional[Session] = None
+            for index, key in enumerate(keys):
+                if index in errors or index in alone:
+                    continue
+                started(index)
+                try:
+                    feeds = load(index)
+                    if plan is None:
+                        plan, shape = self.plan(feeds), _shape_key(feeds)
+                        if len(plan.chunks) == 1:  # one run per sample: no need to go chunk-major
+                            return self._each(keys, load, started, finished, errors)
+                    if _shape_key(feeds) != shape:
+                        alone.append(index)  # planned for other shapes: analysed on its own below
+                        continue
+                    names = [self.names[i] for i in plan.chunks[chunk_index]]
+                    if session is None:
+                        session = self.prepared.open_full(names)
+                    accs.setdefault(index, _Tensors(self.fp16, keep_values=False)).add(
+                        session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=key), names)
+                except MiError as exc:
+                    errors[index] = str(exc)
+            if plan is None:
+                break  # no sample of the shard could be read
+        for index, key in enumerate(keys):
+            try:
+                if index in errors:
+                    record = error_record(key, errors[index])
+                elif index in alone:
+                    started(index)
+                    record = self.analyse(key, load(index))
                 else:
-                    stats[name] = tensor_stats(name, value)
-            del out
-        lookup = ValueLookup(self.prepared, feeds, values, stats,
-                             fetch=None if len(plan.chunks) == 1 else (lambda n: self._fetch(feeds, n)))
-        return self._record(sample, feeds, plan, bad, nan, ranges, lookup)
+                    assert plan is not None
+                    record = self._finish(key, load(index), plan, accs.pop(index))
+            except MiError as exc:
+                record = error_record(key, str(exc))
+            finished(index, record, None)
+        return None
+
+    def _each(self, keys: Sequence[str], load: Callable[[int], Mapping[str, np.ndarray]],
+              started: Callable[[int], None], finished: Callable[[int, Any, Optional[str]], None],
+              errors: Dict[int, str]) -> None:
+        for index, key in enumerate(keys):
+            started(index)
+            try:
+                record = error_record(key, errors[index]) if index in errors else self.analyse(key, load(index))
+            except MiError as exc:
+                record = error_record(key, str(exc))
+            finished(index, record, None)
+
+    def _finish(self, sample: str, feeds: Mapping[str, np.ndarray], plan: CapturePlan, acc: "_Tensors") -> SampleRecord:
+        single = len(plan.chunks) == 1
+        lookup = ValueLookup(self.prepared, feeds, acc.values, acc.stats,
+                             fetch=None if single else (lambda n: self._fetch(feeds, n)))
+        return self._record(sample, feeds, plan, acc.bad, acc.nan, acc.ranges, lookup)
 
     def _record(self, sample: str, feeds: Mapping[str, np.ndarray], plan: CapturePlan, bad: Set[str],
                 nan: Set[str], ranges: Dict[str, Dict[str, float]], lookup: ValueLookup) -> SampleRecord:

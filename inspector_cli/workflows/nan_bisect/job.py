@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, List, Optional, Sequence
 
 from ...config.nan_bisect import NanBisectConfig, Simulate
 from ...core.graph import load_model
 from ...core.inputs import SampleRef, SampleSet
 from ...core.runner import RuntimeConfig
 from ...errors import MiError
-from ...executor.base import Job, Runner, WorkItem
+from ...executor.base import Finished, Job, Runner, Started, WorkItem
 from ...results.nan_bisect import SampleRecord
-from .fullscan import FullScanner
+from .fullscan import FullScanner, error_record
 from .locate import Locator
 from .model import PreparedModel
 
@@ -55,6 +55,14 @@ class NanBisectRunner(Runner):
         else:
             self.engine = Locator(prepared, job.budget, config.checkpoints, expose_all_root=job.expose_all_root)
 
+    def run(self, items: Sequence[WorkItem], started: Started, finished: Finished) -> None:
+        if isinstance(self.engine, FullScanner):
+            refs: List[SampleRef] = [item.payload for item in items]
+            self.engine.run_shard([item.key for item in items], lambda i: self.job.samples.load(refs[i]),
+                                  started, finished)
+        else:
+            super().run(items, started, finished)
+
     def run_item(self, item: WorkItem) -> SampleRecord:
         ref: SampleRef = item.payload
         try:
@@ -67,5 +75,3 @@ class NanBisectRunner(Runner):
         self.engine = None
 
 
-def error_record(sample: str, message: str) -> SampleRecord:
-    return SampleRecord(sample=sample, status="error", error=message)
