@@ -225,7 +225,7 @@ class NanBisectResult(Result):
             parts.append(f"{len(self.static)} weight(s) hold NaN/Inf")
         if self.nonfinite:
             top = next((g for g in self.groups if g.kind == "origin"), None)
-            where = f", first born at {top.node} ({top.op_type}) in {top.samples}" if top else ""
+            where = f", first born at {top.node} ({top.op_type}) in {top.samples} of them" if top else ""
             parts.append(f"{self.nonfinite} sample(s) with NaN/Inf outputs{where}")
         if self.masked:
             parts.append(f"{self.masked} sample(s) with masked NaN/Inf")

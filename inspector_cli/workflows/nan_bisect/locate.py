@@ -123,8 +123,7 @@ class Locator:
         all_bytes = sum(sizes.get(t, 0) for t in self._produced(region)) * BYTES_PER_EXPOSED + feed_bytes
         if all_bytes <= budget or len(region.positions) <= 2:
             return None
-        plan = plan_checkpoints(self._layout(region), sizes, self.checkpoints, max(0, budget // 2 - feed_bytes),
-                                feed_bytes)
+        plan = plan_checkpoints(self._layout(region), sizes, self.checkpoints, budget // 2, feed_bytes)
         return plan if plan.cuts else None
 
     # ---- one sample -------------------------------------------------------------------------------
