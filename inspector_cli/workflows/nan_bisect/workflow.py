@@ -45,6 +45,9 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     executor = make_executor(config.workers)  # workers import while this process loads the model
     try:
         return _prepare_and_run(model, config, progress, on_static, executor, started)
+    except BaseException:
+        executor.abort()  # an error before or after the batch: do not wait for the workers
+        raise
     finally:
         executor.close()
 
