@@ -39,8 +39,10 @@ def _rule_sources(op: str, ins: Sequence[TensorStats], ctx: Context) -> List[Hin
         hints.append(Hint("corrupted-weight", "the Constant node's value itself holds NaN/Inf"))
     for s in ins:
         if s.nonfinite and s.source == "initializer":
+            why = ("the model file is corrupted or was exported from a diverged checkpoint" if s.nan else
+                   "an intended -Inf mask, or a weight corrupted or overflowed on export")
             hints.append(Hint("corrupted-weight", f"weight '{s.name}' holds {s.nan} NaN and {s.inf} Inf values "
-                                                  f"(of {s.count}); the model file is corrupted or was exported from a diverged checkpoint"))
+                                                  f"(of {s.count}): {why}"))
         elif s.nonfinite and s.source == "input":
             hints.append(Hint("nonfinite-input", f"input '{s.name}' of the sample already holds {s.nan} NaN and {s.inf} Inf values"))
     return hints
