@@ -132,7 +132,7 @@ class SampleRecord:
     """Non-finite outputs: name -> {'nan': n, 'inf': m}."""
     origin: Optional[Origin] = None
     origins: List[Origin] = field(default_factory=list)
-    """Every origin reaching the outputs (`--all`); the first is `origin`."""
+    """With `--all`: every origin reaching the outputs (the first is `origin`); else empty."""
     masked: List[Origin] = field(default_factory=list)
     fp16: List[RangeEvent] = field(default_factory=list)
     strategy: str = ""

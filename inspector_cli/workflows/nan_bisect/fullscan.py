@@ -190,7 +190,7 @@ class FullScanner:
         status = "nonfinite" if dirty else "masked" if masked else "fp16" if events else "clean"
         strategy = "full-scan" if len(plan.chunks) == 1 else f"full-scan ({len(plan.chunks)} chunks)"
         return SampleRecord(sample=sample, status=status, outputs=counts, origin=origins[0] if origins else None,
-                            origins=origins, masked=masked, fp16=events, strategy=strategy,
+                            origins=origins if self.all_origins else [], masked=masked, fp16=events, strategy=strategy,
                             runs=len(plan.chunks), inputs_nonfinite={k: nonfinite_counts(v) for k, v in feeds.items()
                                                                      if is_bad(v)})
 

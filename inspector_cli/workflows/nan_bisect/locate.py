@@ -156,7 +156,7 @@ class Locator:
             birth = self._explain_run(self.root, rp.plan, values, {}, feeds, Predicate.NAN, self.budget)
             if birth.origins and birth.lookup is not None:
                 origin = replace(origin, nan_birth=describe_transition(self.prepared, birth.origins[0], birth.lookup))
-        return SampleRecord(sample=sample, status="nonfinite", outputs=counts, origin=origin, origins=[origin],
+        return SampleRecord(sample=sample, status="nonfinite", outputs=counts, origin=origin,
                             strategy=rp.strategy, runs=self.runs, inputs_nonfinite=inputs_bad)
 
     def _explain(self, region: Region, feed_values: Values, feeds: Mapping[str, np.ndarray],
