@@ -62,14 +62,16 @@ def test_repro_bundle_replays(tmp_path):
 
 
 def test_shipped_config(tmp_path):
-    path, data = nm.write(tmp_path, nm.log_batch(), nm.log_samples(4, [2]))
+    path, data = nm.write(tmp_path, nm.two_origins(), [{"x": nm.row(-1, 2, 3, 4)}, {"x": nm.row(1, 2, 3, 4)}])
     config = tmp_path / "run.yaml"
-    config.write_text((CONFIGS / "nan-bisect-batch.yaml").read_text().replace("workers: 2", "workers: 0"))
-    doc = tmp_path / "out.json"
-    invoke(["-c", config, "nan-bisect", path, "--inputs", data, "--json", doc], exit_code=1)
+    config.write_text((CONFIGS / "nan-bisect-batch.yaml").read_text().replace("workers: 2", "workers: 1"))
+    doc, jsonl = tmp_path / "out.json", tmp_path / "nan.jsonl"
+    invoke(["-c", config, "nan-bisect", path, "--inputs", data, "--json", doc, "--jsonl", jsonl, "--resume"],
+           exit_code=1)
     results = read_json(doc)
-    assert results["config"]["max_memory"] == 2 << 30 and results["config"]["resume"] is True
-    assert (tmp_path / "nan-bisect.jsonl").read_text().count("\n") == 4
+    assert results["config"]["all"] is True and results["config"]["workers"] == 1
+    records = [__import__("json").loads(line) for line in jsonl.read_text().splitlines()]
+    assert [[o["node"] for o in r["origins"]] for r in records] == [["log", "div"], ["div"]]
 
 
 def test_bad_size_is_a_usage_error(tmp_path):
