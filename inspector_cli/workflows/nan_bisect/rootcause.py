@@ -155,7 +155,7 @@ def _rule_norm(op: str, ins: Sequence[TensorStats], ctx: Context) -> List[Hint]:
 
 def _rule_range(op: str, ins: Sequence[TensorStats], ctx: Context) -> List[Hint]:
     outs: Sequence[TensorStats] = ctx.get("outputs", [])
-    if not outs or not any(o.inf and not o.nan for o in outs) or any(i.nonfinite for i in ins):
+    if not outs or not any(o.inf for o in outs) or any(i.nonfinite for i in ins):
         return []
     dtype = outs[0].dtype
     limit = RANGE.get(dtype)
