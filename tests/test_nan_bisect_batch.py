@@ -64,3 +64,21 @@ def test_resume_needs_a_log(tmp_path):
     path, data = batch(tmp_path, 2)
     result = invoke(["nan-bisect", path, "--inputs", data, "--resume"], exit_code=2)
     assert "--resume needs --jsonl" in result.stderr
+
+
+def test_summaries_of_shards_merge_into_the_whole(tmp_path):
+    from inspector_cli.workflows.nan_bisect.batch import Summary, read_records
+
+    path, data = batch(tmp_path)
+    jsonl = tmp_path / "nan.jsonl"
+    nan_bisect(str(path), NanBisectConfig(inputs=(str(data),), jsonl=str(jsonl)))
+    records, _ = read_records(jsonl)
+    whole, first, second = Summary(examples=3), Summary(examples=3), Summary(examples=3)
+    for i, record in enumerate(records):
+        whole.add(record)
+        (first if i < 5 else second).add(record)
+    merged = first.merge(second)
+    assert merged.groups() == whole.groups()
+    assert (merged.scanned, merged.nonfinite, merged.runs) == (whole.scanned, whole.nonfinite, whole.runs) == (
+        12, 6, whole.runs)
+    assert merged.groups()[0].examples == ["x_0001.npz", "x_0004.npz", "x_0005.npz"]
