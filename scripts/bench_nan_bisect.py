@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -103,6 +102,21 @@ onnx.save(proto, str(folder / "resnet50_inf.onnx"))
 clean.unlink()
 (folder / "victim.txt").write_text(victim.name)
 """
+
+def build_resnet50(folder: Path) -> Tuple[Path, Path, Path, str]:
+    """ResNet-50 with one Inf weight in layer4's last block; a sample (.npz and Polygraphy JSON)."""
+    model, sample, poly_inputs = folder / "resnet50_inf.onnx", folder / "sample.npz", folder / "inputs.json"
+    if not model.exists():
+        # torch runs in its own process: this one stays small (it launches the measured processes)
+        subprocess.run([sys.executable, "-c", EXPORT, str(folder)], check=True)
+    if not sample.exists():
+        from polygraphy.json import save_json
+
+        x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+        np.savez(sample, input=x)
+        save_json([{"input": x}], str(poly_inputs))
+    return model, sample, poly_inputs, (folder / "victim.txt").read_text()
+
 
 FLOOR = ("import sys, numpy as np, onnxruntime as ort\n"
          "s = ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n"
@@ -230,13 +244,17 @@ CONFIGS = [  # (workers, intra-op threads per process; None = mi's default: core
 
 
 def part_two(folder: Path, count: int, repeat: int) -> bool:
+    """Configurations interleaved round by round, so that each round's ratios compare runs made
+    under the same load from whatever else shares the machine; medians over the rounds."""
     model, data = build_small(folder, count)
-    rows = []
+    walls: Dict[Tuple[int, Optional[int]], List[float]] = {c: [] for c in CONFIGS}
+    rates: Dict[Tuple[int, Optional[int]], List[float]] = {c: [] for c in CONFIGS}
     logs: Dict[Tuple[int, Optional[int]], bytes] = {}
-    for workers, threads in CONFIGS:
-        walls, rates = [], []
-        extra = ["--intra-op-threads", str(threads)] if threads else []
-        for _ in range(repeat):
+    results: Dict[Tuple[int, Optional[int]], Dict] = {}
+    for round_index in range(repeat):
+        order = CONFIGS if round_index % 2 == 0 else list(reversed(CONFIGS))
+        for workers, threads in order:
+            extra = ["--intra-op-threads", str(threads)] if threads else []
             jsonl = folder / f"w{workers}.jsonl"
             jsonl.unlink(missing_ok=True)
             wall, rss, code, seen = run_measured([sys.executable, "-m", "inspector_cli", "-q", "nan-bisect",
@@ -244,37 +262,40 @@ def part_two(folder: Path, count: int, repeat: int) -> bool:
                                                   *extra, "--jsonl", str(jsonl), "--json", str(folder / "batch.json")],
                                                  watch=jsonl)
             assert code == 1, f"exit {code}"
-            walls.append(wall)
-            rates.append(steady_rate(seen, count))  # type: ignore[arg-type]
+            walls[(workers, threads)].append(wall)
+            rates[(workers, threads)].append(steady_rate(seen, count))  # type: ignore[arg-type]
             logs[(workers, threads)] = jsonl.read_bytes()
-        results = json.loads((folder / "batch.json").read_text())["results"]
-        rows.append((workers, threads, statistics.median(walls), statistics.median(rates), results))
+            results[(workers, threads)] = json.loads((folder / "batch.json").read_text())["results"]
     cores = os.cpu_count()
-    print(f"\n{count} samples of a small CNN (96x96, {model.stat().st_size >> 10} KiB), "
-          f"{rows[0][4]['nonfinite']} failing; {cores} cores; median of {repeat} run(s)\n")
+    first = results[CONFIGS[0]]
+    print(f"\n{count} samples of a small CNN (96x96, {model.stat().st_size >> 10} KiB), {first['nonfinite']} failing; "
+          f"{cores} cores; {repeat} interleaved round(s), medians\n")
     print("| workers | intra-op threads each | wall s (whole process) | samples/s (whole) "
           "| samples/s (steady, 10-90%) | failing | origin group |")
     print("|---|---|---|---|---|---|---|")
-    for workers, threads, wall, rate, results in rows:
-        group = results["groups"][0]
+    for workers, threads in CONFIGS:
+        res = results[(workers, threads)]
+        wall, rate = statistics.median(walls[(workers, threads)]), statistics.median(rates[(workers, threads)])
         label = "0 (in-process)" if workers == 0 else str(workers)
         default = f"default ({max(1, (cores or 1) // workers)})" if workers else "default (onnxruntime)"
+        group = res["groups"][0]
         print(f"| {label} | {threads or default} | {wall:.2f} | {count / wall:.0f} | {rate:.0f} | "
-              f"{results['nonfinite']} | {group['node']}: {group['samples']} |")
+              f"{res['nonfinite']} | {group['node']}: {group['samples']} |")
 
-    def row(workers: int, threads: Optional[int]) -> Tuple:
-        return next(r for r in rows if r[0] == workers and r[1] == threads)
+    def ratio(a: Tuple[int, Optional[int]], b: Tuple[int, Optional[int]], steady: bool) -> float:
+        """Median over rounds of (throughput of b) / (throughput of a)."""
+        if steady:
+            return statistics.median(rb / ra for ra, rb in zip(rates[a], rates[b]))
+        return statistics.median(wa / wb for wa, wb in zip(walls[a], walls[b]))
 
-    one, two = row(1, 1), row(2, 1)
-    whole, steady = one[2] / two[2], two[3] / one[3]
+    whole, steady = ratio((1, 1), (2, 1), False), ratio((1, 1), (2, 1), True)
     same = len(set(logs.values())) == 1
     print()
-    print("  --workers 2 vs --workers 1, one intra-op thread per worker (like for like):")
+    print("  --workers 2 vs --workers 1, one intra-op thread per worker (like for like), median of per-round ratios:")
     print(f"  [{'MET' if whole >= 1.7 else 'MISSED'}] throughput >= 1.7x, whole process: {whole:.2f}x")
     print(f"  [{'MET' if steady >= 1.7 else 'MISSED'}] throughput >= 1.7x, steady state: {steady:.2f}x")
-    d1, d2 = row(1, None), row(2, None)
-    print(f"  (with default threads, where one worker already uses every core: whole {d1[2] / d2[2]:.2f}x, "
-          f"steady {d2[3] / d1[3]:.2f}x)")
+    print(f"  (default threads, where one worker already has every core: whole "
+          f"{ratio((1, None), (2, None), False):.2f}x, steady {ratio((1, None), (2, None), True):.2f}x)")
     print(f"  [{'MET' if same else 'MISSED'}] identical JSONL for every configuration")
     return whole >= 1.7 and same
 
