@@ -1,4 +1,4 @@
-"""Killed processes: a worker killed mid-run (its sample is retried) and then the whole run killed;
+"""Killed processes (Linux: workers are found through /proc): a worker killed mid-run (its sample is retried) and then the whole run killed;
 `--resume` then completes the JSONL exactly as an uninterrupted run writes it. Ctrl-C leaves a
 valid JSONL and a summary."""
 from __future__ import annotations
@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from . import nan_models as nm
 from .helpers import invoke
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds workers through /proc")
 COUNT = 48
 FAILING = list(range(3, COUNT, 7))
 
@@ -48,10 +48,26 @@ def wait_lines(jsonl: Path, count: int, proc, timeout: float = 60) -> int:
     raise AssertionError(f"{jsonl} never reached {count} lines")
 
 
-def worker_of(proc) -> psutil.Process:
+def spawned_children(pid: int) -> list:
+    """Pids of the multiprocessing workers started by `pid` (read from /proc: Linux)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def worker_of(proc) -> int:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        workers = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+        workers = spawned_children(proc.pid)
         if workers:
             return workers[0]
         time.sleep(0.01)
@@ -65,7 +81,7 @@ def test_killed_worker_then_killed_run_then_resume(slow_batch, tmp_path):
     try:
         worker = worker_of(proc)
         assert wait_lines(jsonl, 3, proc) < COUNT
-        worker.send_signal(signal.SIGKILL)  # e.g. the OOM killer: its sample is retried in a new worker
+        os.kill(worker, signal.SIGKILL)  # e.g. the OOM killer: its sample is retried in a new worker
         assert wait_lines(jsonl, 12, proc) < COUNT
         proc.send_signal(signal.SIGKILL)  # the whole run dies, mid-batch
         proc.wait(timeout=30)
@@ -100,4 +116,4 @@ def test_ctrl_c_leaves_valid_jsonl_and_a_summary(slow_batch, tmp_path):
     summary = json.loads((tmp_path / "r.json").read_text())["results"]
     assert summary["interrupted"] is True and summary["scanned"] == len(lines)
     assert "interrupted" in out
-    assert not [c for c in psutil.Process(os.getpid()).children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
+    assert not spawned_children(proc.pid)  # the workers went with it
