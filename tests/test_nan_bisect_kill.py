@@ -48,8 +48,8 @@ def wait_lines(jsonl: Path, count: int, proc, timeout: float = 60) -> int:
     raise AssertionError(f"{jsonl} never reached {count} lines")
 
 
-def spawned_children(pid: int) -> list:
-    """Pids of the multiprocessing workers started by `pid` (read from /proc: Linux)."""
+def children(pid: int) -> list:
+    """(pid, command line) of the processes whose parent is `pid` (read from /proc: Linux)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -59,9 +59,21 @@ def spawned_children(pid: int) -> list:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == pid and b"spawn_main" in cmdline:
-            found.append(int(entry.name))
+        if ppid == pid:
+            found.append((int(entry.name), cmdline))
     return found
+
+
+def spawned_children(pid: int) -> list:
+    """Pids of the multiprocessing workers of `pid`: its spawned children, or the children of its
+    fork server."""
+    workers = []
+    for child, cmdline in children(pid):
+        if b"spawn_main" in cmdline:
+            workers.append(child)
+        elif b"forkserver" in cmdline:
+            workers.extend(grandchild for grandchild, _ in children(child))
+    return workers
 
 
 def worker_of(proc) -> int:
@@ -116,4 +128,4 @@ def test_ctrl_c_leaves_valid_jsonl_and_a_summary(slow_batch, tmp_path):
     summary = json.loads((tmp_path / "r.json").read_text())["results"]
     assert summary["interrupted"] is True and summary["scanned"] == len(lines)
     assert "interrupted" in out
-    assert not spawned_children(proc.pid)  # the workers went with it
+    assert not children(proc.pid)  # the workers (and any fork server) went with it

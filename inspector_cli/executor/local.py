@@ -28,6 +28,10 @@ class ExecutorError(RuntimeError):
     """Workers cannot run the job at all (it fails to open, or every worker dies at start-up)."""
 
 
+class _ParentGone(BaseException):
+    """The parent's end of the pipe is closed (a BaseException, so runners do not record it)."""
+
+
 def _worker_main(conn: Connection, current: Any, warm: Sequence[str]) -> None:
     """Entry point of a worker process: import, wait for the job, open it, run shards."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -62,12 +66,16 @@ def _worker_main(conn: Connection, current: Any, warm: Sequence[str]) -> None:
                 current.value = -1
                 try:
                     conn.send(("done", seqs[index], value, error))
+                except (BrokenPipeError, ConnectionResetError) as exc:
+                    raise _ParentGone() from exc
                 except Exception as exc:  # noqa: BLE001 - an unpicklable value becomes an error
                     conn.send(("done", seqs[index], None, f"result could not be sent back: {exc}"))
 
             assert runner is not None
             runner.run([item for _, item in message[1]], started, finished)
             conn.send(("shard",))
+    except (_ParentGone, BrokenPipeError, ConnectionResetError):
+        pass  # the parent died (killed, or Ctrl-C): nobody wants the rest
     finally:
         if runner is not None:
             runner.close()
@@ -113,11 +121,15 @@ def _send(conn: Connection, message: Any) -> bool:
 
 
 class LocalExecutor(Executor):
-    """N worker processes (spawned fresh: no inherited onnxruntime threads or sessions)."""
+    """N worker processes, started fresh (no inherited onnxruntime threads or sessions)."""
 
-    def __init__(self, workers: int, *, retries: int = 1, start_method: str = "spawn") -> None:
+    def __init__(self, workers: int, *, retries: int = 1, start_method: Optional[str] = None) -> None:
         self.workers = max(1, workers)
         self.retries = retries
+        if start_method is None:
+            # a fork server imports the heavy modules once and forks every worker from that clean
+            # state (no sessions, no onnxruntime threads); spawn where there is no fork server
+            start_method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         self.context = multiprocessing.get_context(start_method)
         self._pool: List[_Worker] = []
         self._started = 0
@@ -127,6 +139,9 @@ class LocalExecutor(Executor):
     def prestart(self, warm: Sequence[str] = ()) -> None:
         """Start the workers now, importing `warm` modules while the caller prepares the job."""
         self._warm = tuple(warm)
+        if self.context.get_start_method() == "forkserver" and not self._pool:
+            # the server imports them once; every worker (and replacement) is forked from it
+            self.context.set_forkserver_preload(list(self._warm))
         while len(self._pool) < self.workers:
             self._spawn()
 
