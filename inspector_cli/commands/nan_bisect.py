@@ -32,7 +32,8 @@ class Size(click.ParamType):
               help="Memory for captured tensors per process, e.g. 512M (default: a quarter of the available "
                    "memory). Below what exposing every tensor needs, a layered scan and span replays are used.")
 @click.option("--checkpoints", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Checkpoints of the layered scan (fewer when the budget cannot hold them).")
+              help="Checkpoints of the layered scan (at most one per 8 nodes; fewer when the budget "
+                   "cannot hold them).")
 @click.option("--all", "all_origins", is_flag=True, help="List every origin, not only the first.")
 @click.option("--deep", is_flag=True,
               help="Also find NaN/Inf intermediates that never reach the outputs (masked by Where, Max, IsNaN...).")

@@ -168,6 +168,9 @@ def layout(topo: Topology, region: Region) -> RegionLayout:
     return lay
 
 
+NODES_PER_CHECKPOINT = 8
+
+
 @dataclass(frozen=True)
 class CheckpointPlan:
     """Where a region is cut for one layered-scan run."""
@@ -182,13 +185,15 @@ class CheckpointPlan:
 
 def plan_checkpoints(lay: RegionLayout, sizes: Dict[str, int], wanted: int, budget: int,
                      feed_bytes: int = 0, per_exposed: int = 2) -> CheckpointPlan:
-    """Up to `wanted` cuts spread evenly over the region, each at the smallest frontier near its
-    ideal place (a single-tensor cut when there is one), as many as fit in `budget`."""
+    """Up to `wanted` cuts (and one per 8 nodes) spread evenly over the region, each at the smallest
+    frontier near its ideal place (a single-tensor cut when there is one), as many as fit `budget`."""
     n = lay.size
     if n <= 1:
         return CheckpointPlan((), (), (), 0)
     costs = _frontier_costs(lay, sizes)
-    count = max(1, min(wanted, n - 1))
+    # at most one checkpoint per NODES_PER_CHECKPOINT nodes: every exposed tensor costs a copy and
+    # may stop onnxruntime fusing its producer, and a clean sample pays for them all
+    count = max(1, min(wanted, n - 1, n // NODES_PER_CHECKPOINT))
     while True:
         cuts = _spread_cuts(costs, n, count)
         frontiers = tuple(tuple(lay.frontier(c)) for c in cuts)
