@@ -26,6 +26,7 @@ COMMANDS: Dict[str, str] = {
     "profile": "inspector_cli.commands.profile:profile",
     "probe": "inspector_cli.commands.probe:probe",
     "validate": "inspector_cli.commands.validate:validate",
+    "nan-bisect": "inspector_cli.commands.nan_bisect:nan_bisect",
 }
 
 

@@ -78,6 +78,14 @@ def reports(tmp_path):
     made["probe"] = tmp_path / "probe.html"
     invoke(["validate", b, "--against", a, "--html", tmp_path / "validate.html"], exit_code=None)
     made["validate"] = tmp_path / "validate.html"
+    from onnx import helper
+
+    from .helpers import make_model, vi
+
+    log_model = save(make_model([helper.make_node("Log", ["x"], ["y"], name="log")], [vi("x", [1, 8])],
+                                [vi("y", [1, 8])]), tmp_path / "log.onnx")
+    invoke(["nan-bisect", log_model, "--inputs", data, "--html", tmp_path / "nan.html"], exit_code=1)
+    made["nan-bisect"] = tmp_path / "nan.html"
     return made
 
 

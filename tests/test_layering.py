@@ -22,6 +22,7 @@ FORBIDDEN = {
     "config": {"workflows", "commands", "render"},
     "probe": {"workflows", "commands", "render", "cli", "config"},
     "validate": {"workflows", "commands", "render", "cli"},
+    "executor": {"core", "diff", "workflows", "commands", "render", "results", "cli", "config"},
 }
 
 
@@ -86,3 +87,24 @@ def test_modules_stay_small():
     for path in PKG.rglob("*.py"):
         lines = len(path.read_text().splitlines())
         assert lines <= 400, f"{path.relative_to(ROOT)} has {lines} lines; split it along a seam"
+
+
+def test_finding_ids_do_not_collide_across_commands():
+    """validate owns MI1xx-MI7xx; compare MI80x, probe MI82x, profile MI84x, nan-bisect MI90x."""
+    import re
+
+    from inspector_cli.validate.catalog import RULES
+
+    ranges = {"compare": (800, 819), "probe": (820, 839), "profile": (840, 859), "nan_bisect": (900, 919)}
+    homes = {"compare": ("compare", "golden", "layer"), "probe": ("probe",), "profile": ("profile",),
+             "nan_bisect": ("nan_bisect",)}
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG).as_posix()
+        if rel.startswith("validate/") or "validate" in rel or rel.startswith("render/sarif"):
+            continue
+        for number in map(int, re.findall(r'"MI(\d{3})"', path.read_text())):
+            assert f"MI{number}" not in RULES, f"{rel} uses validate's rule id MI{number}"
+            owner = [k for k, (lo, hi) in ranges.items() if lo <= number <= hi]
+            assert owner, f"{rel}: MI{number} is outside every command's range"
+            assert any(h in rel for h in homes[owner[0]]) or rel.startswith(("render/", "results/")), \
+                f"{rel} uses {owner[0]}'s id MI{number}"

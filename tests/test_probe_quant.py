@@ -43,7 +43,7 @@ def test_saturation_shares_of_a_bad_input_scale(bad_input_scale, cnn_pair, tmp_p
     q_lo = min(127, max(-128, round(float(values.min()) / s) + zp))
     assert row["used_share"] == pytest.approx((127 - q_lo + 1) / 256)
     assert row["flagged"] and row["reference"]["saturated"] == expected  # the fp32 model sees the same input
-    finding = next(f for f in res["findings"] if f["rule"] == "MI605" and f["node"] == node)
+    finding = next(f for f in res["findings"] if f["rule"] == "MI825" and f["node"] == node)
     assert "saturate" in finding["message"]
     # The well-calibrated quantisers downstream saturate far less than the bad one.
     others = [q["saturated_share"] for q in res["quant"] if q["node"] != node and q["source"] == "activation"]

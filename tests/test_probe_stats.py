@@ -116,7 +116,7 @@ def test_dead_channel_and_all_zero_samples(tmp_path):
     assert tensors["y"]["channels"]["dead"] == [1, 3]
     assert tensors["y"]["zero_samples"] == 1 and tensors["y"]["zero_sample_ids"] == ["s003.npz"]
     rules = sorted((f["rule"], f["tensor"]) for f in doc["results"]["findings"])
-    assert rules == [("MI602", "m"), ("MI602", "y"), ("MI603", "m"), ("MI603", "y")]
+    assert rules == [("MI822", "m"), ("MI822", "y"), ("MI823", "m"), ("MI823", "y")]
     assert doc["verdict"]["passed"] is True  # observations, not defects
 
 

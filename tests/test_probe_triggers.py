@@ -41,7 +41,7 @@ def test_each_trigger_stops_at_the_first_matching_sample(tmp_path, case, conditi
     assert (trig["sample_index"], trig["sample"], trig["tensor"]) == (sample, f"s{sample:03d}.npz", tensor)
     assert res["samples"] == sample + 1  # statistics cover the samples up to and including the trigger
     assert all(t["samples"] == sample + 1 for t in res["tensors"])
-    assert any(f["rule"] == "MI604" for f in res["findings"])
+    assert any(f["rule"] == "MI824" for f in res["findings"])
 
 
 def test_no_trigger_met_runs_every_sample(tmp_path, case):

@@ -62,7 +62,7 @@ def test_slow_kernels_are_flagged_only_at_comparable_intensity_and_size():
                kernel("negligible", 10, share=0.001)]
     flagged, findings = flag_slow_kernels(kernels)
     assert [k.name for k in flagged if k.slow_ratio] == ["slow"]
-    assert findings[0].rule == "MI601" and findings[0].node == "slow" and "9.0x below the median of its 9 Conv kernels" in findings[0].message and len(findings) == 1
+    assert findings[0].rule == "MI841" and findings[0].node == "slow" and "9.0x below the median of its 9 Conv kernels" in findings[0].message and len(findings) == 1
 
 
 def test_base_op_and_speedup_interval():

@@ -295,3 +295,22 @@ def test_html_compare_layers_chart_marks_first_divergence(cnn_pair, tmp_path):
     assert html.count('class="marker"') >= 2  # first divergence (and worst layers) on both charts
     (data_me,) = read_json(tmp_path / "me.json").values()
     assert list(data_me["results"])[: len(section["layers"])] == [layer["name"] for layer in section["layers"]]
+
+
+def test_html_nan_bisect_shows_origins_and_hints(tmp_path):
+    from onnx import helper as onnx_helper
+
+    model = save(make_model([onnx_helper.make_node("Log", ["x"], ["y"], name="log_node")], [vi("x", [1, 4])],
+                            [vi("y", [1, 4])]), tmp_path / "log.onnx")
+    data = save_npz(tmp_path / "d", [{"x": np.array([[1, 2, 3, 4]], np.float32)},
+                                     {"x": np.array([[1, 0, 3, 4]], np.float32)}])
+    invoke(["nan-bisect", model, "--inputs", data, "--html", tmp_path / "n.html", "--junit", tmp_path / "n.xml",
+            "--model-explorer", tmp_path / "n.me.json"], exit_code=1)
+    html = (tmp_path / "n.html").read_text()
+    assert "chart chart bar-chart" in skeleton(tmp_path / "n.html").lines
+    assert 'data-role="hints"' in html and "Log of values &lt;= 0" in html and "float32 overflow" not in html
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "n.xml").getroot().iter("testcase")}
+    assert cases["weights hold no NaN/Inf"].find("failure") is None
+    assert cases["outputs stay finite"].find("failure") is not None
+    (data_me,) = read_json(tmp_path / "n.me.json").values()
+    assert data_me["results"] == {"log_node": {"value": 1.0}}  # one of two samples fails there

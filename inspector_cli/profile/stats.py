@@ -145,7 +145,7 @@ def flag_slow_kernels(kernels: Sequence[KernelStat], *, ratio: float = 4.0, min_
             if k.gflops_per_s * ratio < median_g and comparable and k.share >= min_share:
                 flagged[k.name] = median_g / k.gflops_per_s
                 findings.append(Finding(
-                    rule="MI601", severity=Severity.WARNING, node=k.name,
+                    rule="MI841", severity=Severity.WARNING, node=k.name,
                     message=(f"{op} '{k.name}' runs at {k.gflops_per_s:.2f} GFLOP/s, {median_g / k.gflops_per_s:.1f}x "
                              f"below the median of its {len(members)} {op} kernels ({median_g:.2f} GFLOP/s) at "
                              f"comparable arithmetic intensity ({k.intensity:.1f} vs {median_i:.1f} FLOP/byte); "

@@ -14,6 +14,7 @@ VIEW_BUILDERS: Dict[str, str] = {
     "profile": "inspector_cli.render.profile_view:profile_view",
     "probe": "inspector_cli.render.probe_view:probe_view",
     "validate": "inspector_cli.render.validate_view:validate_view",
+    "nan-bisect": "inspector_cli.render.nan_bisect_view:nan_bisect_view",
     "probe-list": "inspector_cli.render.probe_view:tensor_list_view",
     "probe-history": "inspector_cli.render.probe_view:history_list_view",
     "inputs": "inspector_cli.render.inputs_view:inputs_view",

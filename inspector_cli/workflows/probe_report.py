@@ -40,24 +40,24 @@ def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit]
     findings: List[Finding] = []
     if trigger is not None:
         values = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in trigger.values.items())
-        findings.append(Finding(rule="MI604", severity=Severity.ERROR, tensor=trigger.tensor,
+        findings.append(Finding(rule="MI824", severity=Severity.ERROR, tensor=trigger.tensor,
                                 message=f"--break-on '{trigger.condition}' met on sample {trigger.sample} "
                                         f"(#{trigger.sample_index}) by tensor '{trigger.tensor}' ({values})",
                                 data={"sample": trigger.sample, "sample_index": trigger.sample_index}))
     for t in tensors:
         if t.nan or t.inf:
-            findings.append(Finding(rule="MI601", severity=Severity.ERROR, tensor=t.name, node=t.node or None,
+            findings.append(Finding(rule="MI821", severity=Severity.ERROR, tensor=t.name, node=t.node or None,
                                     message=f"tensor '{t.name}' holds {t.nan} NaN and {t.inf} Inf value(s)",
                                     hint="run 'mi nan-bisect' to find the node that produces them first"))
         if t.channels and t.channels.dead:
             dead = t.channels.dead
             shown = ", ".join(map(str, dead[:8])) + (" ..." if len(dead) > 8 else "")
-            findings.append(Finding(rule="MI602", severity=Severity.WARNING, tensor=t.name, node=t.node or None,
+            findings.append(Finding(rule="MI822", severity=Severity.WARNING, tensor=t.name, node=t.node or None,
                                     message=f"tensor '{t.name}': {len(dead)} of {t.channels.channels} channels "
                                             f"(axis {t.channels.axis}) are zero on every sample: {shown}",
                                     data={"dead": dead}))
         if t.zero_samples:
-            findings.append(Finding(rule="MI603", severity=Severity.WARNING, tensor=t.name, node=t.node or None,
+            findings.append(Finding(rule="MI823", severity=Severity.WARNING, tensor=t.name, node=t.node or None,
                                     message=f"tensor '{t.name}' is all-zero on {t.zero_samples} of {t.samples} "
                                             f"sample(s) ({t.zero_samples / t.samples:.0%})",
                                     data={"samples": t.zero_sample_ids}))
@@ -67,13 +67,13 @@ def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit]
             if q.reference and q.reference.get("flagged"):
                 where.append(f"{q.reference['saturated_share']:.2%} of the reference model's values would")
             findings.append(Finding(
-                rule="MI605", severity=Severity.ERROR, node=q.node, tensor=q.tensor,
+                rule="MI825", severity=Severity.ERROR, node=q.node, tensor=q.tensor,
                 message=f"{q.op_type} '{q.node}': {'; '.join(where)} (representable "
                         f"[{q.representable[0]:.6g}, {q.representable[1]:.6g}], observed "
                         f"[{q.observed[0]:.6g}, {q.observed[1]:.6g}]; limit {config.max_saturation:.2%})",
                 hint="recalibrate this quantiser's scale/zero point on representative data"))
         elif q.count and q.used_share < LOW_RANGE_USE and q.source != "qlinear-output":
-            findings.append(Finding(rule="MI606", severity=Severity.INFO, node=q.node, tensor=q.tensor,
+            findings.append(Finding(rule="MI826", severity=Severity.INFO, node=q.node, tensor=q.tensor,
                                     message=f"{q.op_type} '{q.node}' uses {q.used_share:.1%} of its integer range"))
     return findings
 

@@ -1,0 +1,106 @@
+"""`mi nan-bisect`: where NaN/Inf is born, for which samples, and why."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import click
+
+from ._options import input_options, model_argument, report_options, runtime_options
+from ._output import app_state, check_report_paths, emit, progress_bar
+
+
+class Size(click.ParamType):
+    """'512M', '2G', '1.5GB' or a number of bytes."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
+        if isinstance(value, int):
+            return value
+        from ..core.capture import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError:
+            self.fail(f"'{value}' is not a size such as 512M, 2G or 1048576", param, ctx)
+
+
+@click.command("nan-bisect")
+@model_argument("model")
+@input_options
+@click.option("--max-memory", type=Size(), metavar="SIZE",
+              help="Memory for captured tensors per process, e.g. 512M (default: a quarter of the available "
+                   "memory). Below what exposing every tensor needs, a layered scan and span replays are used.")
+@click.option("--checkpoints", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Checkpoints of the layered scan (at most one per 8 nodes; fewer when the budget "
+                   "cannot hold them).")
+@click.option("--all", "all_origins", is_flag=True, help="List every origin, not only the first.")
+@click.option("--deep", is_flag=True,
+              help="Also find NaN/Inf intermediates that never reach the outputs (masked by Where, Max, IsNaN...).")
+@click.option("--simulate", type=click.Choice(["fp16"]),
+              help="On an fp32 model: the first tensors that would leave the fp16 range or flush to zero.")
+@click.option("--repro", "repro_dir", type=click.Path(file_okay=False),
+              help="Write a repro bundle per origin node here: one-node model, inputs .npz, replay commands.")
+@click.option("--jsonl", type=click.Path(dir_okay=False), metavar="PATH",
+              help="Append one JSON line per sample (flushed as each sample completes).")
+@click.option("--resume", is_flag=True, help="Skip the samples already recorded in --jsonl, append the rest.")
+@click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Worker processes, each with its own session and memory budget; a sample that kills "
+                   "its worker is recorded as an error. 0 runs in this process.")
+@click.option("--examples", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Example samples kept per origin group.")
+@runtime_options
+@report_options
+@click.pass_context
+def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
+    """Find the node where NaN/Inf values are born in MODEL, for each input sample.
+
+    The origin is the first node, in topological order, whose computed inputs are all finite
+    and one of whose outputs is not. For each one: op type, attributes, input statistics and a
+    rule-based hint (division by zero, Log of <= 0, Exp overflow, fp16 overflow, 0*Inf, Inf-Inf,
+    zero variance, corrupted weights...). Weights holding NaN/Inf are reported first.
+    Exit 0 when nothing non-finite was found, 1 when something was.
+
+    \b
+    Examples:
+      mi nan-bisect model.onnx --inputs data/
+      mi nan-bisect model_fp16.onnx --inputs data/ --workers 2 --jsonl nan.jsonl --resume
+      mi nan-bisect model.onnx --inputs data/ --simulate fp16
+      mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
+    """
+    from ..config.nan_bisect import NanBisectConfig, Simulate
+    from ..errors import UsageError
+    from ..render.nan_bisect_view import nan_bisect_view
+    from ..workflows.nan_bisect import nan_bisect as run
+    from ._options import build_runtime, build_synthetic
+
+    state = app_state(ctx)
+    if params.get("resume") and not params.get("jsonl"):
+        raise UsageError("--resume needs --jsonl PATH", hint="the JSONL log says which samples are done")
+    check_report_paths({"--json": params.get("json_path"), "--jsonl": params.get("jsonl")})
+    config = NanBisectConfig(
+        inputs=tuple(params.get("inputs") or ()),
+        synthetic=build_synthetic(params),
+        runtime=build_runtime(params),
+        max_memory=params.get("max_memory"),
+        checkpoints=params["checkpoints"],
+        all_origins=bool(params.get("all_origins")),
+        deep=bool(params.get("deep")),
+        simulate=Simulate(params.get("simulate") or "none"),
+        repro_dir=params.get("repro_dir"),
+        jsonl=params.get("jsonl"),
+        resume=bool(params.get("resume")),
+        workers=params["workers"],
+        examples=params["examples"],
+    )
+    show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
+    def report_static(issues: Any) -> None:
+        # weights holding NaN/Inf are known before any sample runs: say so at once (stderr)
+        if not state.quiet:
+            for issue in issues:
+                click.echo(f"warning: weight '{issue.tensor}' holds {issue.nan} NaN and {issue.inf} Inf values "
+                           f"(read by {', '.join(issue.consumers[:3]) or 'no node'})", err=True)
+
+    with progress_bar(state, "nan-bisect", enabled=show_progress) as progress:
+        result = run(model, config, progress=progress, on_static=report_static)
+    return emit(ctx, result, nan_bisect_view, fmt=params["fmt"], json_path=params.get("json_path"))

@@ -1,0 +1,270 @@
+"""`LocalExecutor`: worker processes on this machine, each running its own opened job.
+
+Workers can be started before the job is known (`prestart`), so their imports overlap with the
+caller's own set-up. Each worker gets shards (up to two queued, so it never waits for the next)
+and streams back one result per item. The item it is running is kept in shared memory, not sent
+as a message: a worker that dies (segfault, OOM kill, SIGKILL) is noticed through its process
+sentinel, the item it was running is retried once in a fresh worker (alone, so a second death is
+attributed exactly) and then recorded as an error; the rest of its shards is re-queued untouched
+and the run goes on. Outcomes are yielded in input order, whatever the number of workers.
+"""
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import signal
+from collections import deque
+from multiprocessing.connection import Connection, wait
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence
+
+from .base import Executor, Job, Outcome, Shard, WorkItem
+
+POLL_SECONDS = 0.5
+MAX_STARTUP_DEATHS = 3
+QUEUED_SHARDS = 2
+
+
+class ExecutorError(RuntimeError):
+    """Workers cannot run the job at all (it fails to open, or every worker dies at start-up)."""
+
+
+class _ParentGone(BaseException):
+    """The parent's end of the pipe is closed (a BaseException, so runners do not record it)."""
+
+
+def _worker_main(conn: Connection, current: Any, warm: Sequence[str]) -> None:
+    """Entry point of a worker process: import, wait for the job, open it, run shards."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    for module in warm:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    runner = None
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                break
+            if message[0] == "stop":
+                break
+            if message[0] == "job":
+                try:
+                    runner = message[1].open()
+                except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
+                    conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
+                    return
+                conn.send(("ready",))
+                continue
+            seqs = [seq for seq, _ in message[1]]
+
+            def started(index: int) -> None:
+                current.value = seqs[index]
+
+            def finished(index: int, value: Any, error: Optional[str]) -> None:
+                current.value = -1
+                try:
+                    conn.send(("done", seqs[index], value, error))
+                except (BrokenPipeError, ConnectionResetError) as exc:
+                    raise _ParentGone() from exc
+                except Exception as exc:  # noqa: BLE001 - an unpicklable value becomes an error
+                    conn.send(("done", seqs[index], None, f"result could not be sent back: {exc}"))
+
+            assert runner is not None
+            runner.run([item for _, item in message[1]], started, finished)
+            conn.send(("shard",))
+    except (_ParentGone, BrokenPipeError, ConnectionResetError):
+        pass  # the parent died (killed, or Ctrl-C): nobody wants the rest
+    finally:
+        if runner is not None:
+            runner.close()
+
+
+def describe_exit(code: Optional[int]) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Worker:
+    def __init__(self, context: Any, number: int, warm: Sequence[str]) -> None:
+        parent, child = context.Pipe(duplex=True)
+        self.current = context.Value("q", -1, lock=False)
+        self.process = context.Process(target=_worker_main, args=(child, self.current, tuple(warm)), daemon=True,
+                                       name=f"mi-worker-{number}")
+        self.process.start()
+        child.close()
+        self.conn: Connection = parent
+        self.has_job = False
+        self.ready = False
+        self.shards: Deque[List[int]] = deque()
+        self.finished: set = set()
+
+    def give_job(self, job: Job) -> None:
+        if not self.has_job:
+            self.has_job = _send(self.conn, ("job", job))
+
+
+def _send(conn: Connection, message: Any) -> bool:
+    """Send, or report False when the worker is gone (its death is handled by the main loop)."""
+    try:
+        conn.send(message)
+        return True
+    except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+        return False
+
+
+class LocalExecutor(Executor):
+    """N worker processes, started fresh (no inherited onnxruntime threads or sessions)."""
+
+    def __init__(self, workers: int, *, retries: int = 1, start_method: Optional[str] = None) -> None:
+        self.workers = max(1, workers)
+        self.retries = retries
+        if start_method is None:
+            # a fork server imports the heavy modules once and forks every worker from that clean
+            # state (no sessions, no onnxruntime threads); spawn where there is no fork server
+            start_method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        self.context = multiprocessing.get_context(start_method)
+        self._pool: List[_Worker] = []
+        self._started = 0
+        self._warm: Sequence[str] = ()
+        self.restarts = 0
+
+    def prestart(self, warm: Sequence[str] = ()) -> None:
+        """Start the workers now, importing `warm` modules while the caller prepares the job."""
+        self._warm = tuple(warm)
+        if self.context.get_start_method() == "forkserver" and not self._pool:
+            # the server imports them once; every worker (and replacement) is forked from it
+            self.context.set_forkserver_preload(list(self._warm))
+        while len(self._pool) < self.workers:
+            self._spawn()
+
+    def _spawn(self) -> _Worker:
+        self._started += 1
+        worker = _Worker(self.context, self._started, self._warm)
+        self._pool.append(worker)
+        return worker
+
+    def map(self, job: Job, shards: Iterable[Shard]) -> Iterator[Outcome]:
+        source = iter(shards)
+        items: Dict[int, WorkItem] = {}
+        tries: Dict[int, int] = {}
+        pending: Deque[List[int]] = deque()
+        results: Dict[int, Outcome] = {}
+        counter, next_out, exhausted, startup_deaths = 0, 0, False, 0
+        self.prestart(self._warm)
+        for worker in self._pool:
+            worker.give_job(job)
+        while True:
+            while not exhausted and len(pending) < (QUEUED_SHARDS + 1) * self.workers:
+                shard = next(source, None)
+                if shard is None:
+                    exhausted = True
+                    break
+                seqs = []
+                for item in shard.items:
+                    items[counter], tries[counter] = item, 0
+                    seqs.append(counter)
+                    counter += 1
+                pending.append(seqs)
+            while next_out in results:
+                items.pop(next_out, None)
+                yield results.pop(next_out)
+                next_out += 1
+            if exhausted and next_out == counter:
+                return
+            for worker in self._pool:
+                while worker.ready and pending and len(worker.shards) < QUEUED_SHARDS:
+                    shard_seqs = pending.popleft()
+                    worker.shards.append(shard_seqs)  # re-queued from here if the worker is dead
+                    if not _send(worker.conn, ("run", [(seq, items[seq]) for seq in shard_seqs])):
+                        break
+            handles: List[Any] = [w.conn for w in self._pool] + [w.process.sentinel for w in self._pool]
+            ready = wait(handles, timeout=POLL_SECONDS)
+            for worker in list(self._pool):
+                if worker.conn in ready:
+                    self._receive(worker, items, tries, results)
+                if worker.process.sentinel in ready or not worker.process.is_alive():
+                    self._receive(worker, items, tries, results)
+                    if not worker.ready:
+                        startup_deaths += 1
+                        if startup_deaths >= MAX_STARTUP_DEATHS:
+                            raise ExecutorError(f"worker processes die at start-up "
+                                                f"({describe_exit(worker.process.exitcode)})")
+                    self._bury(worker, items, tries, pending, results)
+                    if pending or not exhausted:
+                        self.restarts += 1
+                        self._spawn().give_job(job)
+
+    def _receive(self, worker: _Worker, items: Dict[int, WorkItem], tries: Dict[int, int],
+                 results: Dict[int, Outcome]) -> None:
+        try:
+            while worker.conn.poll():
+                message = worker.conn.recv()
+                kind = message[0]
+                if kind == "ready":
+                    worker.ready = True
+                elif kind == "fatal":
+                    raise ExecutorError(f"a worker could not start: {message[1]}")
+                elif kind == "done":
+                    seq, value, error = message[1], message[2], message[3]
+                    results[seq] = Outcome(items[seq].key, value, error, attempts=tries[seq] + 1)
+                    worker.finished.add(seq)
+                elif kind == "shard":
+                    done = worker.shards.popleft() if worker.shards else []
+                    worker.finished.difference_update(done)
+        except (EOFError, OSError):
+            pass
+
+    def _bury(self, worker: _Worker, items: Dict[int, WorkItem], tries: Dict[int, int],
+              pending: Deque[List[int]], results: Dict[int, Outcome]) -> None:
+        """A worker died: blame the item it was running, re-queue the rest of its shards."""
+        worker.process.join(timeout=1)
+        self._pool.remove(worker)
+        worker.conn.close()
+        why = describe_exit(worker.process.exitcode)
+        running = worker.current.value if worker.current.value >= 0 else None
+        untouched = [s for shard in worker.shards for s in shard
+                     if s not in worker.finished and s != running and s not in results]
+        if untouched:
+            pending.appendleft(untouched)
+        if running is None or running in results or running not in items:
+            return
+        tries[running] += 1
+        if tries[running] > self.retries:
+            results[running] = Outcome(items[running].key, None, f"the worker process died ({why}) while running "
+                                                                 f"this item, {tries[running]} time(s)",
+                                       attempts=tries[running])
+        else:
+            pending.appendleft([running])
+
+    def abort(self) -> None:
+        """Stop at once (Ctrl-C): workers are terminated, whatever they were doing."""
+        for worker in self._pool:
+            if worker.process.is_alive():
+                worker.process.terminate()
+        self.close()
+
+    def close(self) -> None:
+        for worker in self._pool:
+            try:
+                if worker.process.is_alive():
+                    worker.conn.send(("stop",))
+            except (OSError, ValueError):
+                pass
+        for worker in self._pool:
+            worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join(timeout=2)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()
+        self._pool = []
