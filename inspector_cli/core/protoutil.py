@@ -37,11 +37,12 @@ def implicit_inputs(node: onnx.NodeProto) -> Tuple[str, ...]:
     for attr in node.attribute:
         subs: Sequence[onnx.GraphProto] = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
         for sub in subs:
-            found.extend(_outer_names(sub))
+            found.extend(outer_names(sub))
     return tuple(dict.fromkeys(found))
 
 
-def _outer_names(graph: onnx.GraphProto) -> List[str]:
+def outer_names(graph: onnx.GraphProto) -> List[str]:
+    """Names a (sub)graph reads from its enclosing scope, in first-use order, without duplicates."""
     local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     for node in graph.node:
         local.update(o for o in node.output if o)
@@ -50,7 +51,7 @@ def _outer_names(graph: onnx.GraphProto) -> List[str]:
         outer.extend(i for i in node.input if i and i not in local)
         outer.extend(n for n in implicit_inputs(node) if n not in local)
     outer.extend(o.name for o in graph.output if o.name not in local)
-    return outer
+    return list(dict.fromkeys(outer))
 
 
 # ---- shape inference ----------------------------------------------------------------------------

@@ -7,14 +7,14 @@ first iteration in which a body node turns good inputs into bad outputs.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import onnx
 from onnx import helper
 
 from ...core.graph import ModelGraph
-from ...core.protoutil import implicit_inputs
+from ...core.protoutil import outer_names
 from ...core.runner import RuntimeConfig, Session
 from ...errors import MiError
 from ...results.nan_bisect import NestedOrigin
@@ -24,18 +24,6 @@ from .values import is_bad, tensor_stats
 
 MAX_LOOP_ITERATIONS = 10_000
 Lookup = Callable[[str], Optional[np.ndarray]]
-
-
-def _outer_names(body: onnx.GraphProto) -> List[str]:
-    local = {i.name for i in body.input} | {t.name for t in body.initializer}
-    for node in body.node:
-        local.update(o for o in node.output if o)
-    names: List[str] = []
-    for node in body.node:
-        names.extend(t for t in node.input if t and t not in local)
-        names.extend(t for t in implicit_inputs(node) if t not in local)
-    names.extend(o.name for o in body.output if o.name not in local)
-    return list(dict.fromkeys(names))
 
 
 def _typed(name: str, value: np.ndarray) -> onnx.ValueInfoProto:
@@ -48,7 +36,7 @@ class BodyRunner:
 
     def __init__(self, parent: ModelGraph, body: onnx.GraphProto, outer: Mapping[str, np.ndarray],
                  runtime: RuntimeConfig, body_inputs: Mapping[str, np.ndarray]) -> None:
-        self.outer_names = [n for n in _outer_names(body) if n in outer]
+        self.outer_names = [n for n in outer_names(body) if n in outer]
         inputs = [_typed(n, v) for n, v in body_inputs.items()] + [_typed(n, outer[n]) for n in self.outer_names]
         graph = helper.make_graph(list(body.node), f"{body.name or 'body'}_standalone", inputs, list(body.output),
                                   list(body.initializer))
@@ -109,7 +97,7 @@ def _graph_attr(proto: onnx.NodeProto, name: str) -> onnx.GraphProto:
 
 def _outer_values(parent: ModelGraph, proto: onnx.NodeProto, body: onnx.GraphProto, lookup: Lookup) -> Dict[str, np.ndarray]:
     values: Dict[str, np.ndarray] = {}
-    for name in _outer_names(body):
+    for name in outer_names(body):
         value = lookup(name)
         if value is not None:
             values[name] = value
