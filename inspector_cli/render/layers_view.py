@@ -80,9 +80,15 @@ def pairing_table(section: LayerSection) -> Table:
     for reason, count in section.skipped.items():
         table.add("not compared", count, reason)
     for side, items in (("reference", section.unpaired_a), ("candidate", section.unpaired_b)):
-        reasons = Counter(u.reason.split(" (")[0] if u.reason.startswith("fused into") else u.reason for u in items)
+        # Tensors inside a chain the other side fused are expected: one row for all of them.
+        fused = [u for u in items if u.reason.startswith("fused into")]
+        if fused:
+            chains = len({u.reason.split(":")[0] for u in fused})
+            table.add(Cell(f"inside fused chains ({side})", MUTED), len(fused),
+                      f"{chains} chain(s) fused on the other side, e.g. {fused[0].reason}")
+        reasons = Counter(u.reason for u in items if not u.reason.startswith("fused into"))
         for reason, count in reasons.most_common():
-            examples = [u.tensor for u in items if u.reason.startswith(reason)][:2]
+            examples = [u.tensor for u in items if u.reason == reason][:2]
             table.add(Cell(f"unpaired in {side}", WARN), count, f"{reason}: {', '.join(examples)}")
     return table
 
