@@ -314,3 +314,41 @@ def test_html_nan_bisect_shows_origins_and_hints(tmp_path):
     assert cases["outputs stay finite"].find("failure") is not None
     (data_me,) = read_json(tmp_path / "n.me.json").values()
     assert data_me["results"] == {"log_node": {"value": 1.0}}  # one of two samples fails there
+
+
+def test_every_command_output_validates_against_its_schema(cnn_pair, tmp_path):
+    """One JSON document per kind, each checked against inspector_cli/schemas/<kind>.schema.json."""
+    fp32, int8, data = cnn_pair
+    runs = {
+        "compare": ["compare", fp32, int8, "-i", data, "--layers", "all", "--isolate", "worst:2"],
+        "validate": ["validate", int8, "--against", fp32],
+        "probe": ["probe", int8, "-i", data, "--select", "op:Conv", "--quant-ranges", "--no-history"],
+        "nan-bisect": ["nan-bisect", fp32, "-i", data],
+        "profile": ["profile", fp32, "--against", int8, "--runs", "3", "--warmup", "1"],
+        "inputs": ["inputs", "show", data],
+    }
+    seen = set()
+    for kind, args in runs.items():
+        out = tmp_path / f"{kind}.json"
+        invoke([*args, "--json", out], exit_code=None)
+        document = read_json(out)
+        assert document["kind"] == kind
+        validate_document(document)
+        seen.add(kind)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"version: 1\nsteps:\n  - name: lint\n    validate:\n      model: {fp32}\n"
+                     f"  - name: acc\n    compare:\n      model-a: {fp32}\n      model-b: {int8}\n      inputs: {data}\n")
+    invoke(["run", suite, "--json", tmp_path / "suite.json"], exit_code=None)
+    validate_document(read_json(tmp_path / "suite.json"))
+    seen.add("suite")
+    history = tmp_path / "hist"
+    invoke(["probe", int8, "-i", data, "--select", "op:Conv", "--history-dir", history], exit_code=None)
+    for kind, args in (("probe-list", ["probe", int8, "--list"]),
+                       ("probe-history", ["probe", "--history", "--history-dir", history])):
+        invoke([*args, "--json", tmp_path / f"{kind}.json"], exit_code=None)
+        document = read_json(tmp_path / f"{kind}.json")
+        assert document["kind"] == kind
+        validate_document(document)
+        seen.add(kind)
+    shipped = {p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json")}
+    assert shipped - seen <= {"report-diff"}  # report-diff is validated in test_outputs_validate_against_their_schema
