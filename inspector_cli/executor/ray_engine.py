@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 import socket
 import threading
 import time
@@ -53,11 +54,20 @@ class MiWorker:
         self.runner = job.open()
         return {"pid": os.getpid(), "host": socket.gethostname()}
 
-    def run(self, items: Sequence[WorkItem]) -> List[Tuple[int, Any, Optional[str]]]:
+    def run(self, items: Sequence[WorkItem]) -> bytes:
+        """The shard's [(index, value, error)], pickled here: Ray would hand numpy arrays back read-only
+        (zero-copy from its object store), while callers own and update what executors return."""
         done: List[Tuple[int, Any, Optional[str]]] = []
-        self.runner.run(list(items), lambda _index: None,
-                        lambda index, value, error: done.append((index, value, error)))
-        return done
+
+        def finished(index: int, value: Any, error: Optional[str]) -> None:
+            try:
+                pickle.dumps(value)
+            except Exception as exc:  # noqa: BLE001 - an unpicklable value becomes an error, as locally
+                value, error = None, f"result could not be sent back: {exc}"
+            done.append((index, value, error))
+
+        self.runner.run(list(items), lambda _index: None, finished)
+        return pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL)
 
     def close(self) -> None:
         if self.runner is not None:
@@ -200,7 +210,7 @@ class RayExecutor(Executor):
         ray = self.ray
         seqs = next(s for r, s in actor.inflight if r == ref)
         try:
-            done = ray.get(ref)
+            done = pickle.loads(ray.get(ref))
         except ray.exceptions.RayActorError as exc:
             self._bury(actor, _cause(exc), items, tries, pending, results)
             return

@@ -11,13 +11,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
 from ..core.inputs import SampleSet
 from ..core.runner import RuntimeConfig
-from ..errors import UsageError
+from .. import errors
+from ..errors import MiError, UsageError
 from ..executor.base import Executor, ExecutorSpec, Shard, WorkItem, make_shards
 from ..results.base import Finding, Severity
 
@@ -84,3 +85,31 @@ def lost_samples_finding(rule: str, lost: Sequence[Tuple[str, str]], what: str) 
     names = ", ".join(key for key, _ in lost[:LOST_EXAMPLES]) + (", ..." if len(lost) > LOST_EXAMPLES else "")
     return Finding(rule=rule, severity=Severity.ERROR, message=f"{len(lost)} sample(s) not {what}: {lost[0][1]} ({names})",
                    hint="run one alone to see why: a crash or the --worker-memory limit stopped its worker twice")
+
+
+@dataclass(frozen=True)
+class ItemFailure:
+    """An item that raised in a worker, sent back as a value and re-raised by the driver as the same
+    kind of error: a bad sample stops a compare or probe run in every engine, as in one process."""
+
+    kind: str
+    message: str
+    hint: Optional[str] = None
+
+    @classmethod
+    def of(cls, exc: BaseException, key: str) -> "ItemFailure":
+        if isinstance(exc, MiError):
+            return cls(type(exc).__name__, exc.message, exc.hint)
+        return cls("", f"{key}: {type(exc).__name__}: {exc}")
+
+    def error(self) -> Exception:
+        cls = getattr(errors, self.kind, None) or _plugin_error(self.kind)
+        if isinstance(cls, type) and issubclass(cls, MiError):
+            return cls(self.message, hint=self.hint)
+        return RuntimeError(self.message)  # a bug in a worker: exit 4, as in this process
+
+
+def _plugin_error(kind: str) -> Optional[type]:
+    from ..plugins import PluginError
+
+    return PluginError if kind == "PluginError" else None

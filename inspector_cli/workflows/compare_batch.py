@@ -16,7 +16,6 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import errors
 from ..config.compare import CompareConfig
 from ..core.inputs import SampleRef, SampleSet
 from ..core.io_match import NameMatching
@@ -24,12 +23,13 @@ from ..core.lazyload import load_model_lazy
 from ..core.runner import RuntimeConfig, open_session
 from ..diff.engine import TensorTracker
 from ..diff.metrics import PairStats, compare_arrays, shapes_compatible
-from ..errors import MiError, UsageError
+from ..errors import UsageError
 from ..executor.base import Job, Runner, WorkItem
 from ..executor.factory import make_executor
 from ..results.base import Finding
 from . import Progress
-from .batching import batch_runtime, check_executor, fixed_shards, lost_samples_finding, shared_samples
+from .batching import (ItemFailure, batch_runtime, check_executor, fixed_shards, lost_samples_finding,
+                       shared_samples)
 
 SHARD_SAMPLES = 8
 WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.workflows.compare_batch")
@@ -50,21 +50,6 @@ class ReducedOutput:
 class ReducedSample:
     outputs: List[ReducedOutput]
     notes: List[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class SampleFailure:
-    """A sample that raised in the worker: re-raised in the driver as the same kind of error."""
-
-    kind: str
-    message: str
-    hint: Optional[str] = None
-
-    def error(self) -> Exception:
-        cls = getattr(errors, self.kind, None)
-        if isinstance(cls, type) and issubclass(cls, MiError):
-            return cls(self.message, hint=self.hint)
-        return RuntimeError(self.message)  # a bug in a worker: exit 4, as in this process
 
 
 @dataclass
@@ -112,10 +97,8 @@ class CompareRunner(Runner):
             feeds = self.job.samples.load(ref)
             out_a, out_b, notes = run_pair(self.session_a, self.session_b, self.plan, feeds, item.key)
             reduced = [_reduce(out_a[p.a], out_b[p.b], self.job.topk) for p in self.plan.outputs.pairs]
-        except MiError as exc:
-            return SampleFailure(type(exc).__name__, exc.message, exc.hint)
-        except Exception as exc:  # noqa: BLE001 - re-raised by the driver (exit 4, a bug)
-            return SampleFailure("", f"{item.key}: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - re-raised by the driver, as in a single-process run
+            return ItemFailure.of(exc, item.key)
         return ReducedSample(reduced, list(notes))
 
     def close(self) -> None:
@@ -182,7 +165,7 @@ def _take(outcome: Any, trackers: Sequence[TensorTracker], notes: List[str], los
         lost.append((outcome.key, outcome.error or "failed"))
         return
     value = outcome.value
-    if isinstance(value, SampleFailure):
+    if isinstance(value, ItemFailure):
         raise value.error()
     for tracker, out in zip(trackers, value.outputs):
         fold(tracker, outcome.key, out)
