@@ -131,6 +131,10 @@ class Executor(abc.ABC):
     def map(self, job: Job, shards: Iterable[Shard]) -> Iterator[Outcome]:
         ...
 
+    def worker_pids(self) -> List[int]:
+        """Process ids of the live workers on this machine (empty in this process)."""
+        return []
+
     def close(self) -> None:
         """Stop workers once they finish their current item; safe to call twice."""
 

@@ -267,6 +267,9 @@ class LocalExecutor(Executor):
         else:
             pending.appendleft([running])
 
+    def worker_pids(self) -> List[int]:
+        return [w.process.pid for w in self._pool if w.process.pid is not None and w.process.is_alive()]
+
     def _enforce_memory_limit(self) -> None:
         for worker in self._pool:
             if worker.over_limit is None and worker.process.pid is not None:

@@ -91,6 +91,8 @@ class _Actor:
     ready_ref: Any
     ready: bool = False
     inflight: Deque[Tuple[Any, List[int]]] = field(default_factory=deque)
+    info: Dict[str, Any] = field(default_factory=dict)
+    """pid and host, once the actor opened the job."""
 
 
 class RayExecutor(Executor):
@@ -201,7 +203,7 @@ class RayExecutor(Executor):
             return _cause(exc)
         except ray.exceptions.RayTaskError as exc:
             raise ExecutorError(f"a worker could not start: {_cause(exc)}") from None
-        actor.ready = True
+        actor.ready, actor.info = True, info
         self.hosts[info["host"]] = self.hosts.get(info["host"], 0) + 1
         return None
 
@@ -221,27 +223,43 @@ class RayExecutor(Executor):
             pending.appendleft(seqs)
             return
         actor.inflight = deque((r, s) for r, s in actor.inflight if r != ref)
-        for index, value, error in done:
-            seq = seqs[index]
-            results[seq] = Outcome(items[seq].key, value, error, attempts=tries[seq] + 1)
+        self._record(done, seqs, items, tries, results)
 
     def _bury(self, actor: _Actor, why: str, items: Dict[int, WorkItem], tries: Dict[int, int],
               pending: Deque[List[int]], results: Dict[int, Outcome]) -> None:
-        """An actor died: its running shard is re-run item by item (one attempt each), the rest re-queued."""
+        """An actor died. Its calls run in order: those that finished before the death count; the first
+        that did not was running, and is re-run item by item (one attempt each); the rest re-queued."""
+        ray = self.ray
         inflight = list(actor.inflight)
         self._drop(actor)
-        if not inflight:
-            return
-        running, queued = inflight[0][1], [seqs for _, seqs in inflight[1:]]
+        running: Optional[List[int]] = None
+        queued: List[List[int]] = []
+        for ref, seqs in inflight:
+            if running is not None:
+                queued.append(seqs)
+                continue
+            try:
+                done = pickle.loads(ray.get(ref, timeout=0))
+            except Exception:  # noqa: BLE001 - lost with the actor (or not finished): this one was running
+                running = seqs
+                continue
+            self._record(done, seqs, items, tries, results)
         for seqs in reversed(queued):
             pending.appendleft(seqs)
-        for seq in reversed(running):
+        for seq in reversed(running or []):
             tries[seq] += 1
             if tries[seq] > self.retries:
                 results[seq] = Outcome(items[seq].key, None, f"the Ray worker died ({why}) while running this item, "
                                                             f"{tries[seq]} time(s)", attempts=tries[seq])
             else:
                 pending.appendleft([seq])
+
+    @staticmethod
+    def _record(done: List[Tuple[int, Any, Optional[str]]], seqs: List[int], items: Dict[int, WorkItem],
+                tries: Dict[int, int], results: Dict[int, Outcome]) -> None:
+        for index, value, error in done:
+            seq = seqs[index]
+            results[seq] = Outcome(items[seq].key, value, error, attempts=tries[seq] + 1)
 
     def _drop(self, actor: _Actor) -> None:
         if actor in self._actors:
@@ -250,6 +268,10 @@ class RayExecutor(Executor):
             self.ray.kill(actor.handle, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
+
+    def worker_pids(self) -> List[int]:
+        here = socket.gethostname()
+        return [a.info["pid"] for a in self._actors if a.ready and a.info.get("host") == here]
 
     def abort(self) -> None:
         """Stop at once (Ctrl-C): actors are killed, whatever they were doing."""

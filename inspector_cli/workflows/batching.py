@@ -76,7 +76,7 @@ def executor_plan(spec: ExecutorSpec, executor: Optional[Executor]) -> Dict[str,
                             "workers": getattr(executor, "workers", spec.workers) if executor else spec.workers}
     connection = getattr(executor, "connection", None)
     if connection is not None:
-        info["ray"] = connection.describe()
+        info["ray"] = {**connection.describe(), "hosts": len(getattr(executor, "hosts", {}))}
     return info
 
 
