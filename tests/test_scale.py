@@ -54,6 +54,14 @@ def test_ray_gives_the_local_jsonl_and_summary_on_240_samples(ray_local, big_bat
     assert ray["groups"][0]["node"] == "log" and ray["groups"][0]["samples"] == len(FAILING)
     plan = json.loads((tmp_path / "ray.json").read_text())["results"]["plan"]
     assert plan["executor"]["engine"] == "ray" and plan["executor"]["workers"] == 2
+    # a run killed after 100 samples (torn last line), resumed on Ray: the uninterrupted log
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(local_lines[:100]) + "\n" + local_lines[100][:20])
+    invoke(["nan-bisect", path, "--inputs", data, "--jsonl", cut, "--resume", "--json", tmp_path / "resumed.json",
+            *ENGINES["ray"]], exit_code=1)
+    assert cut.read_text().splitlines() == local_lines
+    resumed = json.loads((tmp_path / "resumed.json").read_text())["results"]
+    assert (resumed["resumed"], resumed["scanned"], resumed["nonfinite"]) == (100, 140, len(FAILING))
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence
 
+from ..errors import MiError
 from .base import Executor, Job, Outcome, Shard, WorkItem
 
 POLL_SECONDS = 0.5
@@ -28,8 +29,8 @@ QUEUED_SHARDS = 2
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-class ExecutorError(RuntimeError):
-    """Workers cannot run the job at all (it fails to open, or every worker dies at start-up)."""
+class ExecutorError(MiError):
+    """Workers cannot run the job at all (it fails to open, or every worker dies at start-up): exit 3."""
 
 
 class _ParentGone(BaseException):

@@ -34,6 +34,7 @@ QUEUED_SHARDS = 2
 POLL_SECONDS = 0.5
 MAX_STARTUP_DEATHS = 3
 WATCHDOG_SECONDS = 0.2
+INSTALL_HINT = "every node needs the same model-inspector: pip install 'model-inspector[ray]'"
 
 
 class MiWorker:
@@ -137,7 +138,10 @@ class RayExecutor(Executor):
     def map(self, job: Job, shards: Iterable[Shard]) -> Iterator[Outcome]:
         self.start()
         ray = self.ray
-        job_ref = ray.put(job)
+        try:
+            job_ref = ray.put(job)
+        except Exception as exc:  # noqa: BLE001 - Ray Client unpickles on the cluster
+            raise ExecutorError(f"the Ray cluster cannot take the job ({_cause(exc)})", hint=INSTALL_HINT) from None
         source = iter(shards)
         items: Dict[int, WorkItem] = {}
         tries: Dict[int, int] = {}
@@ -189,7 +193,7 @@ class RayExecutor(Executor):
                     if death is not None:
                         startup_deaths += 1
                         if startup_deaths >= MAX_STARTUP_DEATHS:
-                            raise ExecutorError(f"Ray workers die at start-up ({death})")
+                            raise ExecutorError(f"Ray workers die at start-up ({death})", hint=INSTALL_HINT)
                 else:
                     self._settle_run(actor, ref, items, tries, pending, results)
 
