@@ -82,16 +82,18 @@ def test_compare_worker_killed_mid_run_changes_nothing(ray_local, monkeypatch, m
 
 def test_probe_worker_killed_mid_run_changes_nothing(monkeypatch, many_samples, tmp_path):
     from inspector_cli.config.probe import ProbeConfig
+    from inspector_cli.testing.models import image_samples, save_samples
     from inspector_cli.workflows import probe_batch
     from inspector_cli.workflows.probe import probe_model
 
-    _, int8, data = many_samples
-    base = dict(inputs=(str(data),), history=False, capture_budget=256 << 20, per_sample=True)
+    _, int8, _ = many_samples
+    save_samples(image_samples(96, seed=7), tmp_path / "data")  # 6 blocks: after the first, both workers hold work
+    base = dict(inputs=(str(tmp_path / "data"),), history=False, capture_budget=256 << 20, per_sample=True)
     plain = probe_model(int8, ProbeConfig(**base))
-    killer = Killer(monkeypatch, probe_batch, at=16)  # after the first block: both workers hold a block
+    killer = Killer(monkeypatch, probe_batch, at=16)
     killed = probe_model(int8, ProbeConfig(**base, executor=ExecutorSpec("local", 2)), progress=killer.progress)
     assert killer.killed and killer.executor.restarts >= 1
-    assert killed.tensors == plain.tensors and killed.per_sample == plain.per_sample and killed.samples == COUNT
+    assert killed.tensors == plain.tensors and killed.per_sample == plain.per_sample and killed.samples == 96
 
 
 class Losing(InlineExecutor):
