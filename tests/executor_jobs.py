@@ -54,3 +54,21 @@ class SquareRunner(Runner):
                 time.sleep(0.05)
             del block
         return {"pid": os.getpid(), "square": item.payload ** 2}
+
+
+from inspector_cli.plugins import Plugin  # noqa: E402 - test helpers below
+
+
+class NoMerge(Plugin):
+    """A plugin without merge(): it may run in this process only."""
+
+    name = "no-merge"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def process_tensor(self, name, array, node) -> None:
+        self.calls += 1
+
+    def summary(self):
+        return {"calls": {"n": self.calls}}

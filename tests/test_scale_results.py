@@ -128,3 +128,16 @@ def test_samples_no_worker_could_finish_are_an_error_finding(monkeypatch, many_s
     finding = doc["results"]["findings"][-1]
     assert finding["rule"] == "MI827" and finding["message"].startswith("16 sample(s) not probed")
     assert "sample_0016.npz, sample_0017.npz" in finding["message"] and doc["results"]["samples"] == COUNT - 16
+
+
+def test_what_runs_in_this_process_only_says_so(many_samples, tmp_path):
+    fp32, int8, data = many_samples
+    result = invoke(["compare", fp32, int8, "--inputs", data, "--layers", "all", "--workers", "2"], exit_code=2)
+    assert "--layers runs in this process" in result.stderr
+    plugin = ["probe", int8, "--inputs", data, "--no-history", "--select", "all", "--plugin", "tests.executor_jobs:NoMerge"]
+    result = invoke([*plugin, "--workers", "2"], exit_code=2)
+    assert "--plugin no-merge has no merge(): it runs in this process only" in result.stderr
+    doc = json.loads(invoke([*plugin, "--json", "-"], exit_code=None).stdout)  # in this process: one block
+    assert doc["results"]["plugins"][0]["rows"] == {"calls": {"n": COUNT * len(doc["results"]["tensors"])}}
+    result = invoke(["compare", fp32, int8, "--inputs", data, "--address", "auto"], exit_code=2)
+    assert "--address is for --executor ray" in result.stderr
