@@ -110,3 +110,21 @@ def test_nan_bisect_worker_killed_mid_run_loses_no_sample(request, monkeypatch, 
     assert killer.killed and killer.executor.restarts >= 1
     assert jsonl.read_bytes() == reference.read_bytes()
     assert (result.scanned, result.errors, result.nonfinite) == (48, 0, 7)
+
+
+def test_ctrl_c_on_ray_keeps_a_valid_jsonl_and_stops_the_actors(ray_local, monkeypatch, slow_batch, tmp_path):
+    from inspector_cli.workflows.nan_bisect import workflow
+
+    path, data, reference = slow_batch
+    killer = Killer(monkeypatch, workflow, at=0)
+
+    def interrupt(done, _total, _item):
+        if done == 10:
+            raise KeyboardInterrupt  # what Ctrl-C raises in the driver
+
+    jsonl = tmp_path / "run.jsonl"
+    config = NanBisectConfig(inputs=(str(data),), jsonl=str(jsonl), workers=2, executor="ray", address="local")
+    result = nan_bisect(str(path), config, progress=interrupt)
+    assert result.interrupted and result.scanned == 10
+    assert jsonl.read_text().splitlines() == reference.read_text().splitlines()[:10]
+    assert killer.executor.worker_pids() == [] and ray_local.ray.is_initialized()  # ours stopped, the cluster not

@@ -101,17 +101,25 @@ class RayConnection:
         return {"address": self.address or "default", "started_local": self.started_local, **self.cluster}
 
     def close(self) -> None:
-        if self._owned and self.ray.is_initialized():
-            self.ray.shutdown()
-        self._owned = False
-        if self._tempdir is not None:
-            # Ray's processes may still write a last file while they exit after shutdown()
-            for _ in range(50):
-                shutil.rmtree(self._tempdir, ignore_errors=True)
-                if not os.path.exists(self._tempdir):
-                    break
-                time.sleep(0.1)
-            self._tempdir = None
+        try:
+            if self._owned and self.ray.is_initialized():
+                self.ray.shutdown()
+        except Exception:  # noqa: BLE001 - e.g. its processes already died with a Ctrl-C: clean up anyway
+            pass
+        finally:
+            self._owned = False
+            self._remove_tempdir()
+
+    def _remove_tempdir(self) -> None:
+        if self._tempdir is None:
+            return
+        # Ray's processes may still write a last file while they exit after shutdown()
+        for _ in range(50):
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            if not os.path.exists(self._tempdir):
+                break
+            time.sleep(0.1)
+        self._tempdir = None
 
 
 def _first_line(exc: BaseException) -> str:
