@@ -79,3 +79,15 @@ def test_quantiser_and_attention_plugin_merge_exactly():
     assert got["mean_entropy"] == pytest.approx(want["mean_entropy"], rel=1e-12)
     assert {k: v for k, v in got.items() if k != "mean_entropy"} == {k: v for k, v in want.items() if k != "mean_entropy"}
     assert got["rows"] == 12 and not math.isnan(got["min_entropy"])
+
+
+def test_hist_sample_phase_follows_the_data_set_index_across_blocks():
+    whole = TensorTracker("t", channel_axis=None, hist_sample=37)
+    first, second = (TensorTracker("t", channel_axis=None, hist_sample=37) for _ in range(2))
+    second.first_index = 3  # the second block starts at sample 3
+    for i, (name, x) in enumerate(samples()):
+        whole.update(name, x)
+        (first if i < 3 else second).update(name, x)
+    first.merge(second)
+    assert np.array_equal(first.hist.counts, whole.hist.counts) and whole.max_stride == 7  # 256 values / 37
+    assert first.finish().percentiles == whole.finish().percentiles

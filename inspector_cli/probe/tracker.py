@@ -87,6 +87,9 @@ class TensorTracker:
         sample, a systematic 1-in-k sample whose phase moves from sample to sample (faster, approximate)."""
         self.channel_axis = channel_axis
         self.keep_rows = keep_rows
+        self.first_index = 0
+        """Data-set index of the first sample this tracker sees (a block's start): the phase of
+        --hist-sample follows the data-set index, however the samples are cut into blocks."""
         self.workspace = workspace or Workspace()
         self.reset()
 
@@ -149,7 +152,7 @@ class TensorTracker:
         stride = 1
         if self.hist_sample and n > self.hist_sample:
             stride = -(-n // self.hist_sample)
-            keyed = keyed[(self.samples - 1) % stride::stride]
+            keyed = keyed[(self.first_index + self.samples - 1) % stride::stride]
             self.max_stride = max(self.max_stride, stride)
         in_zero_buckets = self.hist.add_keys(ws.keys.keys(keyed))
         zeros = 0

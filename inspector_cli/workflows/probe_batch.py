@@ -122,6 +122,7 @@ class ProbeBlockRunner(Runner):
         self.triggers = parse_triggers(job.config.break_on)
         self.workspace = Workspace()
         self.held = HeldSessions(graph, job.runtime, len(job.chunks))
+        self.block_start = 0
 
     def consumers(self) -> Consumers:
         """Fresh trackers, quantiser checks and plugins for one block."""
@@ -133,6 +134,7 @@ class ProbeBlockRunner(Runner):
                                            node=node.name if node else "", channel_axis=config.channel_axis,
                                            keep_rows=config.per_sample, workspace=self.workspace,
                                            hist_sample=config.hist_sample)
+            trackers[name].first_index = self.block_start
         quant: Dict[str, List[QuantTracker]] = {}
         for spec in self.job.quant:
             if spec.source != "weight":
@@ -149,6 +151,7 @@ class ProbeBlockRunner(Runner):
             return ItemFailure.of(exc, item.key)
 
     def _run_block(self, block: Block) -> BlockPartial:
+        self.block_start = block.start
         samples = self.job.samples.subset(list(block.refs))
         if not self.job.chunks:
             return BlockPartial(block.start, self.consumers(), len(block.refs))
