@@ -77,3 +77,14 @@ def test_without_ray_the_option_is_one_usage_line(monkeypatch, tmp_path):
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert lines == ["Error: --executor ray needs Ray, which is not installed (pip install "
                          "'model-inspector[ray]')"], result.stderr
+
+
+def test_an_actor_over_its_memory_limit_is_stopped_and_its_item_is_an_error(ray_local, tmp_path):
+    from inspector_cli.executor.ray_engine import RayExecutor
+
+    executor = RayExecutor(2, "local", memory_limit=400 << 20)
+    outcomes = collect(executor, SquareJob(str(tmp_path), hog_on="s04", hog_bytes=600 << 20))
+    bad = [o for o in outcomes if not o.ok]
+    assert [o.key for o in bad] == ["s04"] and bad[0].attempts == 2 and "the Ray worker died" in bad[0].error
+    assert "memory limit of 400 MiB" in bad[0].error
+    assert squares([o for o in outcomes if o.ok]) == [(f"s{i:02d}", i * i) for i in range(12) if i != 4]

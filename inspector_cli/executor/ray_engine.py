@@ -250,6 +250,8 @@ class RayExecutor(Executor):
             self._record(done, seqs, items, tries, results)
         for seqs in reversed(queued):
             pending.appendleft(seqs)
+        if self.memory_limit:  # the watchdog ends the process with no word to Ray: say what may have happened
+            why += f"; stopped if it passed its memory limit of {self.memory_limit >> 20} MiB"
         for seq in reversed(running or []):
             tries[seq] += 1
             if tries[seq] > self.retries:
