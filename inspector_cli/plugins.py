@@ -35,6 +35,10 @@ numpy array that must not be kept (copy what you need); `node` describes the pro
 `summary()` returns a JSON-ready mapping of row label (usually the tensor name) to a mapping of
 column name to value; `mi` shows it as one table per plugin and stores it under `plugins` in
 the JSON result. A plugin is built with no arguments.
+
+Optional, for `--workers`/`--executor ray`: `merge(other)` folds in another instance of the same
+plugin that saw the samples after this one's (both built fresh, fed in sample order), e.g.
+`row["positive"] += other_row["positive"]`. A plugin without `merge` runs in this process only.
 """
 from __future__ import annotations
 
@@ -83,6 +87,15 @@ class Plugin:
     def summary(self) -> Dict[str, Dict[str, Any]]:
         """{row label: {column: value}} after the last sample."""
         raise NotImplementedError
+
+    def merge(self, other: "Plugin") -> None:
+        """Optional: fold in `other`, which saw the samples after ours (enables worker runs)."""
+        raise NotImplementedError
+
+
+def mergeable(plugin: Plugin) -> bool:
+    """Whether the plugin implements `merge` (and so can run over shards in workers)."""
+    return type(plugin).merge is not Plugin.merge
 
 
 def _entry_points() -> List[Any]:

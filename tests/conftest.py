@@ -16,3 +16,19 @@ def cnn_pair(tmp_path_factory) -> Tuple[Path, Path, Path]:
     fp32, int8 = build_pair(folder, softmax=False, calibration_count=16)
     save_samples(image_samples(6, seed=11), folder / "data")
     return fp32, int8, folder / "data"
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A private Ray instance for the whole test run: 2 CPUs, loopback only, no dashboard, no usage
+    statistics, logs in a temporary folder; stopped (and its folder removed) at the end. Executors
+    created meanwhile find Ray initialised and use this instance."""
+    pytest.importorskip("ray")
+    from inspector_cli.executor.connection import RayConnection
+
+    connection = RayConnection("local", cpus=2)
+    connection.connect()
+    try:
+        yield connection
+    finally:
+        connection.close()

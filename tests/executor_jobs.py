@@ -21,6 +21,9 @@ class SquareJob(Job):
     fail_on: Optional[str] = None
     delay: float = 0.0
     broken: bool = False
+    hog_on: Optional[str] = None
+    """Item that takes `hog_bytes` of memory for a second (for memory-limit tests)."""
+    hog_bytes: int = 0
 
     def open(self) -> "SquareRunner":
         if self.broken:
@@ -42,4 +45,30 @@ class SquareRunner(Runner):
                 os.kill(os.getpid(), signal.SIGKILL)
         if item.key == self.job.fail_on:
             raise ValueError(f"cannot read {item.key}")
+        if item.key == self.job.hog_on:
+            import numpy as np
+
+            block = np.ones(self.job.hog_bytes, dtype=np.uint8)  # touched: resident
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:  # long enough for the executor to notice
+                time.sleep(0.05)
+            del block
         return {"pid": os.getpid(), "square": item.payload ** 2}
+
+
+from inspector_cli.plugins import Plugin  # noqa: E402 - test helpers below
+
+
+class NoMerge(Plugin):
+    """A plugin without merge(): it may run in this process only."""
+
+    name = "no-merge"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def process_tensor(self, name, array, node) -> None:
+        self.calls += 1
+
+    def summary(self):
+        return {"calls": {"n": self.calls}}

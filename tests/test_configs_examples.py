@@ -160,7 +160,24 @@ def run_compare_layers(tmp_path, cnn_pair):
     assert len(section["layers"]) == 11 and len(section["isolation"]["isolated"]) == 5
 
 
+def run_scale_ray(tmp_path, cnn_pair):
+    """On the test run's private Ray instance (the ray_local fixture): `address: auto` uses it."""
+    fp32, int8, data = cnn_pair
+    model = save(make_model([helper.make_node("Log", ["x"], ["y"], name="log")], [vi("x", [1, 4])],
+                            [vi("y", [1, 4])]), tmp_path / "log.onnx")
+    save_npz(tmp_path / "logdata", [{"x": np.array([[1, 2, 3, 4]], np.float32)},
+                                    {"x": np.array([[1, -2, 3, 4]], np.float32)}])
+    invoke(["-c", config("scale-ray.yaml"), "nan-bisect", model, "--inputs", tmp_path / "logdata",
+            "--json", tmp_path / "n.json"], exit_code=1)
+    doc = read_json(tmp_path / "n.json")
+    assert doc["config"]["executor"] == "ray" and doc["config"]["examples"] == 10
+    assert doc["results"]["plan"]["executor"]["workers"] == 2 and doc["results"]["groups"][0]["node"] == "log"
+    invoke(["-c", config("scale-ray.yaml"), "compare", fp32, int8, "-i", data, "--json", tmp_path / "c.json"])
+    assert read_json(tmp_path / "c.json")["config"]["executor"] == "ray"
+
+
 RUNNERS = {
+    "scale-ray.yaml": run_scale_ray,
     "compare-layers.yaml": run_compare_layers,
     "compare-int8.yaml": run_compare_int8,
     "compare-fp16.yaml": run_compare_fp16,
@@ -179,6 +196,11 @@ def test_every_config_file_has_a_runner():
     assert [f for f in files if f not in RUNNERS] == []
 
 
+NEEDS_RAY = {"scale-ray.yaml"}
+
+
 @pytest.mark.parametrize("name", sorted(RUNNERS))
-def test_config_runs(name, tmp_path, cnn_pair):
+def test_config_runs(name, tmp_path, cnn_pair, request):
+    if name in NEEDS_RAY:
+        request.getfixturevalue("ray_local")
     RUNNERS[name](tmp_path, cnn_pair)

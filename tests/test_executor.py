@@ -61,3 +61,12 @@ def test_an_exception_is_an_error_for_that_item_only(tmp_path, engine):
 def test_a_job_that_cannot_open_stops_the_run(tmp_path):
     with pytest.raises(ExecutorError, match="cannot open the model"):
         collect(LocalExecutor(1), SquareJob(str(tmp_path), broken=True))
+
+
+def test_a_worker_over_its_memory_limit_is_stopped_and_its_item_is_an_error(tmp_path):
+    job = SquareJob(str(tmp_path), hog_on="s04", hog_bytes=600 << 20)
+    outcomes = collect(LocalExecutor(2, memory_limit=400 << 20), job)
+    bad = [o for o in outcomes if not o.ok]
+    assert [o.key for o in bad] == ["s04"] and bad[0].attempts == 2
+    assert "over its memory limit of 400 MiB" in bad[0].error
+    assert squares([o for o in outcomes if o.ok]) == [(f"s{i:02d}", i * i) for i in range(12) if i != 4]

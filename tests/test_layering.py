@@ -66,7 +66,8 @@ def test_help_does_not_import_onnxruntime():
     code = ("import sys; from inspector_cli.cli import cli; "
             "import click.testing as t; r = t.CliRunner().invoke(cli, ['--help']); assert r.exit_code == 0; "
             "r = t.CliRunner().invoke(cli, ['compare', '--help']); assert r.exit_code == 0, r.output; "
-            "print(sorted(m for m in ('onnxruntime', 'onnx') if m in sys.modules))")
+            "r = t.CliRunner().invoke(cli, ['nan-bisect', '--help']); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('onnxruntime', 'onnx', 'ray') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -229,3 +229,16 @@ def test_suite_checks_for_junit_name_each_step_and_its_gates(work):
         ("step bad", "suite.steps", False),
         ("step after", "suite.steps", False)]
     assert checks[1].value == pytest.approx(0.45, abs=1e-6) and checks[1].threshold == 0.3
+
+
+def test_executor_options_override_the_steps_that_have_them(work):
+    body = ("steps:\n" + step("cmp", extra="      workers: 0\n")
+            + "  - name: check\n    validate:\n      model: a.onnx\n")
+    path = suite(work, body)
+    invoke(["run", path, "--workers", "1", "--json", work / "report.json"], exit_code=None)
+    doc = read_json(work / "report.json")
+    compare = doc["results"]["steps"][0]["result"]
+    assert compare["config"]["workers"] == 1 and compare["config"]["executor"] == "local"  # flag beats the suite
+    assert compare["results"]["outputs"][0]["samples"] == 1
+    assert doc["results"]["steps"][1]["status"] in ("passed", "failed")  # validate has no such option: untouched
+    assert doc["config"]["overrides"] == {"workers": 1}

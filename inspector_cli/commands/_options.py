@@ -157,3 +157,47 @@ def name_pairs(values: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
     from ..core.io_match import parse_name_map
 
     return tuple(parse_name_map(values))
+
+
+class ByteSize(click.ParamType):
+    """'512M', '2G', '1.5GB' or a number of bytes."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
+        if isinstance(value, int):
+            return value
+        from ..core.capture import parse_size
+
+        try:
+            return parse_size(str(value))
+        except ValueError:
+            self.fail(f"'{value}' is not a size such as 512M, 2G or 1048576", param, ctx)
+
+
+def executor_options(func: F) -> F:
+    """Where a batch runs: this process, local worker processes or Ray actors (see README 'Running at scale')."""
+    return compose(
+        click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Workers, each loading the model once and keeping its sessions: processes on this machine "
+                          "(0 runs in this process), or with --executor ray actors (0: one per CPU of the cluster). "
+                          "A worker that dies is replaced; its work is retried once, then reported as an error."),
+        click.option("--executor", type=click.Choice(("local", "ray")), default="local", show_default=True,
+                     help="local: this machine; ray: Ray actors on a cluster (pip install 'model-inspector[ray]'). "
+                          "Results are the same whichever runs them."),
+        click.option("--address", metavar="auto|ray://HOST:10001|local",
+                     help="With --executor ray: 'auto' (the cluster running here), 'ray://HOST:10001' (Ray Client) or "
+                          "'local' (a private instance for this run). Default: RAY_ADDRESS, else a running cluster, "
+                          "else local."),
+        click.option("--worker-memory", type=ByteSize(), metavar="SIZE",
+                     help="Memory limit per worker, e.g. 4G: a worker that grows beyond it is stopped and its work "
+                          "retried once, then reported as an error."),
+    )(func)
+
+
+def build_executor(params: Dict[str, Any]) -> Any:
+    """The `ExecutorSpec` of the executor options (usage errors checked by the workflow)."""
+    from ..executor.base import ExecutorSpec
+
+    return ExecutorSpec(engine=params.get("executor") or "local", workers=params.get("workers") or 0,
+                        address=params.get("address") or None, memory_limit=params.get("worker_memory") or None)

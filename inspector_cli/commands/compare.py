@@ -6,8 +6,9 @@ from typing import Any
 import click
 
 from ._compare_options import build_layer_config, build_runtimes, layer_options, model_runtime_options
-from ._options import (NamePair, NumberOrNamedNumber, build_reader_options, build_runtime, build_synthetic, compose,
-                       decoding_options, input_options, model_argument, name_pairs, report_options, runtime_options)
+from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_reader_options, build_runtime,
+                       build_synthetic, compose, decoding_options, executor_options, input_options, model_argument,
+                       name_pairs, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 GATE_HELP = {
@@ -41,6 +42,7 @@ def gate_options(func: Any) -> Any:
 @layer_options
 @runtime_options
 @model_runtime_options
+@executor_options
 @report_options
 @click.pass_context
 def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: Any) -> int:
@@ -56,6 +58,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
       mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 --max-abs 0.1 --json out.json
       mi compare fp32.onnx int8.onnx --inputs data/ --layers all --layer-min-cosine 0.98 --isolate worst:5
       mi compare model.onnx --golden test_data_set_0/
+      mi compare fp32.onnx int8.onnx --inputs /shared/data/ --executor ray --address auto
     """
     from ..config.compare import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates
@@ -86,6 +89,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
         reader_options=build_reader_options(params),
         layers=layers,
         golden=golden,
+        executor=build_executor(params),
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:

@@ -5,7 +5,7 @@ from typing import Any, Optional
 
 import click
 
-from ._options import input_options, model_argument, report_options, runtime_options
+from ._options import executor_options, input_options, model_argument, report_options, runtime_options
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
@@ -44,9 +44,7 @@ class Size(click.ParamType):
 @click.option("--jsonl", type=click.Path(dir_okay=False), metavar="PATH",
               help="Append one JSON line per sample (flushed as each sample completes).")
 @click.option("--resume", is_flag=True, help="Skip the samples already recorded in --jsonl, append the rest.")
-@click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Worker processes, each with its own session and memory budget; a sample that kills "
-                   "its worker is recorded as an error. 0 runs in this process.")
+@executor_options
 @click.option("--examples", type=click.IntRange(min=1), default=5, show_default=True,
               help="Example samples kept per origin group.")
 @runtime_options
@@ -65,6 +63,7 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
     Examples:
       mi nan-bisect model.onnx --inputs data/
       mi nan-bisect model_fp16.onnx --inputs data/ --workers 2 --jsonl nan.jsonl --resume
+      mi nan-bisect model.onnx --inputs /shared/data/ --executor ray --address auto --jsonl nan.jsonl
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
     """
@@ -91,6 +90,9 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         jsonl=params.get("jsonl"),
         resume=bool(params.get("resume")),
         workers=params["workers"],
+        executor=params.get("executor") or "local",
+        address=params.get("address"),
+        worker_memory=params.get("worker_memory"),
         examples=params["examples"],
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"

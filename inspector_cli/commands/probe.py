@@ -5,7 +5,8 @@ from typing import Any, Optional
 
 import click
 
-from ._options import build_runtime, build_synthetic, input_options, report_options, runtime_options
+from ._options import (build_executor, build_runtime, build_synthetic, executor_options, input_options, report_options,
+                       runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
@@ -62,6 +63,7 @@ class SizeType(click.ParamType):
 @click.option("--capture-budget", type=SizeType(), default=None,
               help="Memory for captured tensors at once, e.g. 2G (default: a quarter of the available memory).")
 @runtime_options
+@executor_options
 @report_options
 @click.pass_context
 def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
@@ -79,6 +81,7 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
       mi probe int8.onnx --inputs data/ --quant-ranges --reference fp32.onnx
       mi probe model.onnx --inputs data/ --select op:Relu --since last
       mi probe model.onnx --select op:Softmax --plugin attention-entropy
+      mi probe model.onnx --inputs /shared/data/ --select op:Relu --executor ray --address auto
     """
     from ..render.probe_view import history_list_view, probe_view, tensor_list_view
 
@@ -108,7 +111,8 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         dump_max_bytes=params["dump_max_bytes"], quant_ranges=params["quant_ranges"], reference=params.get("reference"),
         max_saturation=params["max_saturation"], plugins=tuple(params.get("plugins") or ()),
         history=not params["no_history"], history_dir=params["history_dir"], keep_runs=params["keep_runs"],
-        since=params.get("since"), hist_sample=params["hist_sample"], capture_budget=params.get("capture_budget"))
+        since=params.get("since"), hist_sample=params["hist_sample"], capture_budget=params.get("capture_budget"),
+        executor=build_executor(params))
     state = app_state(ctx)
     with progress_bar(state, "probing", enabled=json_path != "-" and fmt == "table") as progress:
         result = probe_model(model, config, progress=progress)

@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from ._options import report_options
+from ._options import ByteSize, report_options
 from ._output import app_state, check_report_paths, emit
 from ._state import AppState
 
@@ -18,9 +18,15 @@ from ._state import AppState
               help="Leave these steps out (step names or kinds, comma-separated). Repeatable.")
 @click.option("--keep-going", is_flag=True,
               help="Go on after a step that could not run (exit 2/3/4). A failed gate never stops a suite.")
+@click.option("--executor", type=click.Choice(("local", "ray")),
+              help="Run the compare, probe and nan-bisect steps on this engine (overrides the suite).")
+@click.option("--workers", type=click.IntRange(min=0), help="Workers of those steps (overrides the suite).")
+@click.option("--address", metavar="auto|ray://HOST:10001|local", help="Ray cluster of those steps (with --executor ray).")
+@click.option("--worker-memory", type=ByteSize(), metavar="SIZE", help="Memory limit per worker of those steps.")
 @report_options
 @click.pass_context
 def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[str, ...], keep_going: bool,
+        executor: Optional[str], workers: Optional[int], address: Optional[str], worker_memory: Optional[int],
         **report: Any) -> int:
     """Run the steps of the suite file SUITE in order, as one gate with one report.
 
@@ -33,6 +39,7 @@ def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[
     Example:
       mi run configs/ci-gate.yaml --json reports/gate.json
       mi run suite.yaml --only compare --keep-going
+      mi run suite.yaml --executor ray --address auto
     """
     from ..config.suite import STEP_KINDS, load_suite, step_default_map
     from ..errors import ConfigError
@@ -56,6 +63,12 @@ def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[
     for step in suite.steps:
         if step.index in selected:
             default_maps[step.index] = step_default_map(suite, step, commands, errors)
+    overrides = {name: value for name, value in (("executor", executor), ("workers", workers), ("address", address),
+                                                 ("worker_memory", worker_memory)) if value is not None}
+    for step in suite.steps:
+        if step.index in default_maps and step.kind in commands:
+            accepted = {p.name for p in commands[step.kind].params}
+            default_maps[step.index].update({k: v for k, v in overrides.items() if k in accepted})
     if errors:
         first = errors[0]
         more = f"{len(errors) - 1} more problem(s): mi config check {suite_path} lists them all"
@@ -69,6 +82,7 @@ def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[
             click.echo(line, err=True)
 
     config = {"suite": str(suite.path), "only": list(only), "skip": list(skip), "keep_going": keep_going,
+              **({"overrides": {k: v for k, v in overrides.items()}} if overrides else {}),
               "defaults": suite.defaults, "selected": [s.name for s in suite.steps if s.index in selected]}
     result, interrupted = run_steps(ctx, suite, commands, default_maps, selected, keep_going=keep_going,
                                     step_state=step_state, echo=echo, config=config)

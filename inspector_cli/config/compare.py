@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..core.runner import RuntimeConfig
 from ..core.synthetic import SyntheticSpec
+from ..executor.base import ExecutorSpec
 from ..diff.gates import Gate
 from ..diff.metrics import DEFAULT_TOPK
 
@@ -58,6 +59,8 @@ class CompareConfig:
     layers: Optional[LayerConfig] = None
     golden: Optional[str] = None
     """Folder of saved reference outputs replacing the first model (`--golden`)."""
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)
+    """Where the samples run: this process (default), local worker processes or Ray actors."""
 
     @property
     def runtime_a(self) -> RuntimeConfig:
@@ -80,4 +83,5 @@ class CompareConfig:
             **({"reader_options": dict(self.reader_options)} if self.reader_options else {}),
             "layers": self.layers.to_dict() if self.layers else None,
             "golden": self.golden,
+            **self.executor.to_dict(),
         }

@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..core.runner import RuntimeConfig
 from ..core.synthetic import SyntheticSpec
+from ..executor.base import ExecutorSpec
 
 DEFAULT_CHECKPOINTS = 16
 DEFAULT_EXAMPLES = 5
@@ -36,10 +37,18 @@ class NanBisectConfig:
     resume: bool = False
     workers: int = 0
     """0: analyse in this process; N >= 1: N worker processes (isolated, own session and budget)."""
+    executor: str = "local"
+    """'local' (this process or worker processes) or 'ray' (actors on a Ray cluster)."""
+    address: Optional[str] = None
+    worker_memory: Optional[int] = None
     examples: int = DEFAULT_EXAMPLES
     keep_records: int = 200
     """Failing samples whose full record is kept in the result (all are in the JSONL)."""
     shard_size: int = 8
+
+    @property
+    def executor_spec(self) -> ExecutorSpec:
+        return ExecutorSpec(self.executor, self.workers, self.address, self.worker_memory)
 
     @property
     def full_scan(self) -> bool:
@@ -60,5 +69,8 @@ class NanBisectConfig:
             "jsonl": self.jsonl,
             "resume": self.resume,
             "workers": self.workers,
+            "executor": self.executor,
+            "address": self.address,
+            "worker_memory": self.worker_memory,
             "examples": self.examples,
         }

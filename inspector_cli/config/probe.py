@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..core.runner import RuntimeConfig
 from ..core.synthetic import SyntheticSpec
+from ..executor.base import ExecutorSpec
 
 DEFAULT_MAX_SATURATION = 0.01
 DEFAULT_DUMP_MAX_BYTES = 256 << 20
@@ -37,6 +38,8 @@ class ProbeConfig:
     """0: every value enters the histogram (rank-exact percentiles); N: about N values per tensor and sample."""
     capture_budget: Optional[int] = None
     """Bytes of captured tensors alive at once (default: a quarter of the available memory)."""
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)
+    """Where the samples run: this process (default), local worker processes or Ray actors."""
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -59,4 +62,5 @@ class ProbeConfig:
             "since": self.since,
             "hist_sample": self.hist_sample,
             "capture_budget": self.capture_budget,
+            **self.executor.to_dict(),
         }

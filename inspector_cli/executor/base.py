@@ -7,8 +7,9 @@ input order**, whatever the number of workers, so anything built from the outcom
 merged summaries) is deterministic. Callers fold outcomes into `Partial`s and merge those.
 
 Engines: `InlineExecutor` (this process), `executor.local.LocalExecutor` (worker processes, with
-death detection and one retry per item). Another engine (e.g. Ray actors, one per worker) only
-has to implement `Executor.map` with the same contract.
+death detection and one retry per item), `executor.ray_engine.RayExecutor` (Ray actors, one per
+worker, on this machine or a cluster). `ExecutorSpec` says which one a run uses;
+`executor.factory.make_executor` builds it.
 """
 from __future__ import annotations
 
@@ -17,6 +18,31 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
 T = TypeVar("T", bound="Partial")
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """How a batch runs: which engine, how many workers, where (Ray), and each worker's memory limit."""
+
+    engine: str = "local"
+    """'local': this process (0 workers) or worker processes on this machine; 'ray': Ray actors."""
+    workers: int = 0
+    """local: worker processes (0 = this process); ray: actors (0 = one per CPU of the cluster)."""
+    address: Optional[str] = None
+    """ray: 'auto' (a running cluster), 'ray://host:10001' (Ray Client), 'local' (start one for this run)."""
+    memory_limit: Optional[int] = None
+    """Resident bytes per worker; a worker beyond it is stopped and its item retried once, then an error."""
+
+    @property
+    def in_process(self) -> bool:
+        """Everything runs in the calling process (no isolation, no start-up cost)."""
+        return self.engine == "local" and self.workers <= 0
+
+    def to_dict(self) -> dict:
+        return {"executor": self.engine, "workers": self.workers, "address": self.address,
+                "worker_memory": self.memory_limit}
 
 
 @dataclass(frozen=True)
@@ -104,6 +130,10 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def map(self, job: Job, shards: Iterable[Shard]) -> Iterator[Outcome]:
         ...
+
+    def worker_pids(self) -> List[int]:
+        """Process ids of the live workers on this machine (empty in this process)."""
+        return []
 
     def close(self) -> None:
         """Stop workers once they finish their current item; safe to call twice."""

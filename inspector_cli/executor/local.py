@@ -6,26 +6,31 @@ and streams back one result per item. The item it is running is kept in shared m
 as a message: a worker that dies (segfault, OOM kill, SIGKILL) is noticed through its process
 sentinel, the item it was running is retried once in a fresh worker (alone, so a second death is
 attributed exactly) and then recorded as an error; the rest of its shards is re-queued untouched
-and the run goes on. Outcomes are yielded in input order, whatever the number of workers.
+and the run goes on. With a memory limit, a worker whose resident memory grows beyond it is killed
+the same way (one sample must not take the machine down with it). Outcomes are yielded in input
+order, whatever the number of workers.
 """
 from __future__ import annotations
 
 import importlib
 import multiprocessing
+import os
 import signal
 from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence
 
+from ..errors import MiError
 from .base import Executor, Job, Outcome, Shard, WorkItem
 
 POLL_SECONDS = 0.5
 MAX_STARTUP_DEATHS = 3
 QUEUED_SHARDS = 2
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-class ExecutorError(RuntimeError):
-    """Workers cannot run the job at all (it fails to open, or every worker dies at start-up)."""
+class ExecutorError(MiError):
+    """Workers cannot run the job at all (it fails to open, or every worker dies at start-up): exit 3."""
 
 
 class _ParentGone(BaseException):
@@ -81,6 +86,15 @@ def _worker_main(conn: Connection, current: Any, warm: Sequence[str]) -> None:
             runner.close()
 
 
+def resident_bytes(pid: int) -> Optional[int]:
+    """Resident memory of a process (Linux /proc; None elsewhere or when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def describe_exit(code: Optional[int]) -> str:
     if code is None:
         return "no exit code"
@@ -105,6 +119,8 @@ class _Worker:
         self.ready = False
         self.shards: Deque[List[int]] = deque()
         self.finished: set = set()
+        self.over_limit: Optional[int] = None
+        """Resident bytes measured when the worker was killed for exceeding the memory limit."""
 
     def give_job(self, job: Job) -> None:
         if not self.has_job:
@@ -123,9 +139,12 @@ def _send(conn: Connection, message: Any) -> bool:
 class LocalExecutor(Executor):
     """N worker processes, started fresh (no inherited onnxruntime threads or sessions)."""
 
-    def __init__(self, workers: int, *, retries: int = 1, start_method: Optional[str] = None) -> None:
+    def __init__(self, workers: int, *, retries: int = 1, start_method: Optional[str] = None,
+                 memory_limit: Optional[int] = None) -> None:
         self.workers = max(1, workers)
         self.retries = retries
+        self.memory_limit = memory_limit
+        """Resident bytes a worker may use; beyond, it is killed and its item handled as after a crash."""
         if start_method is None:
             # a fork server imports the heavy modules once and forks every worker from that clean
             # state (no sessions, no onnxruntime threads); spawn where there is no fork server
@@ -187,6 +206,8 @@ class LocalExecutor(Executor):
                         break
             handles: List[Any] = [w.conn for w in self._pool] + [w.process.sentinel for w in self._pool]
             ready = wait(handles, timeout=POLL_SECONDS)
+            if self.memory_limit:
+                self._enforce_memory_limit()
             for worker in list(self._pool):
                 if worker.conn in ready:
                     self._receive(worker, items, tries, results)
@@ -229,6 +250,9 @@ class LocalExecutor(Executor):
         self._pool.remove(worker)
         worker.conn.close()
         why = describe_exit(worker.process.exitcode)
+        if worker.over_limit is not None:
+            why = (f"stopped at {worker.over_limit >> 20} MiB, over its memory limit of "
+                   f"{(self.memory_limit or 0) >> 20} MiB")
         running = worker.current.value if worker.current.value >= 0 else None
         untouched = [s for shard in worker.shards for s in shard
                      if s not in worker.finished and s != running and s not in results]
@@ -243,6 +267,17 @@ class LocalExecutor(Executor):
                                        attempts=tries[running])
         else:
             pending.appendleft([running])
+
+    def worker_pids(self) -> List[int]:
+        return [w.process.pid for w in self._pool if w.process.pid is not None and w.process.is_alive()]
+
+    def _enforce_memory_limit(self) -> None:
+        for worker in self._pool:
+            if worker.over_limit is None and worker.process.pid is not None:
+                rss = resident_bytes(worker.process.pid)
+                if rss is not None and rss > (self.memory_limit or rss):
+                    worker.over_limit = rss
+                    worker.process.kill()  # noticed through its sentinel, like any other death
 
     def abort(self) -> None:
         """Stop at once (Ctrl-C): workers are terminated, whatever they were doing."""

@@ -51,6 +51,16 @@ class AttentionEntropy(Plugin):
         acc["collapsed"] += int(np.count_nonzero(entropy < COLLAPSED))
         acc["uniform"] += int(np.count_nonzero(entropy > UNIFORM))
 
+    def merge(self, other: "AttentionEntropy") -> None:
+        for name, theirs in other._rows.items():
+            mine = self._rows.get(name)
+            if mine is None:
+                self._rows[name] = dict(theirs)
+                continue
+            for key in ("rows", "sum", "collapsed", "uniform"):
+                mine[key] += theirs[key]
+            mine["min"], mine["max"] = min(mine["min"], theirs["min"]), max(mine["max"], theirs["max"])
+
     def summary(self) -> Dict[str, Dict[str, Any]]:
         out: Dict[str, Dict[str, Any]] = {}
         for name, acc in self._rows.items():

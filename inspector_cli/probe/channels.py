@@ -44,6 +44,21 @@ class ChannelTracker:
         block = moved[pending].reshape(pending.size, -1)
         self.alive[pending[(block != 0).any(axis=1)]] = True
 
+    def merge(self, other: "ChannelTracker") -> None:
+        """Fold in the samples `other` saw after ours."""
+        if self.disabled:
+            return
+        if other.disabled:
+            self.disabled = other.disabled
+        elif self.alive is None:
+            self.axis = other.axis
+            self.alive = None if other.alive is None else other.alive.copy()
+        elif other.alive is not None:
+            if other.alive.size != self.alive.size:
+                self.disabled = f"the channel count changed between samples ({self.alive.size} -> {other.alive.size})"
+            else:
+                self.alive |= other.alive
+
     @property
     def channels(self) -> int:
         return 0 if self.alive is None else int(self.alive.size)

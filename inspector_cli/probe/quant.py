@@ -161,6 +161,16 @@ class QuantTracker:
         self.lo = lo if self.lo is None else np.fmin(self.lo, lo)
         self.hi = hi if self.hi is None else np.fmax(self.hi, hi)
 
+    def merge(self, other: "QuantTracker") -> None:
+        """Fold in the values `other` saw (counts add, extremes combine: exact)."""
+        self.count += other.count
+        self.saturated += other.saturated
+        self.clipped_low += other.clipped_low
+        if other.lo is not None:
+            self.lo = other.lo.copy() if self.lo is None else np.fmin(self.lo, other.lo)
+        if other.hi is not None:
+            self.hi = other.hi.copy() if self.hi is None else np.fmax(self.hi, other.hi)
+
     def _extremes(self, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         axis = self.spec.axis
         if axis is None or x.ndim == 0:

@@ -109,10 +109,16 @@ class ProbeRunner:
                 self.progress(offset + done, total, item)
 
         try:
-            run_capture([target], subset, on_chunk, progress=progress)
+            self._capture(index, target, subset, on_chunk, progress)
         except _Stop:
             pass
         return state["hit"], state["position"]
+
+    def _capture(self, index: int, target: CaptureTarget, samples: SampleSet,
+                 on_chunk: Callable[[str, int, List[TensorMap]], None],
+                 progress: Callable[[int, Optional[int], str], None]) -> None:
+        """Run chunk `index` over `samples` (a subclass may keep its sessions between calls)."""
+        run_capture([target], samples, on_chunk, progress=progress)
 
     def _consume(self, sample_id: str, position: int, names: List[str], tensors: TensorMap,
                  triggers: Sequence[Trigger]) -> Optional[Hit]:

@@ -87,6 +87,9 @@ class TensorTracker:
         sample, a systematic 1-in-k sample whose phase moves from sample to sample (faster, approximate)."""
         self.channel_axis = channel_axis
         self.keep_rows = keep_rows
+        self.first_index = 0
+        """Data-set index of the first sample this tracker sees (a block's start): the phase of
+        --hist-sample follows the data-set index, however the samples are cut into blocks."""
         self.workspace = workspace or Workspace()
         self.reset()
 
@@ -149,7 +152,7 @@ class TensorTracker:
         stride = 1
         if self.hist_sample and n > self.hist_sample:
             stride = -(-n // self.hist_sample)
-            keyed = keyed[(self.samples - 1) % stride::stride]
+            keyed = keyed[(self.first_index + self.samples - 1) % stride::stride]
             self.max_stride = max(self.max_stride, stride)
         in_zero_buckets = self.hist.add_keys(ws.keys.keys(keyed))
         zeros = 0
@@ -168,6 +171,51 @@ class TensorTracker:
             if len(self.zero_sample_ids) < MAX_ZERO_SAMPLE_IDS:
                 self.zero_sample_ids.append(sample)
         return SampleStats(sample, self.name, size, n, lo, hi, mean, math.sqrt(m2 / n), zeros, nan, inf)
+
+    def merge(self, other: "TensorTracker") -> "TensorTracker":
+        """Fold in the statistics of the samples `other` saw after ours.
+
+        Counts, extremes, histograms and channels merge exactly; moments by Chan's update, so a
+        result is reproducible to the last bit when the same partials merge in the same order.
+        """
+        if other.samples == 0:
+            return self
+        if self.shape is None:
+            self.shape, self.dtype = other.shape, other.dtype
+        elif other.shape is not None and other.shape != self.shape:
+            self._note(f"shape varies between samples ({self.shape} then {other.shape})")
+        for note in other.notes:
+            self._note(note)
+        self.samples += other.samples
+        self.size += other.size
+        self.moments.merge(other.moments.count, other.moments.mean, other.moments.m2)
+        self.hist.merge(other.hist)
+        self.min, self.max = min(self.min, other.min), max(self.max, other.max)
+        self.zeros += other.zeros
+        self.nan += other.nan
+        self.inf += other.inf
+        self.zero_samples += other.zero_samples
+        self.zero_sample_ids = (self.zero_sample_ids + other.zero_sample_ids)[:MAX_ZERO_SAMPLE_IDS]
+        self.max_stride = max(self.max_stride, other.max_stride)
+        if self.channels is not None and other.channels is not None:
+            self.channels.merge(other.channels)
+        self.rows.extend(other.rows)
+        return self
+
+    def _note(self, note: str) -> None:
+        """Add a note unless one of its kind is there (the first occurrence is the one reported)."""
+        kind = next((k for k in ("shape varies", "not numeric") if k in note), note)
+        if not any(kind in n for n in self.notes):
+            self.notes.append(note)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("workspace", None)  # scratch buffers stay in their process
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.workspace = Workspace()
 
     def _note_layout(self, array: np.ndarray) -> None:
         if self.shape is None:

@@ -4,7 +4,7 @@ outputs: see golden.py)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..config.compare import CompareConfig
@@ -12,7 +12,7 @@ from ..core.graph import ModelGraph
 from ..core.lazyload import load_model_lazy
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import NameMatching, match_names, rename_feeds
-from ..core.runner import Session, open_session
+from ..core.runner import Session
 from ..diff.engine import TensorTracker
 from ..diff.gates import check_gate_targets
 from ..errors import InputDataError, UsageError
@@ -80,6 +80,9 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
     `CompareResult`; raises `MiError` subclasses only when no result is possible.
     """
     config = config or CompareConfig()
+    if not config.executor.in_process and (config.golden or config.layers is not None):
+        raise UsageError(f"{'--golden' if config.golden else '--layers'} runs in this process",
+                         hint="leave --workers and --executor out")
     if config.golden:
         from .golden import compare_golden
 
@@ -87,19 +90,15 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
     plan = plan_comparison(model_a, model_b, config)
     if config.layers is not None:
         return _compare_with_layers(plan, config, progress)
-    session_a = open_session(plan.graph_a, config.runtime_a, label=f"A {plan.graph_a.display_name}")
-    session_b = open_session(plan.graph_b, config.runtime_of_b, label=f"B {plan.graph_b.display_name}")
+    from .compare_batch import compare_outputs, lost_finding
+
     trackers = [TensorTracker(p.a, p.b, gates=list(config.gates), topk=config.topk,
                               keep_per_sample=config.per_sample) for p in plan.outputs.pairs]
-    notes: List[str] = []
-    total = len(plan.samples)
-    for done, (sample_id, feeds) in enumerate(plan.samples, start=1):
-        out_a, out_b, cast_notes = run_pair(session_a, session_b, plan, feeds, sample_id)
-        notes.extend(n for n in cast_notes if n not in notes)
-        for tracker in trackers:
-            tracker.add(sample_id, out_a[tracker.name], out_b[tracker.name_b])
-        progress(done, total, sample_id)
-    return build_result(plan, config, trackers, notes)
+    # samples run in this process or in workers (config.executor); either way the per-sample sums
+    # are folded here in sample order, so the result is the same whichever ran them
+    notes, lost = compare_outputs(plan, config, trackers, progress)
+    result = build_result(plan, config, trackers, notes)
+    return replace(result, findings=[*result.findings, lost_finding(lost)]) if lost else result
 
 
 def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Progress) -> CompareResult:

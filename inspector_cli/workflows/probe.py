@@ -19,15 +19,15 @@ from ..core.runner import RuntimeConfig
 from ..core.select import select_tensors
 from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
-from ..plugins import NodeView, Plugin, call_plugin, load_plugin
+from ..plugins import NodeView, call_plugin, load_plugin
 from ..probe.dump import finish_dump, open_dump
 from ..probe.quant import QuantSpec, QuantTracker, constant_value, find_quantizers
-from ..probe.runner import Consumers, Hit, ProbeRunner, capture_chunks
-from ..probe.tracker import TensorTracker, Workspace
+from ..probe.runner import Hit, capture_chunks
 from ..probe.triggers import parse_triggers
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
 from . import Progress, no_progress
+from .probe_batch import lost_finding, probe_blocks
 from .probe_report import build_findings, check_since, quant_results, record_history
 
 ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
@@ -105,26 +105,6 @@ def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
     return ProbePlan(graph, tensors, chunks, samples, plan.to_dict(), quant, notes, shapes)
 
 
-def _consumers(plan: ProbePlan, config: ProbeConfig, nodes: Dict[str, Optional[NodeView]],
-               workspace: Workspace, first_plugins: List[Plugin]) -> Consumers:
-    graph = plan.graph
-    trackers = {}
-    for name in plan.tensors:
-        node = graph.producer.get(name)
-        trackers[name] = TensorTracker(name, op_type=node.op_type if node else "(input)", node=node.name if node else "",
-                                       channel_axis=config.channel_axis, keep_rows=config.per_sample,
-                                       workspace=workspace, hist_sample=config.hist_sample)
-    quant: Dict[str, List[QuantTracker]] = {}
-    for spec in plan.quant:
-        if spec.source != "weight":
-            quant.setdefault(spec.tensor, []).append(QuantTracker(spec))
-    plugins = list(first_plugins) if first_plugins else [load_plugin(s) for s in config.plugins]
-    first_plugins.clear()
-    accepted = [(p, frozenset(t for t in plan.tensors if call_plugin(p, "accepts", t, nodes.get(t))))
-                for p in plugins]
-    return Consumers(trackers, quant, accepted)
-
-
 def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
                 progress: Progress = no_progress) -> ProbeResult:
     """Probe the configured tensors of `model` over the configured samples.
@@ -136,31 +116,15 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
     triggers = parse_triggers(config.break_on)
     if config.dump_dir and not triggers:
         raise UsageError("--dump needs --break-on: it writes the sample that met the condition")
-    plugins = [load_plugin(spec) for spec in config.plugins]
+    for spec in config.plugins:  # unknown or broken plugins are usage errors before any inference
+        load_plugin(spec)
     graph = as_graph(model)
     check_since(config, graph)
     plan = plan_probe(graph, config)
-    nodes = {t: node_view(graph, t) for t in plan.tensors}
-    workspace = Workspace()
-    dumps: List[DumpInfo] = []
-
-    def factory() -> Consumers:
-        return _consumers(plan, config, nodes, workspace, plugins)
-
-    def on_hit(hit: Hit, tensors: TensorMap) -> None:
-        if config.dump_dir:
-            writer = open_dump(config.dump_dir, hit.stats.sample, config.dump_max_bytes)
-            for name in plan.chunks[0]:
-                writer.add(name, tensors[name])
-            dumps.append(finish_dump(writer, plan.samples.load(plan.samples.refs[hit.sample_index])))
-
-    runner = ProbeRunner(graph, config.runtime, plan.chunks, plan.samples, factory, nodes, triggers,
-                         on_hit=on_hit, progress=progress)
-    hit = runner.run() if plan.chunks else None
-    done = runner.samples_done if plan.chunks else len(plan.samples)
-    if hit is not None and config.dump_dir and not dumps:  # chunked plan: capture the sample again
-        dumps.append(_dump_again(plan, config, hit))
-    consumers = runner.consumers
+    # blocks of samples, in this process or in workers (config.executor): merged in sample order
+    run = probe_blocks(graph, plan, config, progress)
+    hit, done, consumers = run.hit, run.done, run.consumers
+    dumps: List[DumpInfo] = [_dump_again(plan, config, hit)] if hit is not None and config.dump_dir else []
     quant_trackers = _weight_trackers(plan) + [q for qs in consumers.quant.values() for q in qs]
     reference = _reference_ranges(plan, config, done) if config.reference else {}
     trigger = None
@@ -170,7 +134,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
                              dump=dumps[0] if dumps else None)
     tensors = [consumers.trackers[t].finish() for t in plan.tensors]
     warnings = list(plan.samples.notes) + plan.notes
-    if runner.restarted:
+    if run.restarted:
         warnings.append("a trigger in a later capture chunk stopped at an earlier sample: statistics were "
                         f"recomputed over the first {done} sample(s)")
     quant = quant_results(quant_trackers, reference, config.max_saturation)
@@ -184,7 +148,8 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),
         inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
         quant=quant, plugins=plugin_results, history=history,
-        findings=build_findings(tensors, trigger, quant, config), warnings=warnings, capture=plan.capture)
+        findings=build_findings(tensors, trigger, quant, config) + ([lost_finding(run.lost)] if run.lost else []),
+        warnings=warnings, capture=plan.capture)
 
 
 def _dump_again(plan: ProbePlan, config: ProbeConfig, hit: Hit) -> DumpInfo:

@@ -29,6 +29,9 @@ class NanBisectJob(Job):
     """Specs and reader options only (no refs): items carry their own `SampleRef`."""
     expose_all_root: bool
     prepared: Optional[PreparedModel] = field(default=None, repr=False)
+    externalise: bool = False
+    """Load the original model and externalise its large weights in the worker's own temporary folder
+    (Ray workers, possibly on other machines); otherwise `model_path` is already prepared."""
     """The caller's already-prepared model, reused when the job is opened in the same process."""
 
     def __getstate__(self) -> dict:
@@ -37,17 +40,20 @@ class NanBisectJob(Job):
         return state
 
     def open(self) -> "NanBisectRunner":
-        prepared = self.prepared
+        prepared, owned = self.prepared, self.prepared is None
         if prepared is None:
             graph = load_model(self.model_path)
-            prepared = PreparedModel(graph, self.runtime, label=self.label)
-        return NanBisectRunner(self, prepared)
+            prepared = PreparedModel.load(graph, self.runtime) if self.externalise else \
+                PreparedModel(graph, self.runtime, label=self.label)
+            prepared.label = self.label
+        return NanBisectRunner(self, prepared, owned=owned)
 
 
 class NanBisectRunner(Runner):
-    def __init__(self, job: NanBisectJob, prepared: PreparedModel) -> None:
+    def __init__(self, job: NanBisectJob, prepared: PreparedModel, *, owned: bool = False) -> None:
         self.job = job
         self.prepared = prepared
+        self.owned = owned
         config = job.config
         if config.full_scan:
             self.engine: Any = FullScanner(prepared, job.budget, all_origins=config.all_origins, deep=config.deep,
@@ -73,5 +79,7 @@ class NanBisectRunner(Runner):
 
     def close(self) -> None:
         self.engine = None
+        if self.owned:
+            self.prepared.close()  # its temporary folder, when it externalised weights
 
 

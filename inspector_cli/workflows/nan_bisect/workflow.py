@@ -13,7 +13,9 @@ from ...core.capture import default_budget, plan_capture
 from ...core.graph import ModelGraph, load_model
 from ...core.inputs import SampleSet, open_samples
 from ...errors import UsageError
-from ...executor.base import Executor, InlineExecutor, WorkItem, make_shards
+from ...executor.base import Executor, ExecutorSpec, WorkItem, make_shards
+from ...executor.factory import make_executor
+from ..batching import batch_runtime, check_executor, executor_plan, shared_samples
 from ...results.base import ModelRef, file_sha256
 from ...results.nan_bisect import NanBisectResult, WeightIssue
 from .. import Progress, no_progress
@@ -21,7 +23,7 @@ from .batch import JsonlLog, Summary
 from .findings import build_findings
 from .job import NanBisectJob, error_record
 from .locate import Locator
-from .model import PreparedModel, cpu_count
+from .model import PreparedModel
 from .repro import write_bundle
 from .static import fp16_unsafe_weights, nonfinite_weights
 
@@ -42,7 +44,8 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     """
     config = config or NanBisectConfig()
     started = time.monotonic()
-    executor = make_executor(config.workers)  # workers import while this process loads the model
+    check_executor(config.executor_spec)
+    executor = make_executor(config.executor_spec, WARM_MODULES)  # workers import while we load the model
     try:
         return _prepare_and_run(model, config, progress, on_static, executor, started)
     except BaseException:
@@ -66,19 +69,14 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     samples = open_samples(config.inputs, graph.inputs, config.synthetic)
     warnings.extend(samples.notes)
     budget = config.max_memory if config.max_memory is not None else default_budget()
-    runtime = config.runtime
-    if config.workers >= 1:
-        # The cores are shared out between the workers instead of every session taking them all,
-        # and idle threads sleep instead of spinning: a batch wants throughput, not latency.
-        runtime = runtime.replace(
-            intra_op_threads=runtime.intra_op_threads or max(1, cpu_count() // config.workers),
-            session_config=(*runtime.session_config, ("session.intra_op.allow_spinning", "0")))
+    runtime = batch_runtime(config.runtime, config.executor_spec)
     label = graph.display_name
+    source = str(graph.path.resolve()) if graph.path is not None else None  # what remote workers load
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
     del graph
     try:
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
-                      executor)
+                      executor, source)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:
         prepared.close()
@@ -94,7 +92,7 @@ def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
 
 def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
          static: List[WeightIssue], warnings: List[str], model_ref: ModelRef, label: str,
-         progress: Progress, started: float, executor: Executor) -> NanBisectResult:
+         progress: Progress, started: float, executor: Executor, source: Optional[str]) -> NanBisectResult:
     log = JsonlLog(config.jsonl, resume=config.resume)
     summary = Summary(examples=config.examples, keep_records=config.keep_records)
     for record in log.previous:
@@ -103,11 +101,18 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
     todo = [ref for ref in samples.refs if ref.id not in done]
     expose_all_root = len(samples) == 1
     plan = describe_plan(prepared, config, samples, budget, expose_all_root)
-    if config.workers >= 1 and prepared.run_path is None:
+    spec = config.executor_spec
+    if not spec.in_process and prepared.run_path is None:
         raise UsageError("--workers needs the model as a file", hint="save the model, or use --workers 0")
-    job = NanBisectJob(model_path=prepared.run_path or "", label=label, config=config, runtime=prepared.runtime,
-                       budget=budget, samples=samples.subset([]), expose_all_root=expose_all_root,
-                       prepared=prepared if config.workers == 0 else None)
+    # Ray workers may run elsewhere: they load the original file (and externalise its weights in their
+    # own temporary folder); local workers load this process's prepared copy.
+    remote = spec.engine == "ray"
+    job = NanBisectJob(model_path=(source if remote else prepared.run_path) or "", label=label, config=config,
+                       runtime=prepared.runtime, budget=budget, samples=samples.subset([]),
+                       expose_all_root=expose_all_root, prepared=prepared if spec.in_process else None,
+                       externalise=remote)
+    if remote:
+        todo = shared_samples(samples.subset(todo)).refs
     interrupted = False
     items = (WorkItem(ref.id, ref) for ref in todo)
     try:
@@ -126,7 +131,8 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
     groups = summary.groups()
     return NanBisectResult(
         models=[model_ref], config=config.to_dict(), runtime=prepared.runtime.to_dict(), inputs=samples.describe(),
-        plan={**plan, "workers": config.workers, "repro": repro}, static=static, samples_total=len(samples),
+        plan={**plan, "workers": config.workers, "repro": repro, **_engine(spec, executor)}, static=static,
+        samples_total=len(samples),
         scanned=summary.scanned, resumed=summary.resumed, nonfinite=summary.nonfinite, masked=summary.masked,
         fp16=summary.fp16, errors=summary.errors, groups=groups, records=summary.records,
         findings=build_findings(static, groups, summary), warnings=warnings, runs=summary.runs,
@@ -136,15 +142,9 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
 WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.workflows.nan_bisect.job")
 
 
-def make_executor(workers: int) -> Executor:
-    """In-process for 0 workers; else worker processes, started at once (they import meanwhile)."""
-    if workers <= 0:
-        return InlineExecutor()
-    from ...executor.local import LocalExecutor
-
-    executor = LocalExecutor(workers)
-    executor.prestart(WARM_MODULES)
-    return executor
+def _engine(spec: ExecutorSpec, executor: Executor) -> Dict[str, Any]:
+    """The engine in the plan, only when it is not the default (local runs keep their plan as it was)."""
+    return {"executor": executor_plan(spec, executor)} if spec.engine != "local" else {}
 
 
 def describe_plan(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,

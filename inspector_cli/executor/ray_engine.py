@@ -1,0 +1,311 @@
+"""`RayExecutor`: the executor contract on Ray actors, on this machine or on a cluster.
+
+One actor per worker opens the job once (loads the model, keeps its sessions) and runs shards of
+work items sent by the driver, at most `QUEUED_SHARDS` at a time, so it never waits for work.
+Items carry references (sample paths), never data: every node reads the inputs from the shared
+path itself. Each shard's values come back as soon as it is done; the driver yields outcomes in
+input order, exactly as the other engines, so JSONL logs and merged results are the same bytes.
+
+Worker loss (the actor's process is killed, or its node goes away) is noticed when its calls fail.
+Shards it had not started are re-queued untouched. The shard it was running is re-run item by
+item, each counting one attempt, so an item that kills a worker again is known exactly and, after
+`retries` retries, recorded as an error; the run goes on with fresh actors.
+
+Ray is imported lazily (`mi --help` stays fast) and is an optional extra; `connection.py` finds or
+starts the cluster.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from .base import Executor, Job, Outcome, Shard, WorkItem
+from .connection import RayConnection
+from .local import ExecutorError, resident_bytes
+
+QUEUED_SHARDS = 2
+POLL_SECONDS = 0.5
+MAX_STARTUP_DEATHS = 3
+WATCHDOG_SECONDS = 0.2
+INSTALL_HINT = "every node needs the same model-inspector: pip install 'model-inspector[ray]'"
+
+
+class MiWorker:
+    """The body of one Ray actor: the job opened once, then shards run one after another."""
+
+    def __init__(self, warm: Sequence[str], memory_limit: Optional[int]) -> None:
+        for module in warm:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                pass
+        self.runner: Any = None
+        if memory_limit:
+            threading.Thread(target=_watch_memory, args=(memory_limit,), daemon=True, name="mi-memory").start()
+
+    def open(self, job: Job) -> Dict[str, Any]:
+        self.close()
+        self.runner = job.open()
+        return {"pid": os.getpid(), "host": socket.gethostname()}
+
+    def run(self, items: Sequence[WorkItem]) -> bytes:
+        """The shard's [(index, value, error)], pickled here: Ray would hand numpy arrays back read-only
+        (zero-copy from its object store), while callers own and update what executors return."""
+        done: List[Tuple[int, Any, Optional[str]]] = []
+
+        def finished(index: int, value: Any, error: Optional[str]) -> None:
+            try:
+                pickle.dumps(value)
+            except Exception as exc:  # noqa: BLE001 - an unpicklable value becomes an error, as locally
+                value, error = None, f"result could not be sent back: {exc}"
+            done.append((index, value, error))
+
+        self.runner.run(list(items), lambda _index: None, finished)
+        return pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+
+
+def _watch_memory(limit: int) -> None:
+    """End the actor's process when it grows beyond `limit` (the driver then retries its item)."""
+    while True:
+        rss = resident_bytes(os.getpid())
+        if rss is not None and rss > limit:
+            os.write(2, f"mi: worker stopped at {rss >> 20} MiB, over its memory limit of {limit >> 20} MiB\n".encode())
+            os._exit(137)
+        time.sleep(WATCHDOG_SECONDS)
+
+
+@dataclass
+class _Actor:
+    handle: Any
+    ready_ref: Any
+    ready: bool = False
+    inflight: Deque[Tuple[Any, List[int]]] = field(default_factory=deque)
+    info: Dict[str, Any] = field(default_factory=dict)
+    """pid and host, once the actor opened the job."""
+
+
+class RayExecutor(Executor):
+    """`workers` Ray actors (0: one per CPU of the cluster), each with `cpus_per_worker` CPUs."""
+
+    def __init__(self, workers: int = 0, address: Optional[str] = None, *, retries: int = 1,
+                 cpus_per_worker: float = 1.0, memory_limit: Optional[int] = None,
+                 warm: Sequence[str] = ()) -> None:
+        self.requested = workers
+        self.address = address
+        self.retries = retries
+        self.cpus_per_worker = cpus_per_worker
+        self.memory_limit = memory_limit
+        self.warm = tuple(warm)
+        self.connection = RayConnection(address, cpus=workers or None)
+        self.ray = self.connection.ray
+        self.workers = workers
+        self._actors: List[_Actor] = []
+        self._actor_class: Any = None
+        self.restarts = 0
+        self.hosts: Dict[str, int] = {}
+
+    def start(self) -> None:
+        """Connect (or start the local instance) and fix the number of workers."""
+        self.connection.connect()
+        if self.requested <= 0:
+            cpus = float(self.ray.cluster_resources().get("CPU", 1.0))
+            self.workers = max(1, int(cpus // self.cpus_per_worker))
+        if self._actor_class is None:
+            options: Dict[str, Any] = {"num_cpus": self.cpus_per_worker, "max_restarts": 0, "max_task_retries": 0,
+                                       "scheduling_strategy": "SPREAD"}
+            if self.memory_limit:
+                options["memory"] = int(self.memory_limit)
+            self._actor_class = self.ray.remote(**options)(MiWorker)
+
+    def _spawn(self, job_ref: Any) -> _Actor:
+        handle = self._actor_class.remote(self.warm, self.memory_limit)
+        actor = _Actor(handle, handle.open.remote(job_ref))
+        self._actors.append(actor)
+        return actor
+
+    def map(self, job: Job, shards: Iterable[Shard]) -> Iterator[Outcome]:
+        self.start()
+        ray = self.ray
+        try:
+            job_ref = ray.put(job)
+        except Exception as exc:  # noqa: BLE001 - Ray Client unpickles on the cluster
+            raise ExecutorError(f"the Ray cluster cannot take the job ({_cause(exc)})", hint=INSTALL_HINT) from None
+        source = iter(shards)
+        items: Dict[int, WorkItem] = {}
+        tries: Dict[int, int] = {}
+        pending: Deque[List[int]] = deque()
+        results: Dict[int, Outcome] = {}
+        counter, next_out, exhausted, startup_deaths = 0, 0, False, 0
+        for actor in self._actors:  # actors of an earlier batch: open this job instead
+            actor.ready, actor.ready_ref = False, actor.handle.open.remote(job_ref)
+        while len(self._actors) < self.workers:
+            self._spawn(job_ref)
+        while True:
+            while not exhausted and len(pending) < (QUEUED_SHARDS + 1) * self.workers:
+                shard = next(source, None)
+                if shard is None:
+                    exhausted = True
+                    break
+                seqs = []
+                for item in shard.items:
+                    items[counter], tries[counter] = item, 0
+                    seqs.append(counter)
+                    counter += 1
+                pending.append(seqs)
+            while next_out in results:
+                items.pop(next_out, None)
+                yield results.pop(next_out)
+                next_out += 1
+            if exhausted and next_out == counter:
+                return
+            for actor in self._actors:
+                while actor.ready and pending and len(actor.inflight) < QUEUED_SHARDS:
+                    seqs = pending.popleft()
+                    actor.inflight.append((actor.handle.run.remote([items[s] for s in seqs]), seqs))
+            while len(self._actors) < self.workers and (pending or not exhausted):
+                self.restarts += 1
+                self._spawn(job_ref)
+            waiting = {}
+            for actor in self._actors:
+                if not actor.ready:
+                    waiting[actor.ready_ref] = actor
+                for ref, _ in actor.inflight:
+                    waiting[ref] = actor
+            done, _ = ray.wait(list(waiting), num_returns=1, timeout=POLL_SECONDS)
+            for ref in done:
+                actor = waiting[ref]
+                if actor not in self._actors:
+                    continue  # buried already, by an earlier failed call
+                if not actor.ready and ref == actor.ready_ref:
+                    death = self._settle_open(actor)
+                    if death is not None:
+                        startup_deaths += 1
+                        if startup_deaths >= MAX_STARTUP_DEATHS:
+                            raise ExecutorError(f"Ray workers die at start-up ({death})", hint=INSTALL_HINT)
+                else:
+                    self._settle_run(actor, ref, items, tries, pending, results)
+
+    def _settle_open(self, actor: _Actor) -> Optional[str]:
+        """Why the actor died while starting or opening the job; None when it is ready."""
+        ray = self.ray
+        try:
+            info = ray.get(actor.ready_ref)
+        except ray.exceptions.RayActorError as exc:
+            self._drop(actor)
+            return _cause(exc)
+        except ray.exceptions.RayTaskError as exc:
+            raise ExecutorError(f"a worker could not start: {_cause(exc)}") from None
+        actor.ready, actor.info = True, info
+        self.hosts[info["host"]] = self.hosts.get(info["host"], 0) + 1
+        return None
+
+    def _settle_run(self, actor: _Actor, ref: Any, items: Dict[int, WorkItem], tries: Dict[int, int],
+                    pending: Deque[List[int]], results: Dict[int, Outcome]) -> None:
+        ray = self.ray
+        seqs = next(s for r, s in actor.inflight if r == ref)
+        try:
+            done = pickle.loads(ray.get(ref))
+        except ray.exceptions.RayActorError as exc:
+            self._bury(actor, _cause(exc), items, tries, pending, results)
+            return
+        except ray.exceptions.RayTaskError as exc:  # the shard's values could not come back
+            done = [(i, None, f"the worker failed: {_cause(exc)}") for i in range(len(seqs))]
+        except ray.exceptions.RayError:  # its result was lost with a node: run the shard again
+            actor.inflight = deque((r, s) for r, s in actor.inflight if r != ref)
+            pending.appendleft(seqs)
+            return
+        actor.inflight = deque((r, s) for r, s in actor.inflight if r != ref)
+        self._record(done, seqs, items, tries, results)
+
+    def _bury(self, actor: _Actor, why: str, items: Dict[int, WorkItem], tries: Dict[int, int],
+              pending: Deque[List[int]], results: Dict[int, Outcome]) -> None:
+        """An actor died. Its calls run in order: those that finished before the death count; the first
+        that did not was running, and is re-run item by item (one attempt each); the rest re-queued."""
+        ray = self.ray
+        inflight = list(actor.inflight)
+        self._drop(actor)
+        running: Optional[List[int]] = None
+        queued: List[List[int]] = []
+        for ref, seqs in inflight:
+            if running is not None:
+                queued.append(seqs)
+                continue
+            try:
+                done = pickle.loads(ray.get(ref, timeout=0))
+            except Exception:  # noqa: BLE001 - lost with the actor (or not finished): this one was running
+                running = seqs
+                continue
+            self._record(done, seqs, items, tries, results)
+        for seqs in reversed(queued):
+            pending.appendleft(seqs)
+        if self.memory_limit:  # the watchdog ends the process with no word to Ray: say what may have happened
+            why += f"; stopped if it passed its memory limit of {self.memory_limit >> 20} MiB"
+        for seq in reversed(running or []):
+            tries[seq] += 1
+            if tries[seq] > self.retries:
+                results[seq] = Outcome(items[seq].key, None, f"the Ray worker died ({why}) while running this item, "
+                                                            f"{tries[seq]} time(s)", attempts=tries[seq])
+            else:
+                pending.appendleft([seq])
+
+    @staticmethod
+    def _record(done: List[Tuple[int, Any, Optional[str]]], seqs: List[int], items: Dict[int, WorkItem],
+                tries: Dict[int, int], results: Dict[int, Outcome]) -> None:
+        for index, value, error in done:
+            seq = seqs[index]
+            results[seq] = Outcome(items[seq].key, value, error, attempts=tries[seq] + 1)
+
+    def _drop(self, actor: _Actor) -> None:
+        if actor in self._actors:
+            self._actors.remove(actor)
+        try:
+            self.ray.kill(actor.handle, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    def worker_pids(self) -> List[int]:
+        here = socket.gethostname()
+        return [a.info["pid"] for a in self._actors if a.ready and a.info.get("host") == here]
+
+    def abort(self) -> None:
+        """Stop at once (Ctrl-C): actors are killed, whatever they were doing."""
+        for actor in list(self._actors):
+            self._drop(actor)
+        self.close()
+
+    def close(self) -> None:
+        """Let every actor release its sessions, end them, and leave the cluster (or stop ours)."""
+        ray = self.ray
+        if self._actors and ray.is_initialized():
+            closing = [a.handle.close.remote() for a in self._actors if a.ready]
+            try:
+                ray.wait(closing, num_returns=len(closing), timeout=5)
+            except Exception:  # noqa: BLE001 - best effort; the actors are killed next
+                pass
+            for actor in list(self._actors):
+                self._drop(actor)
+        self._actors = []
+        self.connection.close()
+
+
+def _cause(exc: BaseException) -> str:
+    """The first meaningful line of a Ray error (Ray prefixes tracebacks and long explanations)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and not isinstance(cause, type(exc)):
+        text = str(cause).strip()
+        first = text.splitlines()[0] if text else ""
+        return f"{type(cause).__name__}: {first}" if first else type(cause).__name__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
