@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional
 
 import click
 
-from ._options import OPT_LEVELS, NumberOrNamedNumber, compose
+from ._options import OPT_LEVELS, ByteSize, NumberOrNamedNumber, compose
 
 LAYER_GATE_HELP = {
     "layer-min-cosine": ("min-cosine", "Layer threshold: cosine similarity >= V (default 0.99, used to mark the "
@@ -33,7 +33,7 @@ def layer_options(func: Any) -> Any:
         click.option("--isolate", multiple=True, metavar="all|worst:N|NAME",
                      help="Measure each layer's own error: run MODEL_B's producing subgraph on MODEL_A's tensors. "
                           "Repeatable."),
-        click.option("--max-memory", metavar="SIZE",
+        click.option("--max-memory", type=ByteSize(), metavar="SIZE",
                      help="Memory for one sample's captured tensors, e.g. 512M (default: a quarter of the available "
                           "memory); beyond it tensors are captured in chunks over several runs."),
         click.option("--capture", type=click.Choice(("auto", "deployed", "instrumented")), default="auto",
@@ -81,7 +81,6 @@ def build_runtimes(params: Dict[str, Any], base: Any) -> "tuple[Any, Optional[An
 def build_layer_config(params: Dict[str, Any]) -> Any:
     """LayerConfig from the flags, or None without --layers."""
     from ..config.compare import LayerConfig
-    from ..core.capture import parse_size
     from ..diff.gates import parse_gate
     from ..errors import UsageError
 
@@ -100,11 +99,7 @@ def build_layer_config(params: Dict[str, Any]) -> Any:
         for value in params.get(f"layer_{flag[6:].replace('-', '_')}") or ():
             gate = parse_gate(base, value)
             gates.append(type(gate)(flag=flag, metric=gate.metric, threshold=gate.threshold, target=gate.target))
-    memory = params.get("max_memory")
-    try:
-        max_memory = parse_size(memory) if memory else None
-    except ValueError as exc:
-        raise UsageError(f"--max-memory {memory}: not a size", hint="e.g. 512M, 2G or 1500000000") from exc
+    max_memory = params.get("max_memory") or None
     return LayerConfig(patterns=patterns, granularity=params.get("granularity") or "chain", gates=tuple(gates),
                        gate_layers=bool(params.get("gate_layers")), isolate=isolate, max_memory=max_memory,
                        capture=params.get("capture") or "auto", worst=params.get("worst") or 5,

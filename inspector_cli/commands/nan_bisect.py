@@ -1,34 +1,18 @@
 """`mi nan-bisect`: where NaN/Inf is born, for which samples, and why."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import click
 
-from ._options import executor_options, input_options, model_argument, report_options, runtime_options
+from ._options import ByteSize, executor_options, input_options, model_argument, report_options, runtime_options
 from ._output import app_state, check_report_paths, emit, progress_bar
-
-
-class Size(click.ParamType):
-    """'512M', '2G', '1.5GB' or a number of bytes."""
-
-    name = "SIZE"
-
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
-        if isinstance(value, int):
-            return value
-        from ..core.capture import parse_size
-
-        try:
-            return parse_size(value)
-        except ValueError:
-            self.fail(f"'{value}' is not a size such as 512M, 2G or 1048576", param, ctx)
 
 
 @click.command("nan-bisect")
 @model_argument("model")
 @input_options
-@click.option("--max-memory", type=Size(), metavar="SIZE",
+@click.option("--max-memory", type=ByteSize(), metavar="SIZE",
               help="Memory for captured tensors per process, e.g. 512M (default: a quarter of the available "
                    "memory). Below what exposing every tensor needs, a layered scan and span replays are used.")
 @click.option("--checkpoints", type=click.IntRange(min=1), default=16, show_default=True,

@@ -5,25 +5,9 @@ from typing import Any, Optional
 
 import click
 
-from ._options import (build_executor, build_runtime, build_synthetic, executor_options, input_options, report_options,
+from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options, report_options,
                        runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
-
-
-class SizeType(click.ParamType):
-    """'256M', '2G', '1048576': a number of bytes."""
-
-    name = "SIZE"
-
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
-        if isinstance(value, int):
-            return value
-        from ..core.capture import parse_size
-
-        try:
-            return parse_size(str(value))
-        except ValueError:
-            self.fail(f"'{value}' is not a size such as 512M or 2G", param, ctx)
 
 
 @click.command("probe")
@@ -40,7 +24,7 @@ class SizeType(click.ParamType):
                    "terms joined by '&', optional 'GLOB:' prefix. Repeatable (any).")
 @click.option("--dump", "dump_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="With --break-on: write the triggering sample's probed tensors and inputs to DIR as .npz.")
-@click.option("--dump-max-bytes", type=SizeType(), default="256M", show_default=True,
+@click.option("--dump-max-bytes", type=ByteSize(), default="256M", show_default=True,
               help="Size cap of the tensors written by --dump.")
 @click.option("--quant-ranges", is_flag=True,
               help="Check every QuantizeLinear and QLinear op: saturation and share of the integer range used.")
@@ -60,7 +44,7 @@ class SizeType(click.ParamType):
 @click.option("--hist-sample", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Histogram (percentiles, outliers) from about N values per tensor and sample instead of all: "
                    "faster on large tensors, no longer rank-exact. 0 counts every value.")
-@click.option("--capture-budget", type=SizeType(), default=None,
+@click.option("--capture-budget", type=ByteSize(), default=None,
               help="Memory for captured tensors at once, e.g. 2G (default: a quarter of the available memory).")
 @runtime_options
 @executor_options
