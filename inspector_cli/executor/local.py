@@ -18,14 +18,14 @@ import os
 import signal
 from collections import deque
 from multiprocessing.connection import Connection, wait
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Deque, Iterable, Iterator, List, Optional, Sequence
 
 from ..errors import MiError
-from .base import Executor, Job, Outcome, Shard, WorkItem
+from .base import Executor, Job, Outcome, Shard
+from .dispatch import QUEUED_SHARDS, Dispatch
 
 POLL_SECONDS = 0.5
 MAX_STARTUP_DEATHS = 3
-QUEUED_SHARDS = 2
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -171,38 +171,21 @@ class LocalExecutor(Executor):
         return worker
 
     def map(self, job: Job, shards: Iterable[Shard]) -> Iterator[Outcome]:
-        source = iter(shards)
-        items: Dict[int, WorkItem] = {}
-        tries: Dict[int, int] = {}
-        pending: Deque[List[int]] = deque()
-        results: Dict[int, Outcome] = {}
-        counter, next_out, exhausted, startup_deaths = 0, 0, False, 0
+        work = Dispatch(shards, self.workers, self.retries)
+        startup_deaths = 0
         self.prestart(self._warm)
         for worker in self._pool:
             worker.give_job(job)
         while True:
-            while not exhausted and len(pending) < (QUEUED_SHARDS + 1) * self.workers:
-                shard = next(source, None)
-                if shard is None:
-                    exhausted = True
-                    break
-                seqs = []
-                for item in shard.items:
-                    items[counter], tries[counter] = item, 0
-                    seqs.append(counter)
-                    counter += 1
-                pending.append(seqs)
-            while next_out in results:
-                items.pop(next_out, None)
-                yield results.pop(next_out)
-                next_out += 1
-            if exhausted and next_out == counter:
+            work.refill()
+            yield from work.release()
+            if work.finished:
                 return
             for worker in self._pool:
-                while worker.ready and pending and len(worker.shards) < QUEUED_SHARDS:
-                    shard_seqs = pending.popleft()
+                while worker.ready and work.pending and len(worker.shards) < QUEUED_SHARDS:
+                    shard_seqs = work.take()
                     worker.shards.append(shard_seqs)  # re-queued from here if the worker is dead
-                    if not _send(worker.conn, ("run", [(seq, items[seq]) for seq in shard_seqs])):
+                    if not _send(worker.conn, ("run", list(zip(shard_seqs, work.payload(shard_seqs))))):
                         break
             handles: List[Any] = [w.conn for w in self._pool] + [w.process.sentinel for w in self._pool]
             ready = wait(handles, timeout=POLL_SECONDS)
@@ -210,21 +193,20 @@ class LocalExecutor(Executor):
                 self._enforce_memory_limit()
             for worker in list(self._pool):
                 if worker.conn in ready:
-                    self._receive(worker, items, tries, results)
+                    self._receive(worker, work)
                 if worker.process.sentinel in ready or not worker.process.is_alive():
-                    self._receive(worker, items, tries, results)
+                    self._receive(worker, work)
                     if not worker.ready:
                         startup_deaths += 1
                         if startup_deaths >= MAX_STARTUP_DEATHS:
                             raise ExecutorError(f"worker processes die at start-up "
                                                 f"({describe_exit(worker.process.exitcode)})")
-                    self._bury(worker, items, tries, pending, results)
-                    if pending or not exhausted:
+                    self._bury(worker, work)
+                    if work.more_work:
                         self.restarts += 1
                         self._spawn().give_job(job)
 
-    def _receive(self, worker: _Worker, items: Dict[int, WorkItem], tries: Dict[int, int],
-                 results: Dict[int, Outcome]) -> None:
+    def _receive(self, worker: _Worker, work: Dispatch) -> None:
         try:
             while worker.conn.poll():
                 message = worker.conn.recv()
@@ -235,7 +217,7 @@ class LocalExecutor(Executor):
                     raise ExecutorError(f"a worker could not start: {message[1]}")
                 elif kind == "done":
                     seq, value, error = message[1], message[2], message[3]
-                    results[seq] = Outcome(items[seq].key, value, error, attempts=tries[seq] + 1)
+                    work.record(seq, value, error)
                     worker.finished.add(seq)
                 elif kind == "shard":
                     done = worker.shards.popleft() if worker.shards else []
@@ -243,8 +225,7 @@ class LocalExecutor(Executor):
         except (EOFError, OSError):
             pass
 
-    def _bury(self, worker: _Worker, items: Dict[int, WorkItem], tries: Dict[int, int],
-              pending: Deque[List[int]], results: Dict[int, Outcome]) -> None:
+    def _bury(self, worker: _Worker, work: Dispatch) -> None:
         """A worker died: blame the item it was running, re-queue the rest of its shards."""
         worker.process.join(timeout=1)
         self._pool.remove(worker)
@@ -255,18 +236,11 @@ class LocalExecutor(Executor):
                    f"{(self.memory_limit or 0) >> 20} MiB")
         running = worker.current.value if worker.current.value >= 0 else None
         untouched = [s for shard in worker.shards for s in shard
-                     if s not in worker.finished and s != running and s not in results]
-        if untouched:
-            pending.appendleft(untouched)
-        if running is None or running in results or running not in items:
+                     if s not in worker.finished and s != running and s not in work.results]
+        work.requeue(untouched)
+        if running is None or running in work.results or running not in work.items:
             return
-        tries[running] += 1
-        if tries[running] > self.retries:
-            results[running] = Outcome(items[running].key, None, f"the worker process died ({why}) while running "
-                                                                 f"this item, {tries[running]} time(s)",
-                                       attempts=tries[running])
-        else:
-            pending.appendleft([running])
+        work.crashed(running, "the worker process", why)
 
     def worker_pids(self) -> List[int]:
         return [w.process.pid for w in self._pool if w.process.pid is not None and w.process.is_alive()]

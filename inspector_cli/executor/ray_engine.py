@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .base import Executor, Job, Outcome, Shard, WorkItem
+from .dispatch import QUEUED_SHARDS, Dispatch
 from .connection import RayConnection
 from .local import ExecutorError, resident_bytes
 
-QUEUED_SHARDS = 2
 POLL_SECONDS = 0.5
 MAX_STARTUP_DEATHS = 3
 WATCHDOG_SECONDS = 0.2
@@ -142,39 +142,22 @@ class RayExecutor(Executor):
             job_ref = ray.put(job)
         except Exception as exc:  # noqa: BLE001 - Ray Client unpickles on the cluster
             raise ExecutorError(f"the Ray cluster cannot take the job ({_cause(exc)})", hint=INSTALL_HINT) from None
-        source = iter(shards)
-        items: Dict[int, WorkItem] = {}
-        tries: Dict[int, int] = {}
-        pending: Deque[List[int]] = deque()
-        results: Dict[int, Outcome] = {}
-        counter, next_out, exhausted, startup_deaths = 0, 0, False, 0
+        work = Dispatch(shards, self.workers, self.retries)
+        startup_deaths = 0
         for actor in self._actors:  # actors of an earlier batch: open this job instead
             actor.ready, actor.ready_ref = False, actor.handle.open.remote(job_ref)
         while len(self._actors) < self.workers:
             self._spawn(job_ref)
         while True:
-            while not exhausted and len(pending) < (QUEUED_SHARDS + 1) * self.workers:
-                shard = next(source, None)
-                if shard is None:
-                    exhausted = True
-                    break
-                seqs = []
-                for item in shard.items:
-                    items[counter], tries[counter] = item, 0
-                    seqs.append(counter)
-                    counter += 1
-                pending.append(seqs)
-            while next_out in results:
-                items.pop(next_out, None)
-                yield results.pop(next_out)
-                next_out += 1
-            if exhausted and next_out == counter:
+            work.refill()
+            yield from work.release()
+            if work.finished:
                 return
             for actor in self._actors:
-                while actor.ready and pending and len(actor.inflight) < QUEUED_SHARDS:
-                    seqs = pending.popleft()
-                    actor.inflight.append((actor.handle.run.remote([items[s] for s in seqs]), seqs))
-            while len(self._actors) < self.workers and (pending or not exhausted):
+                while actor.ready and work.pending and len(actor.inflight) < QUEUED_SHARDS:
+                    seqs = work.take()
+                    actor.inflight.append((actor.handle.run.remote(work.payload(seqs)), seqs))
+            while len(self._actors) < self.workers and work.more_work:
                 self.restarts += 1
                 self._spawn(job_ref)
             waiting = {}
@@ -195,7 +178,7 @@ class RayExecutor(Executor):
                         if startup_deaths >= MAX_STARTUP_DEATHS:
                             raise ExecutorError(f"Ray workers die at start-up ({death})", hint=INSTALL_HINT)
                 else:
-                    self._settle_run(actor, ref, items, tries, pending, results)
+                    self._settle_run(actor, ref, work)
 
     def _settle_open(self, actor: _Actor) -> Optional[str]:
         """Why the actor died while starting or opening the job; None when it is ready."""
@@ -211,26 +194,24 @@ class RayExecutor(Executor):
         self.hosts[info["host"]] = self.hosts.get(info["host"], 0) + 1
         return None
 
-    def _settle_run(self, actor: _Actor, ref: Any, items: Dict[int, WorkItem], tries: Dict[int, int],
-                    pending: Deque[List[int]], results: Dict[int, Outcome]) -> None:
+    def _settle_run(self, actor: _Actor, ref: Any, work: Dispatch) -> None:
         ray = self.ray
         seqs = next(s for r, s in actor.inflight if r == ref)
         try:
             done = pickle.loads(ray.get(ref))
         except ray.exceptions.RayActorError as exc:
-            self._bury(actor, _cause(exc), items, tries, pending, results)
+            self._bury(actor, _cause(exc), work)
             return
         except ray.exceptions.RayTaskError as exc:  # the shard's values could not come back
             done = [(i, None, f"the worker failed: {_cause(exc)}") for i in range(len(seqs))]
         except ray.exceptions.RayError:  # its result was lost with a node: run the shard again
             actor.inflight = deque((r, s) for r, s in actor.inflight if r != ref)
-            pending.appendleft(seqs)
+            work.requeue(seqs)
             return
         actor.inflight = deque((r, s) for r, s in actor.inflight if r != ref)
-        self._record(done, seqs, items, tries, results)
+        self._record(done, seqs, work)
 
-    def _bury(self, actor: _Actor, why: str, items: Dict[int, WorkItem], tries: Dict[int, int],
-              pending: Deque[List[int]], results: Dict[int, Outcome]) -> None:
+    def _bury(self, actor: _Actor, why: str, work: Dispatch) -> None:
         """An actor died. Its calls run in order: those that finished before the death count; the first
         that did not was running, and is re-run item by item (one attempt each); the rest re-queued."""
         ray = self.ray
@@ -247,25 +228,18 @@ class RayExecutor(Executor):
             except Exception:  # noqa: BLE001 - lost with the actor (or not finished): this one was running
                 running = seqs
                 continue
-            self._record(done, seqs, items, tries, results)
+            self._record(done, seqs, work)
         for seqs in reversed(queued):
-            pending.appendleft(seqs)
+            work.requeue(seqs)
         if self.memory_limit:  # the watchdog ends the process with no word to Ray: say what may have happened
             why += f"; stopped if it passed its memory limit of {self.memory_limit >> 20} MiB"
         for seq in reversed(running or []):
-            tries[seq] += 1
-            if tries[seq] > self.retries:
-                results[seq] = Outcome(items[seq].key, None, f"the Ray worker died ({why}) while running this item, "
-                                                            f"{tries[seq]} time(s)", attempts=tries[seq])
-            else:
-                pending.appendleft([seq])
+            work.crashed(seq, "the Ray worker", why)
 
     @staticmethod
-    def _record(done: List[Tuple[int, Any, Optional[str]]], seqs: List[int], items: Dict[int, WorkItem],
-                tries: Dict[int, int], results: Dict[int, Outcome]) -> None:
+    def _record(done: List[Tuple[int, Any, Optional[str]]], seqs: List[int], work: Dispatch) -> None:
         for index, value, error in done:
-            seq = seqs[index]
-            results[seq] = Outcome(items[seq].key, value, error, attempts=tries[seq] + 1)
+            work.record(seqs[index], value, error)
 
     def _drop(self, actor: _Actor) -> None:
         if actor in self._actors:
