@@ -30,25 +30,20 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+import benchlib  # noqa: E402
 
 
 def measure(cmd: List[str], *, cwd: Path = ROOT, log: Optional[Path] = None) -> Tuple[float, float, int]:
-    """(wall seconds, peak RSS MiB, exit code) of one process."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", ""))
-    out = open(log, "w") if log else subprocess.DEVNULL
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
+    """(wall seconds, peak RSS MiB, exit code) of one process; its output goes to `log`."""
+    got = benchlib.measure(cmd, cwd=cwd, env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "")})
     if log:
-        out.close()  # type: ignore[union-attr]
-    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+        log.write_text(got["output"])
+    return got["wall"], got["rss_mib"], got["code"]
 
 
 # ---- workers (run in their own process) ----------------------------------------------------------

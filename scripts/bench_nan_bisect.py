@@ -35,51 +35,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-LAUNCHER = ("import json, os, subprocess, sys, time\n"
-            "watch = os.environ.get('MI_BENCH_WATCH')\n"
-            "start = time.perf_counter()\n"
-            "proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL if watch else subprocess.PIPE,\n"
-            "                        stderr=subprocess.STDOUT, text=True)\n"
-            "output = '' if watch else proc.stdout.read()\n"
-            "seen = []\n"
-            "while True:\n"
-            "    pid, status, usage = os.wait4(proc.pid, os.WNOHANG if watch else 0)\n"
-            "    if pid:\n"
-            "        break\n"
-            "    time.sleep(0.02)\n"
-            "    try:\n"
-            "        with open(watch, 'rb') as f: seen.append((time.perf_counter() - start, f.read().count(b'\\n')))\n"
-            "    except OSError: pass\n"
-            "print(json.dumps({'wall': time.perf_counter() - start, 'rss_kb': usage.ru_maxrss, 'seen': seen,\n"
-            "                  'code': os.waitstatus_to_exitcode(status), 'output': output}))\n")
-
-
-def steady_rate(seen: List[List[float]], total: int) -> float:
-    """Samples per second between 10% and 90% of the JSONL lines (start-up excluded)."""
-    def when(count: float) -> float:
-        return next(t for t, n in seen if n >= count)
-    try:
-        return 0.8 * total / (when(0.9 * total) - when(0.1 * total))
-    except (StopIteration, ZeroDivisionError):
-        return float("nan")
+sys.path.insert(0, str(ROOT / "scripts"))
+import benchlib  # noqa: E402
+from benchlib import steady_rate  # noqa: E402
 
 
 def run_measured(cmd: List[str], cwd: Path = ROOT, watch: Optional[Path] = None) -> Tuple[float, float, int, str]:
-    """(wall seconds, peak RSS MiB, exit code, output or JSONL progress) of one process.
-
-    A small launcher process starts the command and reads its rusage with os.wait4: a process
-    forked from this (bigger) one would report our RSS as its own peak. With `watch`, the launcher
-    records how many lines that file has every 20 ms instead of capturing the output.
-    """
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    if watch is not None:
-        env["MI_BENCH_WATCH"] = str(watch)
-    done = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], cwd=cwd, env=env, capture_output=True, text=True,
-                          check=True)
-    report = json.loads(done.stdout)
-    return report["wall"], report["rss_kb"] / 1024.0, report["code"], report["output"] or report["seen"]
+    """(wall seconds, peak RSS MiB, exit code, output or JSONL progress) of one process."""
+    got = benchlib.measure(cmd, cwd=cwd, watch=watch)
+    return got["wall"], got["rss_mib"], got["code"], (got["seen"] if watch is not None else got["output"])
 
 
 EXPORT = """

@@ -19,12 +19,12 @@ of that for 4.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import benchlib  # noqa: E402
 
 PLAIN = """
 import sys, glob, numpy as np, onnxruntime as ort
@@ -73,14 +73,10 @@ def build(out: Path) -> Path:
 
 def measure(argv: list) -> tuple:
     """(wall seconds, peak RSS MiB, CPU seconds) of one subprocess."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise SystemExit(f"failed: {' '.join(map(str, argv))}\n{proc.stderr.read().decode() if proc.stderr else ''}")
-    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+    got = benchlib.measure(argv)
+    if got["code"] not in (0, 1):
+        raise SystemExit(f"failed: {' '.join(map(str, argv))}\n{got['output'][-2000:]}")
+    return got["wall"], got["rss_mib"], got["cpu"]
 
 
 def main() -> None:

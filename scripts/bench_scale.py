@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -41,44 +40,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
+import benchlib  # noqa: E402
+from benchlib import steady_rate  # noqa: E402
 
-LAUNCHER = ("import json, os, subprocess, sys, time\n"
-            "watch = os.environ.get('MI_BENCH_WATCH')\n"
-            "start = time.perf_counter()\n"
-            "proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
-            "seen = []\n"
-            "while True:\n"
-            "    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)\n"
-            "    if pid:\n"
-            "        break\n"
-            "    time.sleep(0.01)\n"
-            "    if watch:\n"
-            "        try:\n"
-            "            with open(watch, 'rb') as f: seen.append((time.perf_counter() - start, f.read().count(b'\\n')))\n"
-            "        except OSError: pass\n"
-            "print(json.dumps({'wall': time.perf_counter() - start, 'cpu': usage.ru_utime + usage.ru_stime,\n"
-            "                  'seen': seen, 'code': os.waitstatus_to_exitcode(status), 'err': proc.stderr.read()[-2000:]}))\n")
 QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 def measure(cmd: List[str], watch: Optional[Path] = None) -> Dict:
     """Wall seconds, the process's own CPU seconds, exit code and (with `watch`) JSONL lines over time."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **QUIET)
-    if watch is not None:
-        env["MI_BENCH_WATCH"] = str(watch)
-    done = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=True)
-    return json.loads(done.stdout)
-
-
-def steady_rate(seen: List[List[float]], total: int) -> float:
-    """Samples per second between 10% and 90% of the JSONL lines (start-up and tail excluded)."""
-    def when(count: float) -> float:
-        return next(t for t, n in seen if n >= count)
-    try:
-        return 0.8 * total / (when(0.9 * total) - when(0.1 * total))
-    except (StopIteration, ZeroDivisionError):
-        return float("nan")
+    got = benchlib.measure(cmd, env=QUIET, watch=watch)
+    got["err"] = got["output"][-2000:]
+    return got
 
 
 def fit(sizes: List[int], walls: List[float]) -> Tuple[float, float]:
