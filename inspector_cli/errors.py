@@ -54,3 +54,7 @@ class InferenceError(MiError):
 
 class ReportError(MiError):
     """A report cannot be written or read (exit 3 when reading, 2 when the path is unusable)."""
+
+
+class PluginError(MiError):
+    """A plugin raised while processing a tensor or summarising (exit 3)."""

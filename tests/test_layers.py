@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 
-from inspector_cli.config.compare import CompareConfig, LayerConfig
+from inspector_cli.compare.config import CompareConfig, LayerConfig
 from inspector_cli.core.runner import OptLevel, RuntimeConfig
 from inspector_cli.diff.gates import Gate
 from inspector_cli.testing.models import build_cnn, image_samples, save_samples

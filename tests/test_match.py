@@ -5,8 +5,8 @@ import onnx
 import pytest
 
 from inspector_cli.core.graph import ModelGraph, load_model
-from inspector_cli.core.match import match_tensors, parse_tensor_map
-from inspector_cli.core.semantic import SemanticGraph
+from inspector_cli.compare.pairing.match import match_tensors, parse_tensor_map
+from inspector_cli.compare.pairing.semantic import SemanticGraph
 from inspector_cli.errors import UsageError
 
 from .layer_models import conv_relu_conv, fp16_with_casts, renamed, softmax_swapped, twin_branches

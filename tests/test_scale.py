@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from inspector_cli.config.nan_bisect import NanBisectConfig
+from inspector_cli.nan_bisect.config import NanBisectConfig
 from inspector_cli.workflows.nan_bisect import nan_bisect
 
 from . import nan_models as nm
@@ -97,7 +97,7 @@ class Killer:
 
 @pytest.mark.parametrize("engine", ["local", "ray"])
 def test_nan_bisect_worker_killed_mid_run_loses_no_sample(request, monkeypatch, slow_batch, tmp_path, engine):
-    from inspector_cli.workflows.nan_bisect import workflow
+    from inspector_cli.workflows import nan_bisect as workflow
 
     if engine == "ray":
         request.getfixturevalue("ray_local")
@@ -113,7 +113,7 @@ def test_nan_bisect_worker_killed_mid_run_loses_no_sample(request, monkeypatch, 
 
 
 def test_ctrl_c_on_ray_keeps_a_valid_jsonl_and_stops_the_actors(ray_local, monkeypatch, slow_batch, tmp_path):
-    from inspector_cli.workflows.nan_bisect import workflow
+    from inspector_cli.workflows import nan_bisect as workflow
 
     path, data, reference = slow_batch
     killer = Killer(monkeypatch, workflow, at=0)

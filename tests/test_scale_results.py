@@ -67,8 +67,8 @@ def test_probe_stops_at_the_first_trigger_on_every_engine(tmp_path):
 
 
 def test_compare_worker_killed_mid_run_changes_nothing(ray_local, monkeypatch, many_samples, tmp_path):
-    from inspector_cli.config.compare import CompareConfig
-    from inspector_cli.workflows import compare_batch
+    from inspector_cli.compare.config import CompareConfig
+    from inspector_cli.compare import batch as compare_batch
     from inspector_cli.workflows.compare import compare_models
 
     fp32, int8, data = many_samples
@@ -81,9 +81,9 @@ def test_compare_worker_killed_mid_run_changes_nothing(ray_local, monkeypatch, m
 
 
 def test_probe_worker_killed_mid_run_changes_nothing(monkeypatch, many_samples, tmp_path):
-    from inspector_cli.config.probe import ProbeConfig
+    from inspector_cli.probe.config import ProbeConfig
     from inspector_cli.testing.models import image_samples, save_samples
-    from inspector_cli.workflows import probe_batch
+    from inspector_cli.probe import batch as probe_batch
     from inspector_cli.workflows.probe import probe_model
 
     _, int8, _ = many_samples
@@ -112,7 +112,8 @@ class Losing(InlineExecutor):
 
 
 def test_samples_no_worker_could_finish_are_an_error_finding(monkeypatch, many_samples, tmp_path):
-    from inspector_cli.workflows import compare_batch, probe_batch
+    from inspector_cli.compare import batch as compare_batch
+    from inspector_cli.probe import batch as probe_batch
 
     fp32, int8, data = many_samples
     monkeypatch.setattr(compare_batch, "make_executor", lambda spec, warm=(): Losing({"sample_0003.npz"}))

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from inspector_cli.config.validate import ValidateConfig
+from inspector_cli.validate.config import ValidateConfig
 from inspector_cli.core.graph import load_model
 from inspector_cli.testing.models import build_cnn
 from inspector_cli.validate.context import Context, Reporter

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from inspector_cli.config.validate import ValidateConfig, parse_input_range
+from inspector_cli.validate.config import ValidateConfig, parse_input_range
 from inspector_cli.validate.catalog import RULES
 from inspector_cli.workflows.validate import validate_model
 

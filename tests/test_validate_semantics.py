@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from inspector_cli.config.validate import InputRange, ValidateConfig
+from inspector_cli.validate.config import InputRange, ValidateConfig
 from inspector_cli.render.sarif import validate_to_sarif
 from inspector_cli.render.validate_view import validate_view
 from inspector_cli.serialize import envelope, result_from_document
@@ -71,7 +71,7 @@ def test_input_range_through_a_transpose_and_for_every_input(tmp_path):
 
 def test_input_range_on_an_input_without_quantizer_is_a_note(tmp_path):
     path = save(relu_model(), tmp_path / "m.onnx")
-    from inspector_cli.config.validate import parse_input_range
+    from inspector_cli.validate.config import parse_input_range
 
     result = validate_model(path, ValidateConfig(input_ranges=(parse_input_range("x:0,1"),)))
     assert result.notes == ["--input-range x:0,1: no QuantizeLinear reads input 'x' (directly or through "
@@ -91,7 +91,7 @@ def test_qdq_pair_zero_point_and_matching_pairs(tmp_path):
 
 def test_result_rerenders_identically_from_its_json(tmp_path):
     path = save(input_q(1 / 128, 0), tmp_path / "m.onnx")
-    from inspector_cli.config.validate import parse_input_range
+    from inspector_cli.validate.config import parse_input_range
 
     result = validate_model(path, ValidateConfig(input_ranges=(parse_input_range("input:0,255"),)))
     again = result_from_document(envelope(result))

@@ -80,7 +80,7 @@ def build_runtimes(params: Dict[str, Any], base: Any) -> "tuple[Any, Optional[An
 
 def build_layer_config(params: Dict[str, Any]) -> Any:
     """LayerConfig from the flags, or None without --layers."""
-    from ..config.compare import LayerConfig
+    from ..compare.config import LayerConfig
     from ..diff.gates import parse_gate
     from ..errors import UsageError
 

@@ -60,7 +60,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
       mi compare model.onnx --golden test_data_set_0/
       mi compare fp32.onnx int8.onnx --inputs /shared/data/ --executor ray --address auto
     """
-    from ..config.compare import CompareConfig
+    from ..compare.config import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates
     from ..render.compare_view import compare_view
     from ..workflows.compare import compare_models

@@ -51,7 +51,7 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
     """
-    from ..config.nan_bisect import NanBisectConfig, Simulate
+    from ..nan_bisect.config import NanBisectConfig, Simulate
     from ..errors import UsageError
     from ..render.nan_bisect_view import nan_bisect_view
     from ..workflows.nan_bisect import nan_bisect as run

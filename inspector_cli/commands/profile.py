@@ -45,7 +45,7 @@ def profile(ctx: click.Context, model: str, **params: Any) -> int:
       mi profile fp32.onnx --against int8.onnx --top 20 --min-speedup 1.5
       mi profile model.onnx --trace trace.json --json profile.json
     """
-    from ..config.profile import ProfileConfig
+    from ..profile.config import ProfileConfig
     from ..render.profile_view import profile_view
     from ..workflows.profile import profile_model
 

@@ -56,7 +56,7 @@ def validate(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         return _list_rules(ctx, params["fmt"])
     if model is None:
         raise click.UsageError("missing argument 'MODEL' (or use --list-rules)")
-    from ..config.validate import ValidateConfig, parse_input_range, parse_rule_settings
+    from ..validate.config import ValidateConfig, parse_input_range, parse_rule_settings
     from ..render.sarif import sarif_text
     from ..render.validate_view import validate_view
     from ..results.base import Severity

@@ -6,6 +6,7 @@ Results are plain data: frozen dataclasses that serialise with `to_dict` and com
 from __future__ import annotations
 
 import enum
+import importlib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,8 +187,6 @@ class Result:
 
 def result_class(kind: str) -> Type[Result]:
     """The result class registered for `kind` (importing the result modules on first use)."""
-    from . import load_all_kinds
-
     load_all_kinds()
     if kind not in _KINDS:
         raise KeyError(kind)
@@ -195,7 +194,15 @@ def result_class(kind: str) -> Type[Result]:
 
 
 def known_kinds() -> List[str]:
-    from . import load_all_kinds
-
     load_all_kinds()
     return sorted(_KINDS)
+
+
+# One module per result kind; each registers its class by defining `kind`.
+RESULT_MODULES = ("compare", "report_diff", "suite", "inputs", "profile", "probe", "validate", "nan_bisect")
+
+
+def load_all_kinds() -> None:
+    """Import every result module, so that each kind is registered."""
+    for name in RESULT_MODULES:
+        importlib.import_module(f"{__package__}.{name}")

@@ -17,9 +17,9 @@ from ..core.input_formats import folder_member_suffixes
 from ..core.inputs import SampleRef, SampleSet, discover_samples, open_samples
 from ..core.types import TensorInfo, format_shape
 from ..errors import UsageError
+from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.inputs import InputsResult, InputStats
-from . import Progress, no_progress
 
 
 class InputTally:

@@ -11,7 +11,6 @@ import os
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple, Union
 
-from ..config.probe import ProbeConfig
 from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
 from ..core.inputs import SampleSet, open_samples
@@ -19,16 +18,17 @@ from ..core.runner import RuntimeConfig
 from ..core.select import select_tensors
 from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
-from ..plugins import NodeView, call_plugin, load_plugin
+from ..plugins import call_plugin, load_plugin
+from ..probe.batch import lost_finding, probe_blocks
+from ..probe.config import ProbeConfig
 from ..probe.dump import finish_dump, open_dump
 from ..probe.quant import QuantSpec, QuantTracker, constant_value, find_quantizers
+from ..probe.report import build_findings, check_since, quant_results, record_history
 from ..probe.runner import Hit, capture_chunks
 from ..probe.triggers import parse_triggers
+from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
-from . import Progress, no_progress
-from .probe_batch import lost_finding, probe_blocks
-from .probe_report import build_findings, check_since, quant_results, record_history
 
 ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 
@@ -49,19 +49,6 @@ class ProbePlan:
 
 def as_graph(model: ModelArg) -> ModelGraph:
     return model if isinstance(model, ModelGraph) else load_model(model)
-
-
-def node_view(graph: ModelGraph, tensor: str) -> Optional[NodeView]:
-    """The producer of `tensor` as plugins see it (None for graph inputs)."""
-    node = graph.producer.get(tensor)
-    if node is None:
-        return None
-    import onnx
-
-    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in graph.node_proto(node.name).attribute
-                  if a.type != onnx.AttributeProto.GRAPH}
-    return NodeView(name=node.name, op_type=node.op_type, domain=node.domain, inputs=node.inputs,
-                    outputs=node.outputs, attributes=attributes)
 
 
 SPINNING = "session.intra_op.allow_spinning"

@@ -6,7 +6,6 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
-from ..config.profile import ProfileConfig
 from ..core.graph import ModelGraph, load_model
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import match_names, rename_feeds
@@ -15,10 +14,11 @@ from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
 from ..profile import measure
 from ..profile.analysis import Analysis, AnalysisInput, analyse
+from ..profile.config import ProfileConfig
 from ..profile.memory import parameters
+from ..progress import Progress, no_progress
 from ..results.base import Finding, GateOutcome, ModelRef
 from ..results.profile import ProfileComparison, ProfileResult
-from . import Progress, no_progress
 
 ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 SAVE_OPTIMIZED_LIMIT = 1 << 30
