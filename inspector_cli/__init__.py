@@ -44,7 +44,7 @@ _EXPORTS: Dict[str, Tuple[str, str]] = {
     "ValidateConfig": ("validate.config", "ValidateConfig"),
     "validate_model": ("workflows.validate", "validate_model"),
     "ValidateResult": ("results.validate", "ValidateResult"),
-    "NanBisectConfig": ("nan_bisect.config", "NanBisectConfig"),
+    "NanBisectConfig": ("nanbisect.config", "NanBisectConfig"),
     "nan_bisect": ("workflows.nan_bisect", "nan_bisect"),
     "NanBisectResult": ("results.nan_bisect", "NanBisectResult"),
     "OutputDiff": ("results.compare", "OutputDiff"),

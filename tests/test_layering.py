@@ -11,8 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "inspector_cli"
 
-ENGINES = {"compare", "nan_bisect", "probe", "profile", "validate"}
-"""One package per command's engine; `workflows/` holds one orchestrator module per command."""
+ENGINES = {"compare", "nanbisect", "probe", "profile", "validate"}
+"""One package per command's engine (nan-bisect's is `nanbisect`: a package `nan_bisect` would shadow the
+exported function `inspector_cli.nan_bisect` once imported); `workflows/` holds one orchestrator per command."""
 UPPER = {"workflows", "commands", "render", "cli"}
 
 # package -> packages it must never import (no exceptions)
@@ -189,7 +190,7 @@ def test_finding_ids_do_not_collide_across_commands():
 
     ranges = {"compare": (800, 819), "probe": (820, 839), "profile": (840, 859), "nan_bisect": (900, 919)}
     homes = {"compare": ("compare", "golden", "layer"), "probe": ("probe",), "profile": ("profile",),
-             "nan_bisect": ("nan_bisect",)}
+             "nan_bisect": ("nan_bisect", "nanbisect")}
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(PKG).as_posix()
         if rel.startswith("validate/") or "validate" in rel or rel.startswith("render/sarif"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from inspector_cli.nan_bisect.config import NanBisectConfig
+from inspector_cli.nanbisect.config import NanBisectConfig
 from inspector_cli.workflows.nan_bisect import nan_bisect
 
 from . import nan_models as nm
@@ -67,7 +67,7 @@ def test_resume_needs_a_log(tmp_path):
 
 
 def test_summaries_of_shards_merge_into_the_whole(tmp_path):
-    from inspector_cli.nan_bisect.batch import Summary, read_records
+    from inspector_cli.nanbisect.batch import Summary, read_records
 
     path, data = batch(tmp_path)
     jsonl = tmp_path / "nan.jsonl"

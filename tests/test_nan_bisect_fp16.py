@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector_cli.nan_bisect.config import NanBisectConfig, Simulate
+from inspector_cli.nanbisect.config import NanBisectConfig, Simulate
 from inspector_cli.workflows.nan_bisect import nan_bisect
 
 from . import nan_models as nm
@@ -51,7 +51,7 @@ def test_fp16_safe_model_passes(tmp_path):
 def test_chunked_full_scan_of_a_batch_equals_one_run_per_sample(tmp_path):
     """--deep --all under a budget that needs several runs per sample: the shard is processed
     chunk-major (one session per chunk for all its samples) with the same answers."""
-    from inspector_cli.nan_bisect.batch import record_line
+    from inspector_cli.nanbisect.batch import record_line
 
     samples = [{"x": nm.row(-1, 2, 3, 4)}, {"x": nm.row(1, 2, 3, 4)}, {"x": nm.row(-1, -2, 3, 4)}]
     path, data = nm.write(tmp_path, nm.masked(with_real=True), samples)

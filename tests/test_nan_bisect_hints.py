@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from inspector_cli.nan_bisect.config import NanBisectConfig
+from inspector_cli.nanbisect.config import NanBisectConfig
 from inspector_cli.workflows.nan_bisect import nan_bisect
-from inspector_cli.nan_bisect.rootcause import hints_for
+from inspector_cli.nanbisect.rootcause import hints_for
 from inspector_cli.results.nan_bisect import TensorStats
 
 from . import nan_models as nm

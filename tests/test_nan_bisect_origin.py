@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inspector_cli.nan_bisect.config import NanBisectConfig
+from inspector_cli.nanbisect.config import NanBisectConfig
 from inspector_cli.workflows.nan_bisect import nan_bisect
 
 from . import nan_models as nm

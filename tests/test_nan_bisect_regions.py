@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inspector_cli.nan_bisect.config import NanBisectConfig
+from inspector_cli.nanbisect.config import NanBisectConfig
 from inspector_cli.core.graph import ModelGraph
 from inspector_cli.workflows.nan_bisect import nan_bisect
-from inspector_cli.nan_bisect.analyse import find_origins
-from inspector_cli.nan_bisect.regions import Topology, layout, plan_checkpoints, root_region
+from inspector_cli.nanbisect.analyse import find_origins
+from inspector_cli.nanbisect.regions import Topology, layout, plan_checkpoints, root_region
 
 from . import nan_models as nm
 

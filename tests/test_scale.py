@@ -9,7 +9,8 @@ import signal
 
 import pytest
 
-from inspector_cli.nan_bisect.config import NanBisectConfig
+from inspector_cli.executor.base import ExecutorSpec
+from inspector_cli.nanbisect.config import NanBisectConfig
 from inspector_cli.workflows.nan_bisect import nan_bisect
 
 from . import nan_models as nm
@@ -104,8 +105,8 @@ def test_nan_bisect_worker_killed_mid_run_loses_no_sample(request, monkeypatch, 
     path, data, reference = slow_batch
     killer = Killer(monkeypatch, workflow, at=6)
     jsonl = tmp_path / "run.jsonl"
-    config = NanBisectConfig(inputs=(str(data),), jsonl=str(jsonl), workers=2, executor=engine,
-                             address="local" if engine == "ray" else None)
+    config = NanBisectConfig(inputs=(str(data),), jsonl=str(jsonl),
+                             executor=ExecutorSpec(engine, workers=2, address="local" if engine == "ray" else None))
     result = nan_bisect(str(path), config, progress=killer.progress)
     assert killer.killed and killer.executor.restarts >= 1
     assert jsonl.read_bytes() == reference.read_bytes()
@@ -123,7 +124,7 @@ def test_ctrl_c_on_ray_keeps_a_valid_jsonl_and_stops_the_actors(ray_local, monke
             raise KeyboardInterrupt  # what Ctrl-C raises in the driver
 
     jsonl = tmp_path / "run.jsonl"
-    config = NanBisectConfig(inputs=(str(data),), jsonl=str(jsonl), workers=2, executor="ray", address="local")
+    config = NanBisectConfig(inputs=(str(data),), jsonl=str(jsonl), executor=ExecutorSpec("ray", 2, "local"))
     result = nan_bisect(str(path), config, progress=interrupt)
     assert result.interrupted and result.scanned == 10
     assert jsonl.read_text().splitlines() == reference.read_text().splitlines()[:10]

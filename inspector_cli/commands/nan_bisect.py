@@ -51,16 +51,12 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
     """
-    from ..nan_bisect.config import NanBisectConfig, Simulate
-    from ..errors import UsageError
+    from ..nanbisect.config import NanBisectConfig, Simulate
     from ..render.nan_bisect_view import nan_bisect_view
     from ..workflows.nan_bisect import nan_bisect as run
-    from ._options import build_runtime, build_synthetic
+    from ._options import build_executor, build_runtime, build_synthetic
 
     state = app_state(ctx)
-    if params.get("resume") and not params.get("jsonl"):
-        raise UsageError("--resume needs --jsonl PATH", hint="the JSONL log says which samples are done")
-    check_report_paths({"--json": params.get("json_path"), "--jsonl": params.get("jsonl")})
     config = NanBisectConfig(
         inputs=tuple(params.get("inputs") or ()),
         synthetic=build_synthetic(params),
@@ -73,12 +69,10 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         repro_dir=params.get("repro_dir"),
         jsonl=params.get("jsonl"),
         resume=bool(params.get("resume")),
-        workers=params["workers"],
-        executor=params.get("executor") or "local",
-        address=params.get("address"),
-        worker_memory=params.get("worker_memory"),
+        executor=build_executor(params),
         examples=params["examples"],
     )
+    check_report_paths({"--json": params.get("json_path"), "--jsonl": params.get("jsonl")})
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     def report_static(issues: Any) -> None:
         # weights holding NaN/Inf are known before any sample runs: say so at once (stderr)

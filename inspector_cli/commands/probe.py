@@ -5,8 +5,8 @@ from typing import Any, Optional
 
 import click
 
-from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options, report_options,
-                       runtime_options)
+from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options,
+                       report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
@@ -83,8 +83,6 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
 
         listed = list_tensors(load_model(model), tuple(params.get("select") or ()))
         return emit(ctx, listed, tensor_list_view, fmt=fmt, json_path=json_path)
-    if params.get("reference") and not params["quant_ranges"]:
-        raise click.UsageError("--reference is used by --quant-ranges; add --quant-ranges")
     from ..probe.config import ProbeConfig
     from ..workflows.probe import probe_model
 

@@ -28,6 +28,7 @@ from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Affine
 from ..diff.gates import Gate
+from .config import CaptureMode
 from .pairing.match import TensorMatching, TensorPair
 from .pairing.optgraph import OptimizedGraph
 from .pairing.semantic import SemanticGraph, View
@@ -112,11 +113,11 @@ def worth_deployed_capture(sem: SemanticGraph) -> bool:
 
 
 def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: RuntimeConfig, views: Sequence[View],
-                 mode: str, first: Optional[TensorMap], *, observer: bool, workdir: Path) -> Side:
+                 mode: CaptureMode, first: Optional[TensorMap], *, observer: bool, workdir: Path) -> Side:
     """Decide how `views` of one model are captured and run the plain reference sample."""
     side = Side(label, graph, sem, runtime)
-    want_opt = mode != "instrumented" and OptLevel(runtime.opt_level) != OptLevel.DISABLE and \
-        (mode == "deployed" or worth_deployed_capture(sem)) and _small_enough(graph)
+    want_opt = mode != CaptureMode.INSTRUMENTED and OptLevel(runtime.opt_level) != OptLevel.DISABLE and \
+        (mode == CaptureMode.DEPLOYED or worth_deployed_capture(sem)) and _small_enough(graph)
     optimised = workdir / f"{label.lower()}_optimised.onnx"
 
     def hook(options: object) -> None:
@@ -173,14 +174,14 @@ def _small_enough(graph: ModelGraph) -> bool:
     return graph.path is None or (graph.path.stat().st_size < (1 << 30) and not _external_weights(graph))
 
 
-def _use_optimised(side: Side, path: Path, views: Sequence[View], mode: str) -> None:
+def _use_optimised(side: Side, path: Path, views: Sequence[View], mode: CaptureMode) -> None:
     opt_graph = load_model_lazy(path)
     opt_graph._tensor_info = {}  # the optimised graph's contrib ops defeat ONNX shape inference: skip it
     opt = OptimizedGraph(opt_graph, {n.name for n in side.graph.nodes} | {n.original_name for n in side.graph.nodes})
     located = {v.expose: opt.locate(side.sem, v) for v in views}
     found = sum(1 for x in located.values() if x is not None)
     share = found / len(views) if views else 1.0
-    if mode == "auto" and share < AUTO_SHARE:
+    if mode == CaptureMode.AUTO and share < AUTO_SHARE:
         side.notes.append(f"model {side.label}: only {found} of {len(views)} tensors are materialised in "
                           f"onnxruntime's optimised graph; captured by exposing them in the model instead")
         return

@@ -27,7 +27,7 @@ from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..diff.gates import Gate, check_gate_targets
 from ..progress import Progress, no_progress
 from .capture import LayerRun, Reader, prepare_side, workdir
-from .config import CompareConfig, LayerConfig
+from .config import CompareConfig, Granularity, LayerConfig
 from .isolate import run_isolation
 from .pairing.match import TensorMatching, TensorPair, match_tensors, parse_tensor_map
 from .pairing.semantic import SemanticGraph
@@ -65,7 +65,7 @@ def layer_pairs(plan: ComparePlan, lc: LayerConfig, output_map: Sequence[Tuple[s
     matching = match_tensors(sa, sb, inputs=inputs, user_map=parse_tensor_map(output_map, ga, gb), selected=selected)
     pairs = []
     for pair in matching.pairs:
-        if lc.granularity == "chain" and not pair.chain_end and pair.a not in forced and pair.method != "map":
+        if lc.granularity == Granularity.CHAIN and not pair.chain_end and pair.a not in forced and pair.method != "map":
             skipped["inside a fused chain (--granularity tensor compares it)"] += 1
             continue
         pairs.append(pair)

@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..core.runner import RuntimeConfig
 from ..core.synthetic import SyntheticSpec
+from ..errors import ConfigError
 from ..executor.base import ExecutorSpec
 
 DEFAULT_MAX_SATURATION = 0.01
@@ -30,7 +31,9 @@ class ProbeConfig:
     reference: Optional[str] = None
     max_saturation: float = DEFAULT_MAX_SATURATION
     plugins: Tuple[str, ...] = ()
-    history: bool = True
+    history: bool = False
+    """Store this run under history_dir. Off for library callers (nothing written to the working
+    directory unasked); the CLI turns it on unless --no-history."""
     history_dir: str = ".mi/history"
     keep_runs: int = 10
     since: Optional[str] = None
@@ -40,6 +43,11 @@ class ProbeConfig:
     """Bytes of captured tensors alive at once (default: a quarter of the available memory)."""
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)
     """Where the samples run: this process (default), local worker processes or Ray actors."""
+
+    def __post_init__(self) -> None:
+        # the rule the CLI enforces holds for library callers too, with the CLI's words
+        if self.reference and not self.quant_ranges:
+            raise ConfigError("--reference is used by --quant-ranges; add --quant-ranges")
 
     def to_dict(self) -> Dict[str, Any]:
         return {

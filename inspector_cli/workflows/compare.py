@@ -15,7 +15,6 @@ from ..compare.outputs import build_result
 from ..compare.plan import ComparePlan, ModelArg, plan_comparison
 from ..compare.section import build_section, layer_gate_outcomes
 from ..diff.engine import TensorTracker
-from ..errors import UsageError
 from ..progress import Progress, no_progress
 from ..results.compare import CompareResult
 
@@ -28,9 +27,6 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
     `CompareResult`; raises `MiError` subclasses only when no result is possible.
     """
     config = config or CompareConfig()
-    if not config.executor.in_process and (config.golden or config.layers is not None):
-        raise UsageError(f"{'--golden' if config.golden else '--layers'} runs in this process",
-                         hint="leave --workers and --executor out")
     if config.golden:
         return compare_golden(model_a, config, progress=progress)
     plan = plan_comparison(model_a, model_b, config)

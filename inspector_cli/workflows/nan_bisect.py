@@ -15,14 +15,14 @@ from ..core.inputs import SampleSet, open_samples
 from ..errors import UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
 from ..executor.factory import make_executor
-from ..nan_bisect.batch import JsonlLog, Summary
-from ..nan_bisect.config import NanBisectConfig, Simulate
-from ..nan_bisect.findings import build_findings
-from ..nan_bisect.job import NanBisectJob, error_record
-from ..nan_bisect.locate import Locator
-from ..nan_bisect.model import PreparedModel
-from ..nan_bisect.repro import write_bundle
-from ..nan_bisect.static import fp16_unsafe_weights, nonfinite_weights
+from ..nanbisect.batch import JsonlLog, Summary
+from ..nanbisect.config import NanBisectConfig, Simulate
+from ..nanbisect.findings import build_findings
+from ..nanbisect.job import NanBisectJob, error_record
+from ..nanbisect.locate import Locator
+from ..nanbisect.model import PreparedModel
+from ..nanbisect.repro import write_bundle
+from ..nanbisect.static import fp16_unsafe_weights, nonfinite_weights
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
@@ -36,7 +36,7 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     """Find where NaN/Inf values are born, for every configured sample.
 
     Runs the static pass over the weights, then screens each sample (streamed; in this process or
-    in `config.workers` worker processes) and explains every sample whose outputs hold NaN/Inf:
+    in `config.executor.workers` worker processes) and explains every sample whose outputs hold NaN/Inf:
     the origin node, its input statistics and a rule-based hint. Each sample's record is appended
     to `config.jsonl` as it completes. Ctrl-C stops the run and returns what was done
     (`interrupted=True`). `on_static` receives the weights holding NaN/Inf as soon as they are
@@ -44,8 +44,8 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     """
     config = config or NanBisectConfig()
     started = time.monotonic()
-    check_executor(config.executor_spec)
-    executor = make_executor(config.executor_spec, WARM_MODULES)  # workers import while we load the model
+    check_executor(config.executor)
+    executor = make_executor(config.executor, WARM_MODULES)  # workers import while we load the model
     try:
         return _prepare_and_run(model, config, progress, on_static, executor, started)
     except BaseException:
@@ -69,7 +69,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     samples = open_samples(config.inputs, graph.inputs, config.synthetic)
     warnings.extend(samples.notes)
     budget = config.max_memory if config.max_memory is not None else default_budget()
-    runtime = batch_runtime(config.runtime, config.executor_spec)
+    runtime = batch_runtime(config.runtime, config.executor)
     label = graph.display_name
     source = str(graph.path.resolve()) if graph.path is not None else None  # what remote workers load
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
@@ -101,7 +101,7 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
     todo = [ref for ref in samples.refs if ref.id not in done]
     expose_all_root = len(samples) == 1
     plan = describe_plan(prepared, config, samples, budget, expose_all_root)
-    spec = config.executor_spec
+    spec = config.executor
     if not spec.in_process and prepared.run_path is None:
         raise UsageError("--workers needs the model as a file", hint="save the model, or use --workers 0")
     # Ray workers may run elsewhere: they load the original file (and externalise its weights in their
@@ -131,7 +131,7 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
     groups = summary.groups()
     return NanBisectResult(
         models=[model_ref], config=config.to_dict(), runtime=prepared.runtime.to_dict(), inputs=samples.describe(),
-        plan={**plan, "workers": config.workers, "repro": repro, **_engine(spec, executor)}, static=static,
+        plan={**plan, "workers": config.executor.workers, "repro": repro, **_engine(spec, executor)}, static=static,
         samples_total=len(samples),
         scanned=summary.scanned, resumed=summary.resumed, nonfinite=summary.nonfinite, masked=summary.masked,
         fp16=summary.fp16, errors=summary.errors, groups=groups, records=summary.records,
@@ -139,7 +139,7 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
         interrupted=interrupted, jsonl=config.jsonl, elapsed_s=round(time.monotonic() - started, 3))
 
 
-WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.nan_bisect.job")
+WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.nanbisect.job")
 
 
 def _engine(spec: ExecutorSpec, executor: Executor) -> Dict[str, Any]:

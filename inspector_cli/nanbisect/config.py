@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..core.runner import RuntimeConfig
 from ..core.synthetic import SyntheticSpec
+from ..errors import ConfigError
 from ..executor.base import ExecutorSpec
 
 DEFAULT_CHECKPOINTS = 16
@@ -35,20 +36,20 @@ class NanBisectConfig:
     repro_dir: Optional[str] = None
     jsonl: Optional[str] = None
     resume: bool = False
-    workers: int = 0
-    """0: analyse in this process; N >= 1: N worker processes (isolated, own session and budget)."""
-    executor: str = "local"
-    """'local' (this process or worker processes) or 'ray' (actors on a Ray cluster)."""
-    address: Optional[str] = None
-    worker_memory: Optional[int] = None
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)
+    """Where the samples run: this process (default), local worker processes (isolated, own session and
+    budget) or Ray actors."""
     examples: int = DEFAULT_EXAMPLES
     keep_records: int = 200
     """Failing samples whose full record is kept in the result (all are in the JSONL)."""
     shard_size: int = 8
 
-    @property
-    def executor_spec(self) -> ExecutorSpec:
-        return ExecutorSpec(self.executor, self.workers, self.address, self.worker_memory)
+    def __post_init__(self) -> None:
+        # the rules the CLI enforces hold for library callers too, with the CLI's words
+        if self.resume and not self.jsonl:
+            raise ConfigError("--resume needs --jsonl PATH", hint="the JSONL log says which samples are done")
+        if not isinstance(self.simulate, Simulate):
+            object.__setattr__(self, "simulate", Simulate(self.simulate))
 
     @property
     def full_scan(self) -> bool:
@@ -68,9 +69,9 @@ class NanBisectConfig:
             "repro": self.repro_dir,
             "jsonl": self.jsonl,
             "resume": self.resume,
-            "workers": self.workers,
-            "executor": self.executor,
-            "address": self.address,
-            "worker_memory": self.worker_memory,
+            "workers": self.executor.workers,
+            "executor": self.executor.engine,
+            "address": self.executor.address,
+            "worker_memory": self.executor.memory_limit,
             "examples": self.examples,
         }
