@@ -10,27 +10,18 @@
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
 from . import errors
 from .core.inputs import SampleSet
-from .core.runner import RuntimeConfig
+from .core.runner import RuntimeConfig, cpu_count
 from .errors import MiError, UsageError
 from .executor.base import Executor, ExecutorSpec, Shard, WorkItem, make_shards
 from .results.base import Finding, Severity
 
-SPINNING = "session.intra_op.allow_spinning"
 LOST_EXAMPLES = 10
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def batch_runtime(runtime: RuntimeConfig, spec: ExecutorSpec) -> RuntimeConfig:
@@ -43,10 +34,7 @@ def batch_runtime(runtime: RuntimeConfig, spec: ExecutorSpec) -> RuntimeConfig:
     if spec.in_process:
         return runtime
     threads = 1 if spec.engine == "ray" else max(1, cpu_count() // max(1, spec.workers))
-    config = runtime.session_config
-    if not any(key == SPINNING for key, _ in config):
-        config = (*config, (SPINNING, "0"))
-    return runtime.replace(intra_op_threads=runtime.intra_op_threads or threads, session_config=config)
+    return runtime.without_spinning().replace(intra_op_threads=runtime.intra_op_threads or threads)
 
 
 def shared_samples(samples: SampleSet) -> SampleSet:

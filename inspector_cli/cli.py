@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 import click
 
 from .commands._state import AppState
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, MiError, describe_error
 from .version import __version__
 
 # command name -> "module:attribute". Add a line here when a command lands.
@@ -70,18 +70,12 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("Interrupted; reports already written are complete.", err=True)
         return EXIT_INTERRUPTED
-    except MiError as exc:
+    except Exception as exc:  # MiError: the user's problem; anything else a bug. One line, unless --debug
         if debug:
             traceback.print_exc()
-        click.echo(f"Error: {exc}", err=True)
-        return exc.exit_code
-    except Exception as exc:  # a bug: one line, unless --debug
-        if debug:
-            traceback.print_exc()
-        detail = str(exc).splitlines()[0] if str(exc) else ""
-        click.echo(f"Internal error: {type(exc).__name__}: {detail} (this is a bug in mi; rerun with --debug "
-                   f"for the traceback)", err=True)
-        return EXIT_INTERNAL
+        code, message = describe_error(exc)
+        click.echo(f"Error: {message}" if isinstance(exc, MiError) else message[0].upper() + message[1:], err=True)
+        return code
 
 
 @click.group(cls=MiGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -58,3 +58,16 @@ class ReportError(MiError):
 
 class PluginError(MiError):
     """A plugin raised while processing a tensor or summarising (exit 3)."""
+
+
+def describe_error(exc: BaseException) -> "tuple[int, str]":
+    """Exit code and one line for an exception that reaches a boundary (the CLI, a step of `mi run`).
+
+    An `MiError` is the user's problem and says so in its own words; anything else is a bug in mi,
+    named by its type and first line (the traceback only with --debug).
+    """
+    if isinstance(exc, MiError):
+        return exc.exit_code, str(exc)
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return EXIT_INTERNAL, (f"internal error: {type(exc).__name__}: {detail} (this is a bug in mi; "
+                           f"rerun with --debug for the traceback)")

@@ -99,7 +99,7 @@ def test_exposed_outputs_run_and_keep_originals():
 
 def test_untyped_exposed_output_falls_back_to_runtime_typing():
     graph = ModelGraph.from_proto(chain_model())
-    graph._tensor_info = {}  # as if shape inference could type nothing
+    graph.set_tensor_info({})  # as if shape inference could type nothing
     data = serialized_with_outputs(graph, ["t1"])
     exposed = onnx.load_from_string(data)
     assert not exposed.graph.output[1].type.HasField("tensor_type")

@@ -60,9 +60,8 @@ def test_shipped_config_runs(tmp_path, monkeypatch):
 
 
 def test_onnxruntime_workers_do_not_spin_between_runs_unless_asked():
-    from inspector_cli.core.runner import RuntimeConfig
-    from inspector_cli.workflows.probe import SPINNING, quiet_runtime
+    from inspector_cli.core.runner import SPINNING, RuntimeConfig
 
-    assert quiet_runtime(RuntimeConfig()).session_config == ((SPINNING, "0"),)
+    assert RuntimeConfig().without_spinning().session_config == ((SPINNING, "0"),)
     mine = RuntimeConfig(session_config=((SPINNING, "1"),))
-    assert quiet_runtime(mine) is mine
+    assert mine.without_spinning() is mine

@@ -33,7 +33,6 @@ from .pairing.match import TensorMatching, TensorPair
 from .pairing.optgraph import OptimizedGraph
 from .pairing.semantic import SemanticGraph, View
 
-NO_SPINNING = ("session.intra_op.allow_spinning", "0")
 AUTO_SHARE = 0.75
 """auto capture reads from the optimised graph when at least this share of the tensors is found there."""
 _QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "QGemm", "MatMulInteger",
@@ -101,7 +100,7 @@ class Side:
         `spin`, idle onnxruntime threads sleep instead of spinning, leaving the core to the metrics
         thread that runs meanwhile."""
         runtime = self.runtime.replace(opt_level=OptLevel.DISABLE) if self.opt is not None else self.runtime
-        return runtime if spin else runtime.replace(session_config=(*runtime.session_config, NO_SPINNING))
+        return runtime if spin else runtime.without_spinning()
 
 
 def worth_deployed_capture(sem: SemanticGraph) -> bool:
@@ -176,7 +175,7 @@ def _small_enough(graph: ModelGraph) -> bool:
 
 def _use_optimised(side: Side, path: Path, views: Sequence[View], mode: CaptureMode) -> None:
     opt_graph = load_model_lazy(path)
-    opt_graph._tensor_info = {}  # the optimised graph's contrib ops defeat ONNX shape inference: skip it
+    opt_graph.set_tensor_info({})  # the optimised graph's contrib ops defeat ONNX shape inference: skip it
     opt = OptimizedGraph(opt_graph, {n.name for n in side.graph.nodes} | {n.original_name for n in side.graph.nodes})
     located = {v.expose: opt.locate(side.sem, v) for v in views}
     found = sum(1 for x in located.values() if x is not None)

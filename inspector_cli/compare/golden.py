@@ -25,7 +25,7 @@ from ..results.base import Finding, ModelRef, Severity
 from ..results.compare import CompareResult
 from .config import CompareConfig
 from .outputs import gate_outcomes, output_diff, tracker_findings
-from .plan import as_graph
+from ..core.model_arg import as_graph
 
 GoldenSample = Tuple[str, TensorMap, TensorMap]
 
@@ -98,7 +98,7 @@ def compare_golden(model: "str | os.PathLike[str] | ModelGraph", config: Compare
                    progress: Progress = no_progress) -> CompareResult:
     """Run `model` on the golden inputs and compare its outputs with the saved ones."""
     assert config.golden is not None
-    graph = as_graph(model)
+    graph = as_graph(model, lazy=True)
     check_gate_targets(config.gates, graph.output_names)
     paths = golden_samples(config.golden, graph)
     session = open_session(graph, config.runtime_a, label=graph.display_name)

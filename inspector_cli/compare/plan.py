@@ -2,26 +2,17 @@
 and one sample run on both models (`run_pair`)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..core.graph import ModelGraph
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import NameMatching, match_names, rename_feeds
-from ..core.lazyload import load_model_lazy
+from ..core.model_arg import ModelArg, as_graph
 from ..core.runner import Session
 from ..diff.gates import check_gate_targets
 from ..errors import InputDataError, UsageError
 from .config import CompareConfig
-
-ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
-
-
-def as_graph(model: ModelArg) -> ModelGraph:
-    """The model as a graph; large weights stay in the file (lazyload.py), onnxruntime reads them there."""
-    return model if isinstance(model, ModelGraph) else load_model_lazy(model)
-
 
 def split_map(config: CompareConfig, graph_a: ModelGraph) -> Tuple[Tuple[str, str], ...]:
     """The --map entries naming inputs or outputs of A; others name intermediate tensors (--layers)."""
@@ -47,7 +38,7 @@ class ComparePlan:
 
 def plan_comparison(model_a: ModelArg, model_b: ModelArg, config: CompareConfig) -> ComparePlan:
     """Load both models, pair their inputs and outputs, and find the samples (no inference yet)."""
-    graph_a, graph_b = as_graph(model_a), as_graph(model_b)
+    graph_a, graph_b = as_graph(model_a, lazy=True), as_graph(model_b, lazy=True)
     io_map = split_map(config, graph_a)
     outputs = match_names(graph_a.outputs, graph_b.outputs, io_map, what="output")
     if not outputs.pairs:

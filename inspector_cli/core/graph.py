@@ -132,6 +132,11 @@ class ModelGraph:
         assert self._tensor_info is not None
         return self._tensor_info
 
+    def set_tensor_info(self, info: Dict[str, TensorInfo]) -> None:
+        """Install tensor types computed elsewhere instead of running shape inference ({} types nothing:
+        for graphs whose contrib ops defeat ONNX shape inference)."""
+        self._tensor_info = info
+
     def node_proto(self, name: str) -> onnx.NodeProto:
         """The NodeProto of a top-level node, by (assigned) name."""
         if self._protos is None:

@@ -8,7 +8,6 @@ in memory is the weightless proto, whose external data onnxruntime reads from th
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -77,13 +76,13 @@ class PreparedModel:
     """A graph ready for repeated exposure and span replay, with size estimates per input shape."""
 
     def __init__(self, graph: ModelGraph, runtime: RuntimeConfig, *, workdir: Optional[str] = None,
-                 label: Optional[str] = None) -> None:
+                 label: Optional[str] = None, owns_workdir: bool = False) -> None:
         self.runtime = runtime
         self.graph = graph
         self.label = label or graph.display_name
         self.topo = Topology(graph)
         self.workdir = workdir
-        self._owns_workdir = False
+        self._owns_workdir = owns_workdir
         self._sizes: Dict[Tuple[Tuple[str, Tuple[int, ...]], ...], Dict[str, int]] = {}
         self._initializers: Dict[str, Optional[np.ndarray]] = {}
         self._init_names = set(graph.initializer_names)
@@ -98,9 +97,7 @@ class PreparedModel:
             return cls(graph, runtime)
         workdir = tempfile.mkdtemp(prefix="mi-nan-bisect-")
         path = externalise(graph, Path(workdir))
-        prepared = cls(load_model(path), runtime, workdir=workdir, label=graph.display_name)
-        prepared._owns_workdir = True
-        return prepared
+        return cls(load_model(path), runtime, workdir=workdir, label=graph.display_name, owns_workdir=True)
 
     @property
     def run_path(self) -> Optional[str]:
@@ -151,10 +148,3 @@ class PreparedModel:
         return Session(model.SerializeToString(), self.runtime,
                        label=f"{self.label} (span of {len(region.positions)} nodes)",
                        external_dir=self.external_dir)
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1

@@ -1,16 +1,16 @@
 """`nan_bisect`: the static pass, then every sample screened and its NaN/Inf explained."""
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional
 
 from ..batching import batch_runtime, check_executor, executor_plan, shared_samples
 from ..core.capture import default_budget, plan_capture
-from ..core.graph import ModelGraph, load_model
+from ..core.graph import ModelGraph
+from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, open_samples
 from ..errors import UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
@@ -27,7 +27,6 @@ from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
 
-ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 
 
 def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
@@ -59,7 +58,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
                      on_static: Optional[Callable[[List[WeightIssue]], None]], executor: Executor,
                      started: float) -> NanBisectResult:
     owned = not isinstance(model, ModelGraph)
-    graph = load_model(model) if owned else model  # type: ignore[arg-type]
+    graph = as_graph(model)
     hashing = _hash_in_background(graph)
     static = nonfinite_weights(graph)
     if on_static is not None and static:

@@ -7,14 +7,13 @@ the optional per-sample rows.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple
 
 from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
+from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, open_samples
-from ..core.runner import RuntimeConfig
 from ..core.select import select_tensors
 from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
@@ -30,7 +29,6 @@ from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
 
-ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 
 
 @dataclass
@@ -46,23 +44,6 @@ class ProbePlan:
     notes: List[str]
     input_shapes: Dict[str, Tuple[int, ...]]
 
-
-def as_graph(model: ModelArg) -> ModelGraph:
-    return model if isinstance(model, ModelGraph) else load_model(model)
-
-
-SPINNING = "session.intra_op.allow_spinning"
-
-
-def quiet_runtime(runtime: RuntimeConfig) -> RuntimeConfig:
-    """The runtime with onnxruntime's idle worker threads not spinning (unless the user chose).
-
-    Between two runs the probe's statistics use the same cores; spinning workers compete with them
-    (measured: a third less wall time on ResNet-50 with 2 cores).
-    """
-    if any(key == SPINNING for key, _ in runtime.session_config):
-        return runtime
-    return runtime.replace(session_config=(*runtime.session_config, (SPINNING, "0")))
 
 
 def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
@@ -99,7 +80,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
     Returns a `ProbeResult`; raises `MiError` subclasses only when no result is possible.
     """
     config = config or ProbeConfig()
-    config = replace(config, runtime=quiet_runtime(config.runtime))
+    config = replace(config, runtime=config.runtime.without_spinning())
     triggers = parse_triggers(config.break_on)
     if config.dump_dir and not triggers:
         raise UsageError("--dump needs --break-on: it writes the sample that met the condition")

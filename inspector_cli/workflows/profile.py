@@ -1,12 +1,12 @@
 """`profile_model`: per-node latency, aggregates, critical path, cost and memory of one or two models."""
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple
 
-from ..core.graph import ModelGraph, load_model
+from ..core.graph import ModelGraph
+from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import match_names, rename_feeds
 from ..core.runner import Session
@@ -20,14 +20,9 @@ from ..progress import Progress, no_progress
 from ..results.base import Finding, GateOutcome, ModelRef
 from ..results.profile import ProfileComparison, ProfileResult
 
-ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 SAVE_OPTIMIZED_LIMIT = 1 << 30
 """Above this many weight bytes the optimised graph is not saved (it would copy every weight to disk);
 kernels are then mapped to original nodes by name."""
-
-
-def _graph(model: ModelArg) -> ModelGraph:
-    return model if isinstance(model, ModelGraph) else load_model(model)
 
 
 def _load_feeds(samples: SampleSet, count: int) -> Tuple[List[TensorMap], List[str]]:
@@ -51,7 +46,7 @@ def profile_model(model: ModelArg, config: Optional[ProfileConfig] = None, *,
         raise UsageError("--runs must be at least 1")
     if config.min_speedup is not None and not config.against:
         raise UsageError("--min-speedup needs --against OTHER.onnx", hint="it gates the second model's speed-up")
-    graphs = [_graph(model)] + ([_graph(config.against)] if config.against else [])
+    graphs = [as_graph(model)] + ([as_graph(config.against)] if config.against else [])
     samples = open_samples(config.inputs, graphs[0].inputs, config.synthetic)
     feeds_a, warnings = _load_feeds(samples, config.runs)
     warnings = list(samples.notes) + warnings
