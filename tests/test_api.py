@@ -17,8 +17,8 @@ from inspector_cli.executor.base import ExecutorSpec
 from inspector_cli.nanbisect.config import NanBisectConfig, Simulate
 from inspector_cli.probe.config import ProbeConfig
 
-from . import nan_models as nm
-from .helpers import affine_model, invoke, save, save_npz
+from .fixtures import nan_models as nm
+from .fixtures.helpers import affine_model, invoke, save, save_npz
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
