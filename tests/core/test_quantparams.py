@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from inspector_cli.core.quantparams import dequantize
 from inspector_cli.validate.weights import sqnr_db
@@ -36,3 +37,23 @@ def test_reuses_the_output_buffer():
     buffer = np.empty((2, 3), np.float32)
     assert dequantize(q, np.array(2.0, np.float32), None, out=buffer) is buffer
     assert buffer.tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+
+
+def test_the_one_varint_reader():
+    from inspector_cli.core.protoutil import read_varint
+
+    assert read_varint(b"\x96\x01rest", 0) == (150, 2)
+    assert read_varint(b"\x00\xac\x02", 1) == (300, 3)
+    with pytest.raises(EOFError):
+        read_varint(b"\x96\x01", 0, end=1)
+    with pytest.raises(ValueError):
+        read_varint(b"\xff" * 11, 0)
+
+
+def test_describe_error_is_one_line_for_users_and_for_bugs():
+    from inspector_cli.errors import EXIT_INTERNAL, InputDataError, describe_error
+
+    assert describe_error(InputDataError("data/x.npz: no tensor 'x'")) == (3, "data/x.npz: no tensor 'x'")
+    code, line = describe_error(ZeroDivisionError("division by zero\nmore"))
+    assert code == EXIT_INTERNAL and line == ("internal error: ZeroDivisionError: division by zero (this is a bug in mi; "
+                                              "rerun with --debug for the traceback)")
