@@ -31,7 +31,7 @@ from ..diff.gates import Gate
 from .config import CaptureMode
 from .pairing.match import TensorMatching, TensorPair
 from .pairing.optgraph import OptimizedGraph
-from .pairing.semantic import SemanticGraph, View
+from .pairing.semantic import SemanticGraph, TensorView
 
 AUTO_SHARE = 0.75
 """auto capture reads from the optimised graph when at least this share of the tensors is found there."""
@@ -111,7 +111,7 @@ def worth_deployed_capture(sem: SemanticGraph) -> bool:
     return any(graph.tensor_info(o).elem_type == 10 for n in graph.nodes[:200] for o in n.outputs if o)
 
 
-def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: RuntimeConfig, views: Sequence[View],
+def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: RuntimeConfig, views: Sequence[TensorView],
                  mode: CaptureMode, first: Optional[TensorMap], *, observer: bool, workdir: Path) -> Side:
     """Decide how `views` of one model are captured and run the plain reference sample."""
     side = Side(label, graph, sem, runtime)
@@ -173,7 +173,7 @@ def _small_enough(graph: ModelGraph) -> bool:
     return graph.path is None or (graph.path.stat().st_size < (1 << 30) and not _external_weights(graph))
 
 
-def _use_optimised(side: Side, path: Path, views: Sequence[View], mode: CaptureMode) -> None:
+def _use_optimised(side: Side, path: Path, views: Sequence[TensorView], mode: CaptureMode) -> None:
     opt_graph = load_model_lazy(path)
     opt_graph.set_tensor_info({})  # the optimised graph's contrib ops defeat ONNX shape inference: skip it
     opt = OptimizedGraph(opt_graph, {n.name for n in side.graph.nodes} | {n.original_name for n in side.graph.nodes})

@@ -29,9 +29,9 @@ from ..plugins import NodeView, call_plugin, load_plugin, mergeable, node_view
 from ..progress import Progress
 from ..results.base import Finding
 from .config import ProbeConfig
-from .quant import QuantSpec, QuantTracker
+from .quant import Quantizer, QuantTracker
 from .runner import Consumers, Hit, ProbeRunner
-from .tracker import TensorTracker, Workspace
+from .tracker import ProbeTracker, Workspace
 from .triggers import parse_triggers
 
 BLOCK_SAMPLES = 16
@@ -65,7 +65,7 @@ class ProbeJob(Job):
     runtime: RuntimeConfig
     tensors: List[str]
     chunks: List[List[str]]
-    quant: List[QuantSpec]
+    quant: List[Quantizer]
     samples: SampleSet
     graph: Optional[ModelGraph] = field(default=None, repr=False)
     progress: Optional[Progress] = field(default=None, repr=False)
@@ -128,7 +128,7 @@ class ProbeBlockRunner(Runner):
         trackers = {}
         for name in self.job.tensors:
             node = self.graph.producer.get(name)
-            trackers[name] = TensorTracker(name, op_type=node.op_type if node else "(input)",
+            trackers[name] = ProbeTracker(name, op_type=node.op_type if node else "(input)",
                                            node=node.name if node else "", channel_axis=config.channel_axis,
                                            keep_rows=config.per_sample, workspace=self.workspace,
                                            hist_sample=config.hist_sample)

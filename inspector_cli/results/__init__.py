@@ -5,4 +5,4 @@ from .base import (RESULT_MODULES, Check, Finding, GateOutcome, ModelRef, NodeVa
                    load_all_kinds, result_class)
 
 __all__ = ["Check", "NodeValues", "Finding", "GateOutcome", "ModelRef", "Result", "Severity", "known_kinds", "result_class",
-           "load_all_kinds"]
+           "load_all_kinds", "RESULT_MODULES"]

@@ -21,7 +21,7 @@ from ..plugins import call_plugin, load_plugin
 from ..probe.batch import lost_finding, probe_blocks
 from ..probe.config import ProbeConfig
 from ..probe.dump import finish_dump, open_dump
-from ..probe.quant import QuantSpec, QuantTracker, constant_value, find_quantizers
+from ..probe.quant import Quantizer, QuantTracker, constant_value, find_quantizers
 from ..probe.report import build_findings, check_since, quant_results, record_history
 from ..probe.runner import Hit, capture_chunks
 from ..probe.triggers import parse_triggers
@@ -40,7 +40,7 @@ class ProbePlan:
     chunks: List[List[str]]
     samples: SampleSet
     capture: Dict[str, object]
-    quant: List[QuantSpec]
+    quant: List[Quantizer]
     notes: List[str]
     input_shapes: Dict[str, Tuple[int, ...]]
 
@@ -49,7 +49,7 @@ class ProbePlan:
 def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
     """Select the tensors, find the quantisers and the samples, and split the capture into chunks."""
     notes: List[str] = []
-    quant: List[QuantSpec] = []
+    quant: List[Quantizer] = []
     if config.quant_ranges:
         quant, skipped = find_quantizers(graph)
         notes.extend(skipped)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from inspector_cli.probe.attention_entropy import AttentionEntropy
-from inspector_cli.probe.quant import QuantSpec, QuantTracker
-from inspector_cli.probe.tracker import TensorTracker
+from inspector_cli.probe.quant import Quantizer, QuantTracker
+from inspector_cli.probe.tracker import ProbeTracker
 
 
 def samples():
@@ -29,7 +29,7 @@ def samples():
 
 
 def tracker():
-    return TensorTracker("t", op_type="Relu", node="relu", channel_axis=1, keep_rows=True)
+    return ProbeTracker("t", op_type="Relu", node="relu", channel_axis=1, keep_rows=True)
 
 
 def test_two_partials_merge_into_the_whole():
@@ -60,7 +60,7 @@ def test_a_shape_change_between_partials_is_noted_once():
 
 
 def test_quantiser_and_attention_plugin_merge_exactly():
-    spec = QuantSpec(node="q", op_type="QuantizeLinear", tensor="x", source="activation", scale=np.array([0.02]),
+    spec = Quantizer(node="q", op_type="QuantizeLinear", tensor="x", source="activation", scale=np.array([0.02]),
                      zero_point=np.array([0.0]), axis=None, qtype="int8", qmin=-128, qmax=127)
     whole, first, second = QuantTracker(spec), QuantTracker(spec), QuantTracker(spec)
     plugin_whole, plugin_a, plugin_b = AttentionEntropy(), AttentionEntropy(), AttentionEntropy()
@@ -82,8 +82,8 @@ def test_quantiser_and_attention_plugin_merge_exactly():
 
 
 def test_hist_sample_phase_follows_the_data_set_index_across_blocks():
-    whole = TensorTracker("t", channel_axis=None, hist_sample=37)
-    first, second = (TensorTracker("t", channel_axis=None, hist_sample=37) for _ in range(2))
+    whole = ProbeTracker("t", channel_axis=None, hist_sample=37)
+    first, second = (ProbeTracker("t", channel_axis=None, hist_sample=37) for _ in range(2))
     second.first_index = 3  # the second block starts at sample 3
     for i, (name, x) in enumerate(samples()):
         whole.update(name, x)

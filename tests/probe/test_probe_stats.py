@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from inspector_cli.probe.sketch import ABS_ERROR_SUBNORMAL, REL_ERROR, LogHistogram, KeyBuffer
-from inspector_cli.probe.tracker import TensorTracker
+from inspector_cli.probe.tracker import ProbeTracker
 
 from ..fixtures.helpers import invoke, read_json, save_npz
 from ..fixtures.probe_models import scale_relu
@@ -28,7 +28,7 @@ def test_tracker_matches_numpy_on_awkward_data():
     # heavy tails, exact zeros, negative values.
     samples = [(1000 + rng.standard_t(3, (2, 8, 33)) * 0.01).astype(np.float32) for _ in range(4)]
     samples.append(np.where(rng.random((2, 8, 33)) < 0.5, 0, samples[0]).astype(np.float32))
-    tracker = TensorTracker("t")
+    tracker = ProbeTracker("t")
     for i, s in enumerate(samples):
         tracker.update(str(i), s)
     stats = tracker.finish()
@@ -46,7 +46,7 @@ def test_tracker_matches_numpy_on_awkward_data():
 
 def test_nan_inf_are_counted_and_left_out():
     x = np.array([[1.0, np.nan, -2.0, np.inf], [0.0, -np.inf, np.nan, 3.0]], np.float32)
-    tracker = TensorTracker("t")
+    tracker = ProbeTracker("t")
     row = tracker.update("s", x)
     assert (row.nan, row.inf, row.count, row.min, row.max, row.zeros) == (2, 2, 4, -2.0, 3.0, 1)
     stats = tracker.finish()
@@ -56,7 +56,7 @@ def test_nan_inf_are_counted_and_left_out():
 @pytest.mark.parametrize("dtype", [np.float16, np.int8, np.float64, np.int64])
 def test_other_dtypes(dtype):
     x = (np.arange(-20, 40).reshape(3, 20) * 3).astype(dtype)
-    tracker = TensorTracker("t", channel_axis=None)
+    tracker = ProbeTracker("t", channel_axis=None)
     tracker.update("s", x)
     stats = tracker.finish()
     ref = x.astype(np.float64)
@@ -135,7 +135,7 @@ def test_channel_axis_option_and_per_sample_rows(tmp_path):
 def test_hist_sample_keeps_exact_moments_and_approximates_percentiles():
     rng = np.random.default_rng(1)
     samples = [np.maximum(rng.normal(0, 1, (1, 16, 64, 64)), 0).astype(np.float32) for _ in range(6)]
-    tracker = TensorTracker("t", hist_sample=4096)
+    tracker = ProbeTracker("t", hist_sample=4096)
     for i, s in enumerate(samples):
         tracker.update(str(i), s)
     stats = tracker.finish()
@@ -152,7 +152,7 @@ def test_hist_sample_keeps_exact_moments_and_approximates_percentiles():
 
 
 def test_non_numeric_and_empty_tensors_are_noted_not_measured():
-    tracker = TensorTracker("t")
+    tracker = ProbeTracker("t")
     tracker.update("a", np.array(["x", "y"], dtype=object))
     tracker.update("b", np.zeros((0, 3), np.float32))
     stats = tracker.finish()

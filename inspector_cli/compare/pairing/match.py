@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from ...core.graph import ModelGraph
 from ...errors import UsageError
 from .score import MIN_CONFIDENCE, Candidate, best_candidates, chain_signature_score
-from .semantic import COMMUTATIVE, Chain, SemanticGraph, View
+from .semantic import COMMUTATIVE, Chain, SemanticGraph, TensorView
 
 __all__ = ["MIN_CONFIDENCE", "TensorPair", "Unpaired", "TensorMatching", "match_tensors", "parse_tensor_map"]
 METHODS = ("map", "name", "qdq", "cast", "identity", "fused", "structural")
@@ -37,8 +37,8 @@ class TensorPair:
 
     a: str
     b: str
-    view_a: View
-    view_b: View
+    view_a: TensorView
+    view_b: TensorView
     method: str
     confidence: float
     located_by: str
@@ -253,8 +253,8 @@ def match_tensors(a: SemanticGraph, b: SemanticGraph, *, inputs: Sequence[Tuple[
         quantised = b.view(b.canonical(y))
         if quantised.quant is not None and (selected is None or x in selected):
             # The candidate quantises its input: that rounding is its first error, worth a row.
-            matcher.pairs[x] = TensorPair(a=x, b=y, view_a=View(x, x), view_b=quantised, method="qdq", confidence=1.0,
-                                          located_by="name", evidence="model input, quantised by the candidate",
+            matcher.pairs[x] = TensorPair(a=x, b=y, view_a=TensorView(x, x), view_b=quantised, method="qdq",
+                                          confidence=1.0, located_by="name", evidence="model input, quantised by the candidate",
                                           op_a="input", op_b="QuantizeLinear")
     for x, y in user_map:
         matcher.user_pair(x, y)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ...core.graph import ModelGraph, NodeInfo
 from ...core.quantparams import QOP_OUTPUT_PARAMS, QuantSpec, dequantize
-from .semantic import FLOAT_TYPES, SemanticGraph, View
+from .semantic import FLOAT_TYPES, SemanticGraph, TensorView
 
 Perm = Optional[Tuple[int, ...]]
 UNKNOWN: Tuple[int, ...] = (-1,)
@@ -132,12 +132,12 @@ class OptimizedGraph:
             self.quant.setdefault(node.outputs[0], self.quant[ins[0]])
 
     # ---- locating ---------------------------------------------------------------------------------
-    def locate(self, original: SemanticGraph, view: View) -> Optional[OptView]:
+    def locate(self, original: SemanticGraph, view: TensorView) -> Optional[OptView]:
         """Where `view` (of the original graph) is read in this graph, or None."""
         found = self._locate(original, view)
         return None if found is None or found.perm == UNKNOWN else found
 
-    def _locate(self, original: SemanticGraph, view: View) -> Optional[OptView]:
+    def _locate(self, original: SemanticGraph, view: TensorView) -> Optional[OptView]:
         if view.quant is None:
             if original.elem_type(view.expose) not in (0, *FLOAT_TYPES):
                 return None
@@ -158,7 +158,7 @@ class OptimizedGraph:
         x, y = original.array(scale), self.array(opt_scale)
         return x is not None and y is not None and x.shape == y.shape and bool(np.array_equal(x, y))
 
-    def _by_producer(self, original: SemanticGraph, view: View) -> Optional[OptView]:
+    def _by_producer(self, original: SemanticGraph, view: TensorView) -> Optional[OptView]:
         assert view.quant is not None
         q_node = original.graph.producer.get(view.expose)
         if q_node is None or not q_node.inputs:

@@ -50,7 +50,7 @@ def family(op_type: str) -> str:
 
 
 @dataclass(frozen=True)
-class View:
+class TensorView:
     """How to read one tensor's value: fetch `expose`, dequantise it when `quant` is set."""
 
     tensor: str
@@ -210,28 +210,29 @@ class SemanticGraph:
                     if out and self.elem_type(out) not in FLOAT_TYPES:
                         self.quant_of.setdefault(out, self.quant_of[ins[0]])
 
-    def view(self, canonical: str) -> View:
+    def view(self, canonical: str) -> TensorView:
         """How the deployed graph materialises `canonical`: a graph output if one aliases it (free to
         fetch), else the integers of its first quantisation (dequantised), else the tensor itself."""
         names = self.names_of(canonical)
         outputs = set(self.graph.output_names)
         for name in names:
             if name in outputs:
-                return View(name, name, self.quant_of.get(name) if self.elem_type(name) not in FLOAT_TYPES else None)
+                quant = self.quant_of.get(name) if self.elem_type(name) not in FLOAT_TYPES else None
+                return TensorView(name, name, quant)
         if canonical in self.quant_of and self.elem_type(canonical) not in FLOAT_TYPES:
-            return View(canonical, canonical, self.quant_of[canonical])
+            return TensorView(canonical, canonical, self.quant_of[canonical])
         for name in names[1:]:
             producer = self.graph.producer.get(name)
             if producer is not None and producer.op_type == "QuantizeLinear" and name in self.quant_of:
                 dq = [c for c in self.graph.consumers.get(name, []) if c.op_type == "DequantizeLinear"]
                 shown = dq[0].outputs[0] if dq else name
-                return View(shown, name, self.quant_of[name])
-        return View(canonical, canonical)
+                return TensorView(shown, name, self.quant_of[name])
+        return TensorView(canonical, canonical)
 
-    def exact_view(self, tensor: str) -> View:
+    def exact_view(self, tensor: str) -> TensorView:
         """A view of exactly `tensor` (for the user's --map), dequantised when it holds integers."""
         quant = self.quant_of.get(tensor) if self.elem_type(tensor) not in FLOAT_TYPES else None
-        return View(tensor, tensor, quant)
+        return TensorView(tensor, tensor, quant)
 
     def array(self, name: str) -> Optional[np.ndarray]:
         """Value of an initializer or Constant output (cached; None when not a stored constant)."""
