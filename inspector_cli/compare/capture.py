@@ -199,31 +199,33 @@ def workdir() -> "tempfile.TemporaryDirectory[str]":
     return tempfile.TemporaryDirectory(prefix="mi-layers-")
 
 
-@dataclass
-class LayerRun:
-    """Everything the layer pass measured, before it becomes a result section."""
+@dataclass(frozen=True)
+class LayerPlan:
+    """What the layer pass compares, decided before the first sample: the pairs and how each model's
+    tensors are read."""
 
     sem_a: SemanticGraph
     sem_b: SemanticGraph
     matching: TensorMatching
-    pairs: List[TensorPair]
-    trackers: List[TensorTracker]
-    output_trackers: List[TensorTracker]
+    pairs: Tuple[TensorPair, ...]
     side_a: Side
     side_b: Side
     gates: Tuple[Gate, ...]
     default_gates: bool
     skipped: Counter = field(default_factory=Counter)
-    unavailable: List[Tuple[TensorPair, str]] = field(default_factory=list)
-    captured_first: Dict[str, Dict[str, np.ndarray]] = field(default_factory=dict)
-    first_sample: str = ""
-    strategy: str = "all-at-once"
-    chunks: int = 1
-    runs: int = 0
-    estimated_bytes: int = 0
-    budget_bytes: int = 0
-    isolation: Optional[Dict[str, object]] = None
-    iso_trackers: Dict[str, TensorTracker] = field(default_factory=dict)
-    noise_trackers: Dict[str, TensorTracker] = field(default_factory=dict)
-    isolation_runs: int = 0
-    layout_buffers: Dict[Tuple[str, int], np.ndarray] = field(default_factory=dict)
+    unavailable: Tuple[Tuple[TensorPair, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class CaptureMeasurements:
+    """What the capture pass measured over every sample (one tracker per pair, in `pairs` order)."""
+
+    trackers: List[TensorTracker]
+    output_trackers: List[TensorTracker]
+    captured_first: Dict[str, Dict[str, np.ndarray]]
+    first_sample: str
+    strategy: str
+    chunks: int
+    runs: int
+    estimated_bytes: int
+    budget_bytes: int

@@ -9,7 +9,8 @@ DQ(Q(reference tensor)) with the candidate's scale and zero point, in numpy.
 from __future__ import annotations
 
 import fnmatch
-from typing import Callable, Dict, List, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence
 
 import numpy as np
 
@@ -18,27 +19,40 @@ from ..core.runner import Session, open_session
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..errors import UsageError
-from .capture import LayerRun, Reader
+from .capture import LayerPlan, Reader
 from .config import CompareConfig, LayerConfig
 from .pairing.match import TensorPair
 from .plan import ComparePlan
 from .subgraph import build_isolation, fake_quantize, feed_value, qdq_noise_affine
 
 
-def run_isolation(run: LayerRun, plan: ComparePlan, config: CompareConfig,
-                  adapt_b: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]) -> None:
+@dataclass(frozen=True)
+class IsolationOutcome:
+    """What `--isolate` measured: each isolated layer's own error, and its Q/DQ noise floor."""
+
+    info: Dict[str, object]
+    """requested, isolated and skipped layers (the result's `isolation` field)."""
+    trackers: Dict[str, TensorTracker] = field(default_factory=dict)
+    noise_trackers: Dict[str, TensorTracker] = field(default_factory=dict)
+    runs: int = 0
+
+
+def run_isolation(layers: LayerPlan, trackers: Sequence[TensorTracker], plan: ComparePlan,
+                  config: CompareConfig) -> IsolationOutcome:
+    """Run the candidate's producing subgraph of each `--isolate` layer on the reference's values."""
     lc = config.layers or LayerConfig()
-    chosen = [run.pairs[i] for i in select_isolated(lc.isolate, run.pairs, run.trackers)]
+    chosen = [layers.pairs[i] for i in select_isolated(lc.isolate, layers.pairs, trackers)]
     input_sources = {p.b: p.a for p in plan.inputs.pairs}
-    iso = build_isolation(run.sem_b, run.pairs, chosen, input_sources)
-    run.isolation = {"requested": list(lc.isolate), "isolated": list(iso.outputs), "skipped": dict(iso.skipped)}
+    iso = build_isolation(layers.sem_b, layers.pairs, chosen, input_sources)
+    info: Dict[str, object] = {"requested": list(lc.isolate), "isolated": list(iso.outputs),
+                               "skipped": dict(iso.skipped)}
     if not iso.outputs:
-        return
-    by_a = {p.a: p for p in run.pairs}
+        return IsolationOutcome(info)
+    by_a = {p.a: p for p in layers.pairs}
     a_inputs = set(plan.graph_a.input_names)
     needed = [t for t in dict.fromkeys([*iso.sources, *iso.outputs]) if t not in a_inputs]
-    readers = {t: run.side_a.readers[by_a[t].view_a.expose] for t in needed}
-    session_a = open_session(run.side_a.target_graph, run.side_a.target_runtime,  # type: ignore[arg-type]
+    readers = {t: layers.side_a.readers[by_a[t].view_a.expose] for t in needed}
+    session_a = open_session(layers.side_a.target_graph, layers.side_a.target_runtime,  # type: ignore[arg-type]
                              extra_outputs=[r.expose for r in readers.values()], keep_outputs=False,
                              label=f"A {plan.graph_a.display_name}")
     runner_a = BoundRunner(session_a, [r.expose for r in readers.values()])
@@ -47,32 +61,33 @@ def run_isolation(run: LayerRun, plan: ComparePlan, config: CompareConfig,
                           external_dir=folder)
     out_names = list(iso.outputs.values())
     runner_iso = BoundRunner(session_iso, out_names)
-    run.iso_trackers = {a: TensorTracker(a, out, distribution=False, keep_per_sample=False) for a, out in iso.outputs.items()}
+    iso_trackers = {a: TensorTracker(a, out, distribution=False, keep_per_sample=False) for a, out in iso.outputs.items()}
+    noise_trackers: Dict[str, TensorTracker] = {}
     noise_specs = {}
     for a in iso.outputs:
         spec = by_a[a].view_b.quant
-        affine = qdq_noise_affine(run.sem_b, spec) if spec is not None else None
+        affine = qdq_noise_affine(layers.sem_b, spec) if spec is not None else None
         if affine is not None:
             noise_specs[a] = affine
-            run.noise_trackers[a] = TensorTracker(a, a, distribution=False, keep_per_sample=False)
+            noise_trackers[a] = TensorTracker(a, a, distribution=False, keep_per_sample=False)
     scratch, runs = Scratch(), 0
     for sample, feeds in plan.samples:
         captured = runner_a.run(feeds, sample)
         values: Dict[str, np.ndarray] = {}
         for tensor, reader in readers.items():
-            values[tensor] = reader.value(captured[reader.expose], run.side_a.resolver)
+            values[tensor] = reader.value(captured[reader.expose], layers.side_a.resolver)
         for name in a_inputs:
             values[name] = np.asarray(feeds[name], dtype=np.float32).reshape(-1)
-        iso_feeds = {f.name: feed_value(values[f.source], f, run.sem_b) for f in iso.feeds}
+        iso_feeds = {f.name: feed_value(values[f.source], f, layers.sem_b) for f in iso.feeds}
         outputs = runner_iso.run(iso_feeds, sample)
         runs += 2
         for a, out in iso.outputs.items():
-            _add(run.iso_trackers[a], sample, values[a], Reader(out, by_a[a].view_b.quant).flat(outputs[out], run.sem_b),
+            _add(iso_trackers[a], sample, values[a], Reader(out, by_a[a].view_b.quant).flat(outputs[out], layers.sem_b),
                  scratch)
             if a in noise_specs:
                 noisy = fake_quantize(values[a], noise_specs[a], np.empty_like(values[a]))
-                _add(run.noise_trackers[a], sample, values[a], (noisy, None), scratch)
-    run.isolation_runs = runs
+                _add(noise_trackers[a], sample, values[a], (noisy, None), scratch)
+    return IsolationOutcome(info, iso_trackers, noise_trackers, runs)
 
 
 def _add(tracker: TensorTracker, sample: str, reference: np.ndarray, candidate: tuple, scratch: Scratch) -> None:

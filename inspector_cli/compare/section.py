@@ -26,15 +26,17 @@ def _failed(tracker: TensorTracker) -> List[str]:
 
 def layer_rows(run: LayerRun) -> List[LayerDiff]:
     rows = []
-    for index, (pair, tracker) in enumerate(zip(run.pairs, run.trackers)):
-        iso = run.iso_trackers.get(pair.a)
+    iso_trackers = run.isolation.trackers if run.isolation else {}
+    noise_trackers = run.isolation.noise_trackers if run.isolation else {}
+    for index, (pair, tracker) in enumerate(zip(run.plan.pairs, run.measured.trackers)):
+        iso = iso_trackers.get(pair.a)
         share = own_share(tracker, iso) if iso is not None else None
-        noise = run.noise_trackers.get(pair.a)
+        noise = noise_trackers.get(pair.a)
         rows.append(LayerDiff(
             index=index, name=pair.a, name_b=pair.view_b.tensor, op_a=pair.op_a, op_b=pair.op_b,
             shape_a=tracker.shape_a, shape_b=tracker.shape_b, dtype_a=tracker.dtype_a, dtype_b=tracker.dtype_b,
             method=pair.method, confidence=pair.confidence, located_by=pair.located_by, evidence=pair.evidence,
-            capture_a=run.side_a.mode, capture_b=run.side_b.mode, samples=tracker.samples,
+            capture_a=run.plan.side_a.mode, capture_b=run.plan.side_b.mode, samples=tracker.samples,
             dataset=tracker.dataset_metrics(), worst=tracker.worst_metrics(), mean=tracker.mean_metrics(),
             nonfinite={k: v for k, v in tracker.total.nonfinite().items() if v}, failed_gates=_failed(tracker),
             isolated=iso.dataset_metrics() if iso is not None and iso.samples else None,
@@ -57,7 +59,7 @@ def worst_layers(rows: List[LayerDiff], count: int) -> Dict[str, List[str]]:
 def layer_gate_outcomes(run: LayerRun) -> List[GateOutcome]:
     """Failing layer gates (passing ones are summarised by the section, not listed)."""
     outcomes = []
-    for tracker in run.trackers:
+    for tracker in run.measured.trackers:
         for tally in tracker.tallies:
             if tally.failed:
                 gate = tally.gate
@@ -70,21 +72,22 @@ def layer_gate_outcomes(run: LayerRun) -> List[GateOutcome]:
 
 def observer_checks(run: LayerRun) -> List[ObserverCheck]:
     checks = []
-    for side in (run.side_a, run.side_b):
+    for side in (run.plan.side_a, run.plan.side_b):
         if side.plain is None:
             continue
-        captured = run.captured_first.get(side.label, {})
+        captured = run.measured.captured_first.get(side.label, {})
         for name, plain in side.plain.items():
             if name not in captured:
                 continue
             got = captured[name]
             same = plain.shape == got.shape and bool(np.array_equal(plain, got))
             if plain.shape != got.shape or not np.issubdtype(plain.dtype, np.number):
-                checks.append(ObserverCheck(side.label, name, side.mode, same, math.nan, math.nan, run.first_sample))
+                checks.append(ObserverCheck(side.label, name, side.mode, same, math.nan, math.nan,
+                                            run.measured.first_sample))
                 continue
             metrics = fast_pair_stats(plain, got).metrics()
             checks.append(ObserverCheck(side.label, name, side.mode, same, float(metrics["max_abs"] or 0.0),
-                                        float(metrics["cosine"] or 0.0), run.first_sample))
+                                        float(metrics["cosine"] or 0.0), run.measured.first_sample))
     return checks
 
 
@@ -106,7 +109,7 @@ def observer_warnings(checks: List[ObserverCheck]) -> List[str]:
 
 
 def structure_summary(run: LayerRun) -> StructureSummary:
-    diff = structure_diff(run.sem_a.graph, run.sem_b.graph)
+    diff = structure_diff(run.plan.sem_a.graph, run.plan.sem_b.graph)
     return StructureSummary(
         op_counts=diff.op_counts, only_a=diff.only_a, only_b=diff.only_b,
         signature=[{"kind": s.kind, "name": s.name, "a": s.a, "b": s.b} for s in diff.signature],
@@ -117,22 +120,25 @@ def structure_summary(run: LayerRun) -> StructureSummary:
 def build_section(run: LayerRun, *, gate_layers: bool, worst_count: int) -> Tuple[LayerSection, List[str]]:
     rows = layer_rows(run)
     first: Optional[LayerDiff] = next((r for r in rows if r.failed_gates), None)
-    unpaired_a = [UnpairedTensor("a", u.tensor, u.op, u.reason) for u in run.matching.unpaired_a]
-    unpaired_a += [UnpairedTensor("a", p.a, p.op_a, reason) for p, reason in run.unavailable]
-    unpaired_b = [UnpairedTensor("b", u.tensor, u.op, u.reason) for u in run.matching.unpaired_b]
+    unpaired_a = [UnpairedTensor("a", u.tensor, u.op, u.reason) for u in run.plan.matching.unpaired_a]
+    unpaired_a += [UnpairedTensor("a", p.a, p.op_a, reason) for p, reason in run.plan.unavailable]
+    unpaired_b = [UnpairedTensor("b", u.tensor, u.op, u.reason) for u in run.plan.matching.unpaired_b]
     checks = observer_checks(run)
-    notes = run.side_a.notes + run.side_b.notes
-    capture = CaptureInfo(strategy=run.strategy, chunks=run.chunks, runs=run.runs, estimated_bytes=run.estimated_bytes,
-                          budget_bytes=run.budget_bytes, capture_a=run.side_a.mode, capture_b=run.side_b.mode,
-                          isolation_runs=run.isolation_runs, notes=notes)
-    thresholds = [LayerThreshold(g.metric, g.op, g.threshold, g.target, "default" if run.default_gates else "user", g.flag)
-                  for g in run.gates]
+    notes = run.plan.side_a.notes + run.plan.side_b.notes
+    measured, layers = run.measured, run.plan
+    capture = CaptureInfo(strategy=measured.strategy, chunks=measured.chunks, runs=measured.runs,
+                          estimated_bytes=measured.estimated_bytes, budget_bytes=measured.budget_bytes,
+                          capture_a=layers.side_a.mode, capture_b=layers.side_b.mode,
+                          isolation_runs=run.isolation.runs if run.isolation else 0, notes=notes)
+    thresholds = [LayerThreshold(g.metric, g.op, g.threshold, g.target, "default" if layers.default_gates else "user",
+                                 g.flag) for g in layers.gates]
     pairing: Dict[str, int] = {}
     for row in rows:
         pairing[row.method] = pairing.get(row.method, 0) + 1
     section = LayerSection(
-        layers=rows, pairing=pairing, unpaired_a=unpaired_a, unpaired_b=unpaired_b, skipped=dict(run.skipped),
+        layers=rows, pairing=pairing, unpaired_a=unpaired_a, unpaired_b=unpaired_b, skipped=dict(run.plan.skipped),
         thresholds=thresholds, gates_affect_exit=gate_layers, first_divergence=first.name if first else None,
         first_divergence_metrics=first.failed_gates if first else [], worst=worst_layers(rows, worst_count),
-        capture=capture, observer=checks, structure=structure_summary(run), isolation=run.isolation)
+        capture=capture, observer=checks, structure=structure_summary(run),
+        isolation=run.isolation.info if run.isolation else None)
     return section, notes + observer_warnings(checks)
