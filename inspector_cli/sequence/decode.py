@@ -172,7 +172,7 @@ def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | str | Pa
                                  for p in a.wiring.pairs if out_a[p.output].shape == out_b[p.output].shape},
                       "decision": [[tok_a], [tok_b]], "tokens": [tok_a, tok_b]}
             failed, differs = stats.fold(record)
-            if divergence is None and (failed or differs):
+            if divergence is None and (failed if config.gates else differs):
                 divergence = _attribute(b, feeds_b, state_a, state_b, out_a, logits, step, failed, differs, config)
             if journal is not None:
                 journal.append(record)

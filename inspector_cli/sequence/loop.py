@@ -210,7 +210,8 @@ def run_sequence(model_a: Any, model_b: Any, sequence: "str | Path | StepSource"
             out_b = b.run(feeds_b, state_b, step)
             record = run.record(step, out_a, out_b)
             failed, differs = run.stats.fold(record)
-            if run.divergence is None and (failed or differs):
+            # The gates define divergence when there are any; without gates, the decision does.
+            if run.divergence is None and (failed if config.gates else differs):
                 run.attribute(step, feeds_b, state_a, state_b, out_a, failed, differs)
             if journal is not None:
                 journal.append(record)

@@ -19,8 +19,11 @@ N_IN, HIDDEN, N_OUT = 8, 16, 5
 
 
 # ---- GRU / LSTM steps exported from torch -------------------------------------------------------------
-def export_rnn(kind: str, path: Path, seed: int = 0) -> Path:
-    """One step of a GRU or LSTM with explicit state I/O: (x, h0[, c0]) -> (logits, hn[, cn])."""
+def export_rnn(kind: str, path: Path, seed: int = 0, memory: float = 0.0) -> Path:
+    """One step of a GRU or LSTM with explicit state I/O: (x, h0[, c0]) -> (logits, hn[, cn]).
+
+    `memory` is added to the bias of the gate that keeps the old state (GRU update gate z, LSTM
+    forget gate f): a long memory, so that an error carried in the state accumulates over steps."""
     import torch
 
     torch.manual_seed(seed)
@@ -40,6 +43,8 @@ def export_rnn(kind: str, path: Path, seed: int = 0) -> Path:
             return self.head(y[:, -1]), hn, cn
 
     model = Step().eval()
+    with torch.no_grad():  # gate order: GRU (r, z, n), LSTM (i, f, g, o)
+        model.rnn.bias_ih_l0[HIDDEN:2 * HIDDEN] += memory
     x = torch.randn(1, 1, N_IN)
     h0 = torch.zeros(1, 1, HIDDEN)
     args: Tuple = (x, h0) if kind == "gru" else (x, h0, torch.zeros(1, 1, HIDDEN))
@@ -160,3 +165,67 @@ def accumulator_fp32() -> onnx.ModelProto:
              helper.make_node("Sub", ["acc_out", "acc_out"], ["d"], name="difference")]
     return make_model(nodes, [vi("x", [1, 4]), vi("acc", [1, 4])], [vi("y", [1, 4]), vi("d", [1, 4]), vi("acc_out", [1, 4])],
                       [init("gain", np.array(1000.0, np.float32)), init("milli", np.array(0.001, np.float32))])
+
+
+# ---- a tiny GPT-2 decoder with past key/values ---------------------------------------------------------
+GPT_LAYERS, GPT_HEADS, GPT_EMBD, GPT_VOCAB = 2, 2, 32, 64
+
+
+def export_gpt2(path: Path, seed: int = 0) -> Path:
+    """transformers' GPT-2 (random init, 2 layers, vocab 64) exported with input_ids, attention_mask and
+    past_key_values.N.key/value as inputs, logits and present.N.key/value as outputs."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.cache_utils import DynamicCache
+
+    config = GPT2Config(vocab_size=GPT_VOCAB, n_positions=256, n_embd=GPT_EMBD, n_layer=GPT_LAYERS, n_head=GPT_HEADS,
+                        bos_token_id=0, eos_token_id=0, initializer_range=0.3)
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(config).eval()
+
+    class Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, *past):  # type: ignore[no-untyped-def]
+            cache = DynamicCache(ddp_cache_data=[(past[2 * i], past[2 * i + 1]) for i in range(GPT_LAYERS)], config=config)
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
+            presents = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+            return (out.logits, *presents)
+
+    head = GPT_EMBD // GPT_HEADS
+    past = [torch.randn(1, GPT_HEADS, 3, head) for _ in range(2 * GPT_LAYERS)]
+    ids = torch.tensor([[5, 7]])
+    mask = torch.ones(1, 5, dtype=torch.int64)
+    kv_names = [f"past_key_values.{i}.{kind}" for i in range(GPT_LAYERS) for kind in ("key", "value")]
+    present = [f"present.{i}.{kind}" for i in range(GPT_LAYERS) for kind in ("key", "value")]
+    axes = {"input_ids": {1: "sequence"}, "attention_mask": {1: "total_sequence"}, "logits": {1: "sequence"}}
+    axes.update({n: {2: "past_sequence"} for n in kv_names})
+    axes.update({n: {2: "total_sequence"} for n in present})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        torch.onnx.export(Step().eval(), (ids, mask, *past), str(path), input_names=["input_ids", "attention_mask"] + kv_names,
+                          output_names=["logits"] + present, dynamic_axes=axes, opset_version=17, dynamo=False)
+    return path
+
+
+def gpt2_greedy_without_cache(path: Path, prompt: Sequence[int], steps: int,
+                              teacher: "Sequence[int] | None" = None) -> Tuple[List[int], List[np.ndarray]]:
+    """Greedy decoding by re-running the whole sequence every step with an empty cache: the reference
+    that does not depend on the KV-cache wiring. With `teacher`, the fed tokens are those instead."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    head = GPT_EMBD // GPT_HEADS
+    empty = {f"past_key_values.{i}.{k}": np.zeros((1, GPT_HEADS, 0, head), np.float32)
+             for i in range(GPT_LAYERS) for k in ("key", "value")}
+    sequence, chosen, logits = list(prompt), [], []
+    for step in range(steps):
+        ids = np.asarray([sequence], np.int64)
+        out = session.run(["logits"], {"input_ids": ids, "attention_mask": np.ones_like(ids), **empty})[0]
+        logits.append(out[:, -1])
+        token = int(out[0, -1].argmax())
+        chosen.append(token)
+        sequence.append(teacher[step] if teacher is not None else token)
+    return chosen, logits
