@@ -57,7 +57,7 @@ class StepSource:
 
     def _npz(self, start: int) -> Iterator[Tuple[int, TensorMap]]:
         with zipfile.ZipFile(self.path) as archive:
-            streams = {name: _MemberStream(archive, name, self.path) for name in _npz_members(archive)}
+            streams = {name[:-4]: _MemberStream(archive, name, self.path) for name in _npz_members(archive)}
             names = _names_for(list(streams), self.specs, self.path)
             length = min(s.steps for s in streams.values())
             for index in range(length):
