@@ -21,6 +21,7 @@ FORBIDDEN = {
     "render": {"workflows", "commands", "cli", "core", "validate"},
     "config": {"workflows", "commands", "render"},
     "probe": {"workflows", "commands", "render", "cli", "config"},
+    "sequence": {"workflows", "commands", "render", "cli", "config", "validate"},
     "validate": {"workflows", "commands", "render", "cli"},
     "executor": {"core", "diff", "workflows", "commands", "render", "results", "cli", "config"},
 }
