@@ -167,7 +167,7 @@ def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | str | Pa
             tok_a, tok_b = int(last_a.reshape(-1, last_a.shape[-1])[0].argmax()), int(last_b.reshape(-1, last_b.shape[-1])[0].argmax())
             tokens_a.append(tok_a)
             tokens_b.append(tok_b)
-            record = {"step": step, "outputs": {logits: step_metrics(last_a, last_b)},
+            record = {"step": step, "outputs": {logits: step_metrics(last_a, last_b, distribution=True)},
                       "states": {p.output: step_metrics(out_a[p.output], out_b[p.output], distribution=False)
                                  for p in a.wiring.pairs if out_a[p.output].shape == out_b[p.output].shape},
                       "decision": [[tok_a], [tok_b]], "tokens": [tok_a, tok_b]}
@@ -211,7 +211,7 @@ def _attribute(b: SteppedModel, feeds_b: TensorMap, state_a: TensorMap, state_b:
         return Divergence(step, trigger, detail, "step" if step == 0 else "unknown", state_cosine=drift_value)
     replay = b.run(feeds_b, b.cast(state_a), step)
     last_a, last_r = out_a[logits][:, -1], replay[logits][:, -1]
-    metrics = step_metrics(last_a, last_r)
+    metrics = step_metrics(last_a, last_r, distribution=True)
     agrees = int(last_a.reshape(-1, last_a.shape[-1])[0].argmax()) == int(last_r.reshape(-1, last_r.shape[-1])[0].argmax())
     if failed:
         from ..diff.metrics import metric_value_ok

@@ -60,10 +60,21 @@ class SteppedModel:
         return dict(zip(self.session.output_names, values))
 
 
+def quiet_threads(runtime: RuntimeConfig) -> RuntimeConfig:
+    """No spinning of onnxruntime's idle worker threads between runs (unless the user set it).
+
+    A step is short and the Python work between two runs (metrics, state hand-over) needs a core:
+    threads spin-waiting for the next run took it, and made the loop 4x slower than bare inference
+    on two cores (scripts/bench_sequence.py)."""
+    keys = {k for k, _ in runtime.session_config}
+    extra = tuple((k, "0") for k in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning") if k not in keys)
+    return runtime.replace(session_config=tuple(runtime.session_config) + extra)
+
+
 def open_stepped(path: "str | Path | ModelGraph", explicit: Sequence[Tuple[str, str]] = (),
                  runtime: RuntimeConfig = RuntimeConfig(), role: str = "A") -> SteppedModel:
     """Load a model, wire its state (explicit pairs first, then by names) and open its session."""
     graph = path if isinstance(path, ModelGraph) else load_model(path)
     wiring = detect_wiring(graph.inputs, graph.outputs, explicit, model=f"model {role} ({graph.display_name})")
-    session = open_session(graph, runtime, label=f"model {role} ({graph.display_name})")
+    session = open_session(graph, quiet_threads(runtime), label=f"model {role} ({graph.display_name})")
     return SteppedModel(graph, session, wiring, role)
