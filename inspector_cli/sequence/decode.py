@@ -22,7 +22,9 @@ from ..errors import InputDataError, UsageError
 from ..results.base import ModelRef
 from ..results.sequence import DecodeSummary, Divergence, SequenceResult
 from .journal import StepJournal
-from .loop import KEEP, Progress, step_metrics, wiring_rows
+from .loop import Progress
+from .metrics import KEEP, step_metrics
+from .run import wiring_rows
 from .model import SteppedModel, open_stepped
 from .stats import SequenceStats
 from .wiring import check_same_wiring, initial_state

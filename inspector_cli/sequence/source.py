@@ -131,10 +131,24 @@ class _MemberStream:
         self.step_shape = tuple(shape[1:])
         self.steps = int(shape[0])
         self._bytes = int(np.prod(self.step_shape, dtype=np.int64)) * dtype.itemsize
+        # Read up to 64 steps (at most 4 MiB) per call: one zip read per step cost as much as the
+        # whole metric work of a small model. Memory stays bounded by this read-ahead.
+        self._ahead = max(1, min(64, (4 << 20) // max(1, self._bytes)))
+        self._buffer: Optional[np.ndarray] = None
+        self._next = 0
+        self._left = self.steps
 
     def read_step(self) -> np.ndarray:
-        data = self._handle.read(self._bytes)
-        return np.frombuffer(data, dtype=self.dtype).reshape(self.step_shape).copy()
+        if self._buffer is None or self._next == len(self._buffer):
+            count = min(self._ahead, self._left)
+            data = self._handle.read(self._bytes * count)
+            if len(data) < self._bytes * count:
+                raise InputDataError(f"member '{self.key}' ends early (truncated archive?)")
+            self._buffer = np.frombuffer(data, dtype=self.dtype).reshape((count,) + self.step_shape)
+            self._next, self._left = 0, self._left - count
+        value = self._buffer[self._next]
+        self._next += 1
+        return value
 
 
 def _names_for(keys: List[str], specs: Sequence[TensorInfo], path: Path) -> Dict[str, str]:

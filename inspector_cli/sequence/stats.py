@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ..diff.gates import Gate, gates_for
-from ..diff.metrics import METRICS, metric_value_ok
+from ..diff.metrics import METRICS
 from ..results.base import GateOutcome
 from ..results.sequence import StepSummary, Timeline
 
@@ -38,18 +40,25 @@ class _TensorRun:
     count: Dict[str, int] = field(default_factory=dict)
     last: Dict[str, Optional[float]] = field(default_factory=dict)
 
-    def add(self, step: int, metrics: Dict[str, Any]) -> None:
-        self.last = dict(metrics)
-        for name, value in metrics.items():
-            if value is None or name not in METRICS:
+    def add_many(self, steps: Sequence[int], rows: Sequence[Dict[str, Any]]) -> None:
+        """Fold several steps' metrics: the same worst (first occurrence) and the same sequential sums
+        as one step at a time, so results do not depend on how steps were grouped."""
+        if not rows:
+            return
+        self.last = dict(rows[-1])
+        for name in METRICS:
+            index = [i for i, row in enumerate(rows) if row.get(name) is not None]
+            if not index:
                 continue
-            value = float(value)
+            values = np.array([float(rows[i][name]) for i in index])
+            j = _worst_index(name, values)
             previous = self.worst.get(name)
-            if previous is None or worse(name, value, previous):
-                self.worst[name], self.worst_step[name] = value, step
-            if math.isfinite(value):
-                self.total[name] = self.total.get(name, 0.0) + value
-                self.count[name] = self.count.get(name, 0) + 1
+            if previous is None or worse(name, float(values[j]), previous):
+                self.worst[name], self.worst_step[name] = float(values[j]), int(steps[index[j]])
+            finite = values[np.isfinite(values)]
+            if finite.size:
+                self.total[name] = _sequential_sum(self.total.get(name, 0.0), finite)
+                self.count[name] = self.count.get(name, 0) + int(finite.size)
 
     def summary(self) -> StepSummary:
         mean = {k: self.total[k] / self.count[k] for k in self.count if self.count[k]}
@@ -112,6 +121,19 @@ class TimelineBuilder:
                         list(self.drift) if with_drift else [])
 
 
+def _worst_index(metric: str, values: np.ndarray) -> int:
+    """Index of the first worst value (the first NaN when there is one)."""
+    nan = np.isnan(values)
+    if nan.any():
+        return int(np.argmax(nan))
+    return int(np.argmin(values) if METRICS[metric].higher_is_better else np.argmax(values))
+
+
+def _sequential_sum(start: float, values: np.ndarray) -> float:
+    """start + v0 + v1 + ... left to right (np.sum pairs terms up, which would depend on grouping)."""
+    return float(np.add.accumulate(np.concatenate(([start], values)))[-1])
+
+
 def _pairs(values: List[Optional[float]]) -> List[Tuple[Optional[float], Optional[float]]]:
     padded = values + [None] if len(values) % 2 else values
     return list(zip(padded[::2], padded[1::2]))
@@ -134,48 +156,70 @@ class SequenceStats:
 
     def fold(self, record: Dict[str, Any]) -> Tuple[List[str], bool]:
         """Add one step; returns (gates failed at this step, whether the decision differs)."""
-        step = int(record["step"])
-        self.steps += 1
-        outputs: Dict[str, Dict[str, Any]] = record.get("outputs") or {}
-        for name, metrics in outputs.items():
-            self.outputs[name].add(step, metrics)
-        drift: Optional[float] = None
-        for name, metrics in (record.get("states") or {}).items():
-            self.states[name].add(step, metrics)
-            value = metrics.get("cosine")
-            if value is not None and (drift is None or worse("cosine", float(value), drift)):
-                drift = float(value)
-        failed: List[str] = []
+        return self.fold_many([record])[0]
+
+    def fold_many(self, records: Sequence[Dict[str, Any]]) -> List[Tuple[List[str], bool]]:
+        """Add several consecutive steps; per step (gates failed, whether the decision differs)."""
+        if not records:
+            return []
+        steps = [int(r["step"]) for r in records]
+        self.steps += len(records)
+        outputs = [r.get("outputs") or {} for r in records]
+        states = [r.get("states") or {} for r in records]
+        for name, run in self.outputs.items():
+            rows = [(s, o[name]) for s, o in zip(steps, outputs) if name in o]
+            run.add_many([s for s, _ in rows], [m for _, m in rows])
+        for name, run in self.states.items():
+            rows = [(s, o[name]) for s, o in zip(steps, states) if name in o]
+            run.add_many([s for s, _ in rows], [m for _, m in rows])
+        failed: List[List[str]] = [[] for _ in records]
         for tally in self.tallies:
-            metrics = outputs.get(tally.tensor)
-            if metrics is None:
-                continue
-            value = metrics.get(tally.gate.metric)
-            if value is None:
-                continue
-            tally.evaluated += 1
-            value = float(value)
-            if tally.worst is None or worse(tally.gate.metric, value, tally.worst):
-                tally.worst = value
-            if not metric_value_ok(tally.gate.metric, value, tally.gate.threshold) or metrics.get("nonfinite_mismatch"):
-                tally.failed += 1
-                failed.append(f"{tally.gate.describe()} on {tally.tensor}")
-                if len(tally.examples) < MAX_EXAMPLES:
-                    tally.examples.append(f"step {step}")
-        if failed and self.first_gate_failure is None:
-            self.first_gate_failure = step
-        differs = False
-        decision = record.get("decision")
-        if decision is not None:
-            self.decisions += 1
-            differs = decision[0] != decision[1]
-            if differs and self.first_decision_difference is None:
-                self.first_decision_difference = step
-            self.agreements += 0 if differs else 1
-        if self.timeline is not None:
-            value = (outputs.get(self.timeline.tensor) or {}).get("cosine")
-            self.timeline.add(step, None if value is None else float(value), drift)
-        return failed, differs
+            self._tally(tally, steps, outputs, failed)
+        events: List[Tuple[List[str], bool]] = []
+        for i, record in enumerate(records):
+            step = steps[i]
+            if failed[i] and self.first_gate_failure is None:
+                self.first_gate_failure = step
+            differs = False
+            decision = record.get("decision")
+            if decision is not None:
+                self.decisions += 1
+                differs = decision[0] != decision[1]
+                if differs and self.first_decision_difference is None:
+                    self.first_decision_difference = step
+                self.agreements += 0 if differs else 1
+            if self.timeline is not None:
+                drift: Optional[float] = None
+                for metrics in states[i].values():
+                    value = metrics.get("cosine")
+                    if value is not None and (drift is None or worse("cosine", float(value), drift)):
+                        drift = float(value)
+                value = (outputs[i].get(self.timeline.tensor) or {}).get("cosine")
+                self.timeline.add(step, None if value is None else float(value), drift)
+            events.append((failed[i], differs))
+        return events
+
+    def _tally(self, tally: _Tally, steps: List[int], outputs: List[Dict[str, Dict[str, Any]]],
+               failed: List[List[str]]) -> None:
+        metric = tally.gate.metric
+        index = [i for i, o in enumerate(outputs) if (o.get(tally.tensor) or {}).get(metric) is not None]
+        if not index:
+            return
+        values = np.array([float(outputs[i][tally.tensor][metric]) for i in index])
+        tally.evaluated += len(index)
+        j = _worst_index(metric, values)
+        if tally.worst is None or worse(metric, float(values[j]), tally.worst):
+            tally.worst = float(values[j])
+        with np.errstate(invalid="ignore"):  # NaN compares False: a NaN value fails its gate
+            ok = values >= tally.gate.threshold if METRICS[metric].higher_is_better else values <= tally.gate.threshold
+        mismatch = np.array([bool(outputs[i][tally.tensor].get("nonfinite_mismatch")) for i in index])
+        description = f"{tally.gate.describe()} on {tally.tensor}"
+        for k in np.flatnonzero(~ok | mismatch):
+            i = index[int(k)]
+            tally.failed += 1
+            failed[i].append(description)
+            if len(tally.examples) < MAX_EXAMPLES:
+                tally.examples.append(f"step {steps[i]}")
 
     # ---- read-out --------------------------------------------------------------------------------
     def output_summaries(self) -> List[StepSummary]:
