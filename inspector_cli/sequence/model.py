@@ -40,6 +40,8 @@ class SteppedModel:
     def cast(self, feeds: TensorMap) -> TensorMap:
         """Float feeds in this model's float dtypes (fp32 data or state into an fp16 model)."""
         dtypes = self.session.input_dtypes
+        if all(value.dtype == dtypes.get(name, value.dtype) for name, value in feeds.items()):
+            return feeds  # the common case (same dtypes): no new dict per step
         out: TensorMap = {}
         for name, value in feeds.items():
             want = dtypes.get(name)

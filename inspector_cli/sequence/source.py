@@ -60,10 +60,14 @@ class StepSource:
             streams = {name[:-4]: _MemberStream(archive, name, self.path) for name in _npz_members(archive)}
             names = _names_for(list(streams), self.specs, self.path)
             length = min(s.steps for s in streams.values())
+            checked = False
             for index in range(length):
-                feeds = {names[key]: stream.read_step() for key, stream in streams.items()}
+                feeds = _fit_ranks({names[key]: stream.read_step() for key, stream in streams.items()}, self.specs)
                 if index >= start:
-                    yield index, check_feeds(_fit_ranks(feeds, self.specs), self.specs, f"step {index}")
+                    if not checked:  # every step of a time-axis array has the same dtype and shape
+                        check_feeds(feeds, self.specs, f"step {index}")
+                        checked = True
+                    yield index, feeds
 
     def _chunks(self, start: int) -> Iterator[Tuple[int, TensorMap]]:
         assert self.chunk
