@@ -8,7 +8,6 @@ itself, so its NaN/Inf bookkeeping applies unchanged.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np

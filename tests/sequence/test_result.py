@@ -40,7 +40,7 @@ def test_tables_name_the_wiring_and_the_events(drifting):
     text = view_to_plain(view_for(drifting))
     assert "hn" in text and "h0" in text and "cn" in text
     step = drifting.divergence.step
-    assert f"born in the state" in text and f"first gate failure" in text
+    assert "born in the state" in text and "first gate failure" in text
     events = view_for(drifting).tables[1]
     assert [row[1].text for row in events.rows if row[0].text == "born in the state"] == [str(step)]
 
