@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "inspector_cli"
 
-ENGINES = {"compare", "nanbisect", "probe", "profile", "validate"}
+ENGINES = {"compare", "nanbisect", "probe", "profile", "validate", "sequence"}
 """One package per command's engine (nan-bisect's is `nanbisect`: a package `nan_bisect` would shadow the
 exported function `inspector_cli.nan_bisect` once imported); `workflows/` holds one orchestrator per command."""
 UPPER = {"workflows", "commands", "render", "cli"}
@@ -39,7 +39,14 @@ def imported_modules(path: Path, modules: set) -> set:
     """Every inspector_cli module `path` imports, at any depth (inside functions too)."""
     own = module_name(path)
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    # `if TYPE_CHECKING:` imports never run: they are annotations, not dependencies
+    typing_only = {id(inner) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+                   for stmt in node.body for inner in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         targets = []
         if isinstance(node, ast.ImportFrom):
             if node.level:

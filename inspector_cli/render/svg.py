@@ -55,7 +55,7 @@ def bar_chart(items: Sequence[Tuple[str, float]], *, unit: str = "", width: int 
 
 def line_chart(series: Dict[str, Sequence[Optional[float]]], *, labels: Sequence[str] = (), width: int = 960,
                height: int = 260, markers: Optional[Dict[int, str]] = None, y_label: str = "",
-               threshold: Optional[float] = None, title: str = "") -> Markup:
+               threshold: Optional[float] = None, title: str = "", x_label: str = "") -> Markup:
     """Lines over an index axis (e.g. layers in topological order), optional marked points and a threshold."""
     values = [v for seq in series.values() for v in _finite(seq)]
     count = max((len(s) for s in series.values()), default=0)
@@ -87,7 +87,7 @@ def line_chart(series: Dict[str, Sequence[Optional[float]]], *, labels: Sequence
         parts.append(f'<text x="12" y="{top + plot_h / 2:.1f}" class="tick" transform="rotate(-90 12 {top + plot_h / 2:.1f})" '
                      f'text-anchor="middle">{escape(y_label)}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" class="tick">'
-                 f'layer (topological order, {count})</text>')
+                 f'{escape(x_label or f"layer (topological order, {count})")}</text>')
     if threshold is not None and math.isfinite(threshold):
         parts.append(f'<line x1="{left}" y1="{y(threshold):.1f}" x2="{left + plot_w}" y2="{y(threshold):.1f}" class="threshold"/>')
     for color, (name, seq) in zip(PALETTE, series.items()):
