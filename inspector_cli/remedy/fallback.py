@@ -1,0 +1,188 @@
+"""Fallback plan for a QDQ model: the fewest nodes to keep in float so that every target holds.
+
+1. Rank candidates: by a given own-error list (the isolation results of `compare --layers
+   --isolate`), then measure, for the top `sensitivity_top`, the output metrics with only that node's
+   Q/DQ removed (`qdq_patch.bypass_qdq`); order by measured gain (drop of the targets' shortfall).
+2. Greedy, verified: add nodes in that order and re-run the patched model after each step while the
+   run budget allows it, else gallop (1, 2, 4, ... nodes) and bisect the prefix; stop when all
+   targets hold or at `max_nodes`.
+3. Prune: try the plan without each node (latest first); a node whose removal keeps the targets goes.
+Every step is recorded (node, metrics, latency), so the trade-off curve comes with the plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import onnx
+
+from ..core.runner import RuntimeConfig
+from ..core.types import TensorMap
+from .evaluate import Evaluation, Evaluator, Target
+from .qdq_patch import bypass_qdq, quantised_nodes
+
+
+@dataclass(frozen=True)
+class FallbackStep:
+    """One evaluated float set: the node added (or removed, when pruning) and what it gave."""
+
+    action: str
+    node: str
+    float_nodes: List[str]
+    metrics: Dict[str, Optional[float]]
+    meets: bool
+    latency_ms: float
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"action": self.action, "node": self.node, "float_nodes": list(self.float_nodes),
+                "metrics": dict(self.metrics), "meets": self.meets, "latency_ms": self.latency_ms}
+
+
+@dataclass
+class FallbackPlan:
+    """The plan: nodes to keep in float (names as the quantiser knows them), its evidence and cost."""
+
+    nodes: List[str]
+    found: bool
+    targets: List[str]
+    baseline: Dict[str, Optional[float]]
+    final: Dict[str, Optional[float]]
+    sensitivity: Dict[str, Dict[str, Optional[float]]]
+    steps: List[FallbackStep]
+    runs: int
+    inferences: int
+    seconds: float
+    baseline_latency_ms: float
+    final_latency_ms: float
+    model: Optional[onnx.ModelProto] = field(default=None, repr=False)
+
+    def exclude_list(self) -> Dict[str, Any]:
+        """The document of `--exclude-list`: feed `nodes_to_exclude` to quantize_static."""
+        return {"nodes_to_exclude": list(self.nodes), "targets": list(self.targets), "found": self.found,
+                "metrics": dict(self.final)}
+
+    def write_exclude_list(self, path: "str | Path") -> Path:
+        """JSON, or YAML when the name ends in .yaml/.yml."""
+        import json
+
+        path = Path(path)
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            path.write_text(yaml.safe_dump(self.exclude_list(), sort_keys=False))
+        else:
+            path.write_text(json.dumps(self.exclude_list(), indent=2) + "\n")
+        return path
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"nodes": list(self.nodes), "found": self.found, "targets": list(self.targets),
+                "baseline": dict(self.baseline), "final": dict(self.final), "sensitivity": dict(self.sensitivity),
+                "steps": [s.to_dict() for s in self.steps], "runs": self.runs, "inferences": self.inferences,
+                "seconds": self.seconds, "baseline_latency_ms": self.baseline_latency_ms,
+                "final_latency_ms": self.final_latency_ms}
+
+
+class _Search:
+    def __init__(self, fp32: onnx.ModelProto, qdq: onnx.ModelProto, evaluator: Evaluator) -> None:
+        self.fp32, self.qdq, self.ev = fp32, qdq, evaluator
+        self.cache: Dict[frozenset, Evaluation] = {}
+        self.steps: List[FallbackStep] = []
+
+    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "") -> Evaluation:
+        key = frozenset(nodes)
+        if key not in self.cache:
+            model = bypass_qdq(self.qdq, nodes, self.fp32)
+            self.cache[key] = self.ev.evaluate(model.SerializeToString(), label=f"float {len(nodes)} nodes")
+        result = self.cache[key]
+        if action:
+            self.steps.append(FallbackStep(action, node, list(nodes), result.summary(self.ev.targets),
+                                           result.meets, result.latency_ms))
+        return result
+
+
+def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[TensorMap],
+                  targets: Sequence[Target], *, sample_ids: Optional[Sequence[str]] = None,
+                  own_errors: Optional[Mapping[str, float]] = None, max_nodes: int = 10,
+                  sensitivity_top: int = 12, max_runs: int = 30, prune: bool = True,
+                  runtime: RuntimeConfig = RuntimeConfig()) -> FallbackPlan:
+    """The fallback plan of `qdq` against the outputs of `fp32` on `samples` (see module docstring).
+
+    `own_errors`: node -> own (isolated) error, larger = worse; nodes missing from it rank last.
+    `max_runs` bounds the evaluations (the reference and baseline runs included); the plan found
+    within it is returned, with `found` False when the targets were not reached.
+    """
+    ids = list(sample_ids) if sample_ids is not None else [f"sample{i}" for i in range(len(samples))]
+    ev = Evaluator(samples, ids, targets, runtime)
+    ev.set_reference(fp32.SerializeToString())
+    search = _Search(fp32, qdq, ev)
+    baseline = ev.evaluate(qdq.SerializeToString(), label="quantised")
+    search.cache[frozenset()] = baseline
+    candidates = _rank(quantised_nodes(qdq), own_errors)
+    sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
+    order: List[str] = []
+    if not baseline.meets:
+        budget = max(1, min(sensitivity_top, max_runs - ev.runs - 2))
+        gains = {}
+        for node in candidates[:budget]:
+            result = search.evaluate([node])
+            sensitivity[node] = result.summary(targets)
+            gains[node] = baseline.shortfall - result.shortfall
+        # measured gain first; unmeasured candidates keep their own-error order behind them
+        order = sorted(gains, key=lambda n: -gains[n]) + [n for n in candidates if n not in gains]
+        order = order[:max_nodes]
+    plan = _greedy(search, order, max_runs) if order else []
+    if prune and search.evaluate(plan).meets:
+        plan = _prune(search, plan, max_runs)
+    final = search.evaluate(plan)
+    model = bypass_qdq(qdq, plan, fp32)
+    return FallbackPlan(
+        nodes=plan, found=final.meets, targets=[t.describe() for t in targets],
+        baseline=baseline.summary(targets), final=final.summary(targets), sensitivity=sensitivity,
+        steps=search.steps, runs=ev.runs, inferences=ev.inferences, seconds=ev.seconds,
+        baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model)
+
+
+def _rank(candidates: List[str], own_errors: Optional[Mapping[str, float]]) -> List[str]:
+    if not own_errors:
+        return candidates
+    known = [n for n in candidates if n in own_errors]
+    known.sort(key=lambda n: -float(own_errors[n]))
+    return known + [n for n in candidates if n not in own_errors]
+
+
+def _greedy(search: _Search, order: List[str], max_runs: int) -> List[str]:
+    """The shortest prefix of `order` meeting the targets (or all of it when none does)."""
+    remaining = max_runs - search.ev.runs
+    if remaining >= len(order):  # enough budget: one step at a time, the full trade-off curve
+        for k in range(1, len(order) + 1):
+            if search.evaluate(order[:k], "add", order[k - 1]).meets:
+                return order[:k]
+        return order
+    low, high = 0, None  # prefix of `low` nodes fails; of `high` nodes meets
+    k = 1
+    while k <= len(order) and search.ev.runs < max_runs:
+        if search.evaluate(order[:k], "add", order[k - 1]).meets:
+            high = k
+            break
+        low = k
+        k = min(2 * k, len(order)) if k < len(order) else k + 1
+    if high is None:
+        return order[:low] if low else order
+    while high - low > 1 and search.ev.runs < max_runs:
+        mid = (low + high) // 2
+        if search.evaluate(order[:mid], "bisect", order[mid - 1]).meets:
+            high = mid
+        else:
+            low = mid
+    return order[:high]
+
+
+def _prune(search: _Search, plan: List[str], max_runs: int) -> List[str]:
+    for node in list(reversed(plan[:-1])):
+        if search.ev.runs >= max_runs:
+            break
+        trial = [n for n in plan if n != node]
+        if search.evaluate(trial, "remove", node).meets:
+            plan = trial
+    return plan
