@@ -93,3 +93,34 @@ def break_input_scale(model: onnx.ModelProto, tensor: str = "x", factor: float =
     init = next(t for t in model.graph.initializer if t.name == q.input[1])
     init.CopyFrom(numpy_helper.from_array((numpy_helper.to_array(init) * factor).astype(np.float32), init.name))
     return model
+
+
+def overflow_fp32() -> onnx.ModelProto:
+    """x[1,16] -> MatMul(w1, gain 3000) -> h -> Max(h, 0) -> Mul(0.001) -> MatMul(w2) -> y[1,4].
+
+    h exceeds the fp16 range (65504) for inputs of large magnitude only; the Mul brings it back in
+    range. onnxruntime's CPU provider computes fp16 MatMul and Mul in fp32 (it inserts Casts), but
+    has a native fp16 Max: the overflow happens where h is cast to fp16 for the Max.
+    """
+    rng = np.random.default_rng(3)
+    w1 = (rng.normal(0, 1.0 / 4.0, size=(16, 32)) * 3000.0).astype(np.float32)
+    w2 = rng.normal(0, 0.3, size=(32, 4)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Max", ["h", "zero"], ["r"], name="clamp"),
+             helper.make_node("Mul", ["r", "k"], ["rs"], name="scale"),
+             helper.make_node("MatMul", ["rs", "w2"], ["y"], name="mm2")]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+             numpy_helper.from_array(np.array(0.001, np.float32), "k"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
+    graph = helper.make_graph(nodes, "overflow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def overflow_samples() -> List[Dict[str, np.ndarray]]:
+    """Six samples: three small (|h| ~ 3e3) and three large (|h| up to ~3e5, beyond fp16)."""
+    rng = np.random.default_rng(4)
+    return [{"x": (rng.normal(0, 1, size=(1, 16)) * (1.0 if i % 2 == 0 else 40.0)).astype(np.float32)}
+            for i in range(6)]
