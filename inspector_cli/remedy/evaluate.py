@@ -5,6 +5,7 @@ sample); the engines count runs, because that is what their cost is made of.
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ class Target:
         """How far `value` is from meeting the target (0 when met; large for NaN)."""
         if value is None:
             return 0.0
-        if value != value:  # NaN
+        if math.isnan(value):
             return 1e9
         gap = self.threshold - value if self.op == ">=" else value - self.threshold
         return max(0.0, float(gap))

@@ -68,7 +68,6 @@ def _node_outputs(model: onnx.ModelProto) -> List[str]:
 def _overflow_sources(fp32: onnx.ModelProto, samples: Sequence[TensorMap], runtime: RuntimeConfig) -> List[str]:
     names = _node_outputs(fp32)
     session = Session(_with_all_outputs(fp32, names), runtime, label="fp32")
-    producer = {o: n.name for n in fp32.graph.node for o in n.output}
     hot: Set[str] = set()
     for feeds in samples:
         values = session.run(feeds)

@@ -101,6 +101,7 @@ class _Bisector:
         if not disabled:
             return Session(self.model, runtime, label="model", options_hook=hook)
         import onnxruntime as ort
+
         from ..core.runner import _session_options, resolve_providers
 
         options = _session_options(runtime, None)

@@ -11,8 +11,18 @@ import onnx
 from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
 from .evaluate import Evaluator, Target
-from .qdq_patch import (_Index, bypass_qdq, dequantize_initializer, fp32_weight, per_channel_int8,
-                        requantize_per_channel, weight_input, WEIGHT_AXIS, _attr, _axis_shape)
+from .qdq_patch import (
+    WEIGHT_AXIS,
+    _attr,
+    _axis_shape,
+    _Index,
+    bypass_qdq,
+    dequantize_initializer,
+    fp32_weight,
+    per_channel_int8,
+    requantize_per_channel,
+    weight_input,
+)
 
 DEFAULT_MIN_GAIN_DB = 6.0
 """Per-channel is advised when it gains at least this much weight SQNR (6 dB = one bit)."""

@@ -71,13 +71,18 @@ def image_samples(count: int, seed: int) -> List[Dict[str, np.ndarray]]:
 def quantize_qdq(fp32_path: Path, out_path: Path, samples: List[Dict[str, np.ndarray]],
                  nodes_to_exclude: Tuple[str, ...] = (), per_channel: bool = False) -> Path:
     """onnxruntime's quantize_static, QDQ format, int8 weights and uint8 activations."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
             self.items = iter(samples)
 
-        def get_next(self):  # noqa: ANN201 - onnxruntime's interface
+        def get_next(self):
             return next(self.items, None)
 
     quantize_static(str(fp32_path), str(out_path), Reader(), quant_format=QuantFormat.QDQ,

@@ -5,7 +5,11 @@ import platform
 
 import numpy as np
 
-from inspector_cli.remedy.fingerprint import diff_fingerprints, read_cpuinfo, run_fingerprint
+from inspector_cli.remedy.fingerprint import (
+    diff_fingerprints,
+    read_cpuinfo,
+    run_fingerprint,
+)
 
 CPUINFO = """processor\t: 0
 model name\t: Test CPU 9000

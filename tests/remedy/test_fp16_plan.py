@@ -4,7 +4,11 @@ import numpy as np
 import onnx
 
 from inspector_cli.remedy.evaluate import Evaluator, parse_target
-from inspector_cli.remedy.fp16_plan import convert_fp16, evaluate_fp16, plan_fp16_blocklist
+from inspector_cli.remedy.fp16_plan import (
+    convert_fp16,
+    evaluate_fp16,
+    plan_fp16_blocklist,
+)
 
 from .models import overflow_fp32, overflow_samples
 

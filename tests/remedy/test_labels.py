@@ -69,7 +69,7 @@ def test_per_output_labels_and_bad_label(tmp_path):
     assert labels == {"a.npz": {"logits": 3, "aux": 1}}
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"a.npz": "cat"}))
-    with pytest.raises(InputDataError, match="bad.json: a.npz: label 'cat'"):
+    with pytest.raises(InputDataError, match=r"bad\.json: a\.npz: label .cat."):
         load_labels(bad)
-    with pytest.raises(InputDataError, match="outside the 10 classes"):
+    with pytest.raises(InputDataError, match=r"outside the 10 classes"):
         accuracy_report({"a.npz": onehot(1)}, {"a.npz": onehot(1)}, {"a.npz": {"*": 12}}, "logits")
