@@ -129,3 +129,27 @@ def overflow_samples() -> List[Dict[str, np.ndarray]]:
     rng = np.random.default_rng(4)
     return [{"x": (rng.normal(0, 1, size=(1, 16)) * (1.0 if i % 2 == 0 else 40.0)).astype(np.float32)}
             for i in range(6)]
+
+
+def dq_float_conv() -> onnx.ModelProto:
+    """x -> Q -> DQ -> Conv with a *float* weight (an outlier channel) -> Q -> DQ -> y.
+
+    onnxruntime's WeightBiasQuantization (level 1) quantises such a weight per tensor so that the
+    Conv can run as an integer kernel: the one transformer that changes this model's outputs.
+    """
+    rng = np.random.default_rng(9)
+    w = rng.normal(0, 0.2, size=(4, 2, 3, 3)).astype(np.float32)
+    w[0] *= 40.0
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="quant"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dequant"),
+             helper.make_node("Conv", ["xd", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "so", "z"], ["cq"], name="quant_out"),
+             helper.make_node("DequantizeLinear", ["cq", "so", "z"], ["y"], name="dequant_out")]
+    inits = [numpy_helper.from_array(np.array(0.02, np.float32), "s"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "so"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z"), numpy_helper.from_array(w, "w")]
+    graph = helper.make_graph(nodes, "dqconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from inspector_cli.core.runner import OptLevel, RuntimeConfig
+from inspector_cli.remedy.optbisect import bisect_optimizers
+
+from .models import dq_float_conv
+
+DISABLE = RuntimeConfig(opt_level=OptLevel.DISABLE)
+ALL = RuntimeConfig(opt_level=OptLevel.ALL)
+
+
+def samples():
+    rng = np.random.default_rng(2)
+    return [{"x": rng.normal(0, 1, size=(1, 2, 6, 6)).astype(np.float32)} for _ in range(3)]
+
+
+def test_bisection_names_the_one_transformer():
+    found = bisect_optimizers(dq_float_conv().SerializeToString(), samples(), DISABLE, ALL, atol=1e-4, rtol=1e-3)
+    assert found.differs and found.max_abs_diff > 0.01
+    assert "WeightBiasQuantization" in found.applied
+    assert found.culprits == ["WeightBiasQuantization"]
+    assert not found.together
+    assert found.verdict == "WeightBiasQuantization changes the outputs"
+    assert "conv" in found.rewritten_nodes["WeightBiasQuantization"]
+    t = len(found.applied)
+    assert found.session_builds <= 2 * math.log2(t) + 2 if t > 1 else found.session_builds <= 3
+    # every trial that kept WeightBiasQuantization on differed, and none without it did
+    assert all(trial["differs"] == ("WeightBiasQuantization" in trial["enabled"]) for trial in found.trials)
+
+
+def test_same_settings_do_not_differ():
+    found = bisect_optimizers(dq_float_conv().SerializeToString(), samples(), ALL, ALL)
+    assert not found.differs and found.culprits == []
+    assert found.session_builds == 2
+    assert found.verdict == "the outputs do not differ between the two settings"
