@@ -89,3 +89,27 @@ def test_plan_without_budget_reports_best_found(broken_pair):
     assert not plan.found
     assert plan.nodes == ["conv1"]  # the single most helpful node, targets still missed
     assert plan.final["cosine>=0.995"] == pytest.approx(plan.sensitivity["conv1"]["cosine>=0.995"])
+
+
+def test_own_error_ranking_limits_the_sensitivity_runs(broken_pair):
+    fp32, broken, samples = broken_pair["fp32"], broken_pair["broken"], broken_pair["samples"]
+    own = {"conv3": 0.5, "conv1": 0.3, "conv2": 0.01}
+    plan = plan_fallback(fp32, broken, samples, TARGETS, own_errors=own, sensitivity_top=2)
+    assert sorted(plan.sensitivity) == ["conv1", "conv3"]  # only the top two were measured
+    # measured gain puts conv1 first although its own error ranks second
+    assert [s.node for s in plan.steps][:2] == ["conv1", "conv3"]
+    assert sorted(plan.nodes) == ["conv1", "conv3"] and plan.found
+    # reference + baseline + 2 sensitivities + the pair {conv1, conv3}
+    assert plan.runs == 5
+
+
+def test_tight_budget_gallops_instead_of_stepping(broken_pair):
+    fp32, broken, samples = broken_pair["fp32"], broken_pair["broken"], broken_pair["samples"]
+    plan = plan_fallback(fp32, broken, samples, TARGETS, max_nodes=6, max_runs=9)
+    # the sensitivity phase keeps two runs for the search: 5 of the 6 candidates are measured
+    # (7 runs); 2 left < 6 ordered nodes, so it gallops: prefix 1 is cached (fails), prefix 2 is run
+    # (meets, run 8); the prune trial {conv3} is cached (fails)
+    assert sorted(plan.sensitivity) == ["conv1", "conv2", "conv3", "conv4", "flatten"]
+    assert plan.runs == 8
+    assert plan.nodes == ["conv1", "conv3"] and plan.found
+    assert [(s.action, s.node) for s in plan.steps] == [("add", "conv1"), ("add", "conv3"), ("remove", "conv1")]
