@@ -17,13 +17,14 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import onnx
 
-from ..core.runner import RuntimeConfig, Session
+from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
+from ..errors import InferenceError
 
 _MODIFIED = re.compile(r"GraphTransformer (\S+) modified: (\d+)")
 
@@ -66,6 +67,36 @@ class OptimizerBisection:
                 "session_builds": self.session_builds, "verdict": self.verdict, "trials": list(self.trials)}
 
 
+class _Runner:
+    """The one call the bisection needs from a session: all outputs of one sample."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.names = [o.name for o in session.get_outputs()]
+
+    def run(self, feeds: TensorMap) -> TensorMap:
+        return dict(zip(self.names, self.session.run(self.names, dict(feeds))))
+
+
+def minimise(candidates: List[str], fixed: List[str], differs: Callable[[List[str]], bool]) -> List[str]:
+    """A minimal subset of `candidates` that, with `fixed` enabled, still changes the outputs.
+
+    `differs(enabled)` answers for one set of enabled transformers (one session build). Halving:
+    one culprit costs at most 2 calls per level; when neither half alone differs, each half is
+    minimised with the other (then the first's culprits) enabled.
+    """
+    if len(candidates) <= 1:
+        return list(candidates)
+    half = len(candidates) // 2
+    first, second = candidates[:half], candidates[half:]
+    if differs(fixed + first):
+        return minimise(first, fixed, differs)
+    if differs(fixed + second):
+        return minimise(second, fixed, differs)
+    found_first = minimise(first, fixed + second, differs)
+    return found_first + minimise(second, fixed + found_first, differs)
+
+
 class _Bisector:
     def __init__(self, model: bytes, samples: Sequence[TensorMap], a: RuntimeConfig, b: RuntimeConfig,
                  atol: float, rtol: float, workdir: Path) -> None:
@@ -97,22 +128,21 @@ class _Bisector:
             session = self._session(runtime, disabled, hook)
         return [session.run(feeds) for feeds in self.samples]
 
-    def _session(self, runtime: RuntimeConfig, disabled: Sequence[str], hook: Any) -> Session:
-        if not disabled:
-            return Session(self.model, runtime, label="model", options_hook=hook)
+    def _session(self, runtime: RuntimeConfig, disabled: Sequence[str], hook: Any) -> _Runner:
+        # core.runner.Session has no disabled_optimizers: the session is built here with its options
         import onnxruntime as ort
 
-        from ..core.runner import _session_options, resolve_providers
+        from ..core.runner import _first_line, _session_options, resolve_providers
 
         options = _session_options(runtime, None)
         hook(options)
-        raw = ort.InferenceSession(self.model, sess_options=options, providers=resolve_providers(runtime.providers),
-                                   disabled_optimizers=list(disabled))
-        session = Session.__new__(Session)
-        session._session = raw
-        session.label = "model"
-        session.output_names = [o.name for o in raw.get_outputs()]
-        return session
+        try:
+            return _Runner(ort.InferenceSession(self.model, sess_options=options,
+                                                providers=resolve_providers(runtime.providers),
+                                                disabled_optimizers=list(disabled)))
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise InferenceError(f"onnxruntime could not load the model with {len(disabled)} transformers "
+                                 f"disabled: {_first_line(exc)}") from exc
 
     def max_diff(self, outputs: List[TensorMap]) -> Tuple[bool, float]:
         worst, differs = 0.0, False
@@ -140,19 +170,6 @@ class _Bisector:
         self.trials.append({"enabled": sorted(key), "differs": differs, "max_abs_diff": worst})
         return differs
 
-    def minimise(self, candidates: List[str], fixed: List[str]) -> List[str]:
-        """A minimal subset of `candidates` that, with `fixed` enabled, still changes the outputs."""
-        if len(candidates) <= 1:
-            return list(candidates)
-        half = len(candidates) // 2
-        first, second = candidates[:half], candidates[half:]
-        if self.with_enabled(fixed + first):
-            return self.minimise(first, fixed)
-        if self.with_enabled(fixed + second):
-            return self.minimise(second, fixed)
-        found_first = self.minimise(first, fixed + second)
-        return found_first + self.minimise(second, fixed + found_first)
-
 
 def bisect_optimizers(model: "bytes | str | Path", samples: Sequence[TensorMap], a: RuntimeConfig,
                       b: RuntimeConfig, *, atol: float = 1e-6, rtol: float = 1e-5) -> OptimizerBisection:
@@ -170,7 +187,7 @@ def bisect_optimizers(model: "bytes | str | Path", samples: Sequence[TensorMap],
         if not differs:
             return OptimizerBisection(bis.applied, [], False, False, worst, {}, bis.builds,
                                       "the outputs do not differ between the two settings", bis.trials)
-        culprits = bis.minimise(list(bis.applied), []) if bis.applied else []
+        culprits = minimise(list(bis.applied), [], bis.with_enabled) if bis.applied else []
         together = len(culprits) > 1
         rewritten: Dict[str, List[str]] = {}
         key = frozenset(culprits)

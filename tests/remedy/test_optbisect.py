@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from inspector_cli.core.runner import OptLevel, RuntimeConfig
-from inspector_cli.remedy.optbisect import bisect_optimizers
+from inspector_cli.remedy.optbisect import bisect_optimizers, minimise
 
 from .models import dq_float_conv
 
@@ -37,3 +37,28 @@ def test_same_settings_do_not_differ():
     assert not found.differs and found.culprits == []
     assert found.session_builds == 2
     assert found.verdict == "the outputs do not differ between the two settings"
+
+
+def counting(culprit_sets):
+    """differs(enabled) of a model whose outputs change when any of `culprit_sets` is fully enabled."""
+    calls = []
+
+    def differs(enabled):
+        calls.append(sorted(enabled))
+        return any(all(c in enabled for c in group) for group in culprit_sets)
+    return differs, calls
+
+
+def test_minimise_finds_one_culprit_within_the_bound():
+    names = [f"T{i}" for i in range(16)]
+    for culprit in names:
+        differs, calls = counting([{culprit}])
+        assert minimise(names, [], differs) == [culprit]
+        assert len(calls) <= 2 * math.log2(16)  # + the 2 reference builds of bisect_optimizers
+
+
+def test_minimise_reports_a_pair_needed_together():
+    names = [f"T{i}" for i in range(8)]
+    differs, calls = counting([{"T1", "T6"}])  # one in each half: neither half alone differs
+    assert minimise(names, [], differs) == ["T1", "T6"]
+    assert not differs(["T1"]) and not differs(["T6"])
