@@ -1,7 +1,7 @@
 """Fallback plan for a QDQ model: the fewest nodes to keep in float so that every target holds.
 
 1. Rank candidates: by a given own-error list (the isolation results of `compare --layers
-   --isolate`), then measure, for the top `sensitivity_top`, the output metrics with only that node's
+   --isolate`; without one, by the deployed weight SQNR, lowest first), then measure, for the top `sensitivity_top`, the output metrics with only that node's
    Q/DQ removed (`qdq_patch.bypass_qdq`); order by measured gain (drop of the targets' shortfall).
 2. Greedy, verified: add nodes in that order and re-run the patched model after each step while the
    run budget allows it, else gallop (1, 2, 4, ... nodes) and bisect the prefix; stop when all
@@ -118,7 +118,7 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     search = _Search(fp32, qdq, ev)
     baseline = ev.evaluate(qdq.SerializeToString(), label="quantised")
     search.cache[frozenset()] = baseline
-    candidates = _rank(quantised_nodes(qdq), own_errors)
+    candidates = _rank(quantised_nodes(qdq), own_errors) if own_errors else _static_rank(qdq, fp32)
     sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
     order: List[str] = []
     if not baseline.meets:
@@ -149,6 +149,16 @@ def _rank(candidates: List[str], own_errors: Optional[Mapping[str, float]]) -> L
     known = [n for n in candidates if n in own_errors]
     known.sort(key=lambda n: -float(own_errors[n]))
     return known + [n for n in candidates if n not in own_errors]
+
+
+def _static_rank(qdq: onnx.ModelProto, fp32: onnx.ModelProto) -> List[str]:
+    """Without an own-error list: weights with the lowest deployed SQNR first (no runs needed), then
+    the other quantised nodes in graph order."""
+    from .perchannel import weight_advice
+
+    advice = sorted(weight_advice(qdq, fp32), key=lambda a: a.sqnr_deployed)
+    ranked = [a.node for a in advice]
+    return ranked + [n for n in quantised_nodes(qdq) if n not in ranked]
 
 
 def _greedy(search: _Search, order: List[str], max_runs: int) -> List[str]:

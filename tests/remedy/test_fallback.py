@@ -107,9 +107,11 @@ def test_tight_budget_gallops_instead_of_stepping(broken_pair):
     fp32, broken, samples = broken_pair["fp32"], broken_pair["broken"], broken_pair["samples"]
     plan = plan_fallback(fp32, broken, samples, TARGETS, max_nodes=6, max_runs=9)
     # the sensitivity phase keeps two runs for the search: 5 of the 6 candidates are measured
-    # (7 runs); 2 left < 6 ordered nodes, so it gallops: prefix 1 is cached (fails), prefix 2 is run
-    # (meets, run 8); the prune trial {conv3} is cached (fails)
-    assert sorted(plan.sensitivity) == ["conv1", "conv2", "conv3", "conv4", "flatten"]
+    # (7 runs; without own errors, weights by deployed SQNR first, so the weightless flatten is
+    # left out); 2 left < 6 ordered nodes, so it gallops: prefix 1 is cached (fails), prefix 2 is
+    # run (meets, run 8); the prune trial {conv3} is cached (fails)
+    assert sorted(plan.sensitivity) == ["conv1", "conv2", "conv3", "conv4", "fc"]
+    assert next(iter(plan.sensitivity)) == "conv3"  # the outlier weight has the lowest SQNR
     assert plan.runs == 8
     assert plan.nodes == ["conv1", "conv3"] and plan.found
     assert [(s.action, s.node) for s in plan.steps] == [("add", "conv1"), ("add", "conv3"), ("remove", "conv1")]
