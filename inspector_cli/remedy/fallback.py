@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import onnx
 
@@ -141,6 +141,22 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
         baseline=baseline.summary(targets), final=final.summary(targets), sensitivity=sensitivity,
         steps=search.steps, runs=ev.runs, inferences=ev.inferences, seconds=ev.seconds,
         baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model)
+
+
+def own_errors_from_layers(qdq: onnx.ModelProto, rows: Iterable[Tuple[str, Optional[float]]]) -> Dict[str, float]:
+    """node -> own error from (tensor of the QDQ model, isolated cosine) pairs, e.g. the layer rows
+    of `compare --layers --isolate` (`name_b`, `isolated["cosine"]`): the tensor's producer, looked
+    through Q/DQ pairs, gets 1 - cosine (the worst of its tensors when it has several)."""
+    producer = {o: n for n in qdq.graph.node for o in n.output if o}
+    errors: Dict[str, float] = {}
+    for tensor, cosine in rows:
+        node = producer.get(tensor)
+        while node is not None and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            node = producer.get(node.input[0])
+        if node is None or cosine is None or not node.name:
+            continue
+        errors[node.name] = max(errors.get(node.name, 0.0), 1.0 - float(cosine))
+    return errors
 
 
 def _rank(candidates: List[str], own_errors: Optional[Mapping[str, float]]) -> List[str]:

@@ -9,7 +9,7 @@ import yaml
 from inspector_cli.core.runner import OptLevel, RuntimeConfig
 from inspector_cli.errors import UsageError
 from inspector_cli.remedy.evaluate import Evaluator, parse_target
-from inspector_cli.remedy.fallback import plan_fallback
+from inspector_cli.remedy.fallback import own_errors_from_layers, plan_fallback
 from inspector_cli.remedy.optbisect import bisect_optimizers
 from inspector_cli.remedy.qdq_patch import bypass_qdq, quantised_nodes
 
@@ -115,3 +115,9 @@ def test_tight_budget_gallops_instead_of_stepping(broken_pair):
     assert plan.runs == 8
     assert plan.nodes == ["conv1", "conv3"] and plan.found
     assert [(s.action, s.node) for s in plan.steps] == [("add", "conv1"), ("add", "conv3"), ("remove", "conv1")]
+
+
+def test_own_errors_from_layer_rows(broken_pair):
+    rows = [("relu3_out_DequantizeLinear_Output", 0.40), ("relu3_out", 0.5), ("relu1_out", 0.9),
+            ("logits", None), ("nosuch", 0.1)]
+    assert own_errors_from_layers(broken_pair["broken"], rows) == pytest.approx({"conv3": 0.6, "conv1": 0.1})
