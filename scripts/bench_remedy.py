@@ -20,19 +20,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_models  # noqa: E402
 
 
+def break_weights(int8: Path, count: int) -> Path:
+    """A copy of the QDQ model with `count` Conv weight scales multiplied by 8 (a wrong scale)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(int8))
+    producer = {o: n for n in model.graph.node for o in n.output}
+    inits = {t.name: t for t in model.graph.initializer}
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    chosen = [convs[(i + 1) * len(convs) // (count + 1)] for i in range(count)]
+    for conv in chosen:
+        scale = inits[producer[conv.input[1]].input[1]]
+        scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) * np.float32(8), scale.name))
+    print("broken:", [c.name for c in chosen], file=sys.stderr)
+    path = int8.with_name(f"{int8.stem}_broken{count}.onnx")
+    onnx.save(model, str(path))
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="/tmp/mi-bench-remedy")
     parser.add_argument("--target", action="append", default=None)
     parser.add_argument("--samples", type=int, default=12)
+    parser.add_argument("--break-weights", type=int, default=0,
+                        help="give N Conv weights (spread over the network) a scale 8x too large")
     args = parser.parse_args()
     out = Path(args.out)
     paths = bench_models.prepare(out, names=("resnet50",), counts=(args.samples,))["resnet50"]
     data = paths[f"data{args.samples}"]
+    int8_path = paths["int8"] if not args.break_weights else break_weights(paths["int8"], args.break_weights)
     report = out / "layers.json"
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "inspector_cli", "compare", str(paths["fp32"]), str(paths["int8"]),
-                           "--inputs", str(data), "--layers", "--isolate", "all", "--json", str(report), "-q"],
+    proc = subprocess.run([sys.executable, "-m", "inspector_cli", "-q", "compare", str(paths["fp32"]), str(int8_path),
+                           "--inputs", str(data), "--layers", "all", "--isolate", "all", "--json", str(report)],
                           capture_output=True, text=True)
     isolate_seconds = time.perf_counter() - start
     if proc.returncode not in (0, 1):
@@ -45,9 +68,9 @@ def main() -> None:
     from inspector_cli.remedy.fallback import own_errors_from_layers, plan_fallback
 
     document = json.loads(report.read_text())
-    layers = document.get("layers") or document.get("result", {}).get("layers") or {}
-    rows = [(row["name_b"], (row.get("isolated") or {}).get("cosine")) for row in layers.get("layers", [])]
-    fp32, int8 = onnx.load(str(paths["fp32"])), onnx.load(str(paths["int8"]))
+    layers = document["results"]["layers"]["layers"]
+    rows = [(row["name_b"], (row.get("isolated") or {}).get("cosine")) for row in layers]
+    fp32, int8 = onnx.load(str(paths["fp32"])), onnx.load(str(int8_path))
     samples = [dict(np.load(p)) for p in sorted(data.glob("*.npz"))]
     targets = [parse_target(t) for t in (args.target or ["cosine>=0.999"])]
     start = time.perf_counter()
