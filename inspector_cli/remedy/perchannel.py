@@ -13,12 +13,12 @@ from ..core.types import TensorMap
 from .evaluate import Evaluator, Target
 from .qdq_patch import (
     WEIGHT_AXIS,
-    _attr,
-    _axis_shape,
-    _Index,
+    GraphIndex,
+    axis_shape,
     bypass_qdq,
     dequantize_initializer,
     fp32_weight,
+    int_attribute,
     per_channel_int8,
     requantize_per_channel,
     weight_input,
@@ -63,7 +63,7 @@ def weight_advice(qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto] = None,
                   min_gain_db: float = DEFAULT_MIN_GAIN_DB) -> List[WeightAdvice]:
     """For every per-tensor-quantised weight: SQNR against the fp32 weight (the dequantised one when
     no fp32 model is given) as deployed, re-quantised per tensor (symmetric int8), and per channel."""
-    index = _Index(qdq.graph)
+    index = GraphIndex(qdq.graph)
     advice: List[WeightAdvice] = []
     for node in qdq.graph.node:
         found = weight_input(index, node) if node.op_type in WEIGHT_AXIS else None
@@ -77,12 +77,12 @@ def weight_advice(qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto] = None,
         weight = fp32_weight(fp32, node.name, position, deployed.shape)
         weight = deployed if weight is None else weight
         axis = WEIGHT_AXIS[node.op_type]
-        if node.op_type == "Gemm" and _attr(node, "transB", 0) == 0:
+        if node.op_type == "Gemm" and int_attribute(node, "transB", 0) == 0:
             axis = 1
         step = max(float(np.abs(weight).max()) / 127.0, 1e-30)
         per_tensor = np.clip(np.round(weight / step), -127, 127) * step
         q, scales = per_channel_int8(weight, axis)
-        per_channel = q.astype(np.float64) * scales.astype(np.float64).reshape(_axis_shape(weight, scales, axis))
+        per_channel = q.astype(np.float64) * scales.astype(np.float64).reshape(axis_shape(weight, scales, axis))
         pt, pc = sqnr_db(weight, per_tensor), sqnr_db(weight, per_channel)
         advice.append(WeightAdvice(node.name, dq.input[0], sqnr_db(weight, deployed), pt, pc,
                                    pc - pt >= min_gain_db))
@@ -98,7 +98,7 @@ def per_channel_enough(fp32: onnx.ModelProto, qdq: onnx.ModelProto, plan: Sequen
     ids = [f"sample{i}" for i in range(len(samples))]
     ev = Evaluator(samples, ids, targets, runtime)
     ev.set_reference(fp32.SerializeToString())
-    index = _Index(qdq.graph)
+    index = GraphIndex(qdq.graph)
     verdict: Dict[str, Optional[bool]] = {}
     for node in plan:
         target = index.by_name.get(node)

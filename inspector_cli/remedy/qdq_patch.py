@@ -21,7 +21,7 @@ WEIGHT_AXIS = {"Conv": 0, "ConvTranspose": 1, "Gemm": 0, "MatMul": 1}
 """Output-channel axis of the weight (Gemm assumes transB=1, the layout exporters write)."""
 
 
-class _Index:
+class GraphIndex:
     """Producers, consumers and initializers of a graph, for one patching pass."""
 
     def __init__(self, graph: onnx.GraphProto) -> None:
@@ -44,25 +44,25 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return onnx.ModelProto.FromString(model.SerializeToString())
 
 
-def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
+def int_attribute(node: onnx.NodeProto, name: str, default: int) -> int:
     for a in node.attribute:
         if a.name == name:
             return int(helper.get_attribute_value(a))
     return default
 
 
-def dequantize_initializer(index: _Index, dq: onnx.NodeProto) -> np.ndarray:
+def dequantize_initializer(index: GraphIndex, dq: onnx.NodeProto) -> np.ndarray:
     """The float value of a DequantizeLinear of stored integers (per-tensor or per-axis)."""
     q = index.array(dq.input[0])
     scale = index.array(dq.input[1])
     zero = index.array(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
     assert q is not None and scale is not None
     values = q.astype(np.float64) - (0 if zero is None else zero.astype(np.float64)).reshape(
-        _axis_shape(q, scale, _attr(dq, "axis", 1)))
-    return (values * scale.astype(np.float64).reshape(_axis_shape(q, scale, _attr(dq, "axis", 1)))).astype(np.float32)
+        axis_shape(q, scale, int_attribute(dq, "axis", 1)))
+    return (values * scale.astype(np.float64).reshape(axis_shape(q, scale, int_attribute(dq, "axis", 1)))).astype(np.float32)
 
 
-def _axis_shape(values: np.ndarray, params: np.ndarray, axis: int) -> Tuple[int, ...]:
+def axis_shape(values: np.ndarray, params: np.ndarray, axis: int) -> Tuple[int, ...]:
     if params.size <= 1 or values.ndim == 0:
         return ()
     shape = [1] * values.ndim
@@ -72,7 +72,7 @@ def _axis_shape(values: np.ndarray, params: np.ndarray, axis: int) -> Tuple[int,
 
 def quantised_nodes(model: onnx.ModelProto) -> List[str]:
     """Names of the compute nodes that have a DequantizeLinear input or a QuantizeLinear consumer."""
-    index = _Index(model.graph)
+    index = GraphIndex(model.graph)
     names: List[str] = []
     for node in model.graph.node:
         if node.op_type in QDQ_OPS or not node.name:
@@ -89,7 +89,7 @@ def fp32_weight(fp32: Optional[onnx.ModelProto], node: str, position: int, shape
     """The fp32 model's initializer at input `position` of its node named `node`, when the shape fits."""
     if fp32 is None:
         return None
-    index = _Index(fp32.graph)
+    index = GraphIndex(fp32.graph)
     source = index.by_name.get(node)
     if source is None or position >= len(source.input):
         return None
@@ -103,8 +103,8 @@ class _Patcher:
     def __init__(self, model: onnx.ModelProto, fp32: Optional[onnx.ModelProto]) -> None:
         self.model = _copy(model)
         self.fp32 = fp32
-        self.index = _Index(self.model.graph)
-        self.fp32_index = _Index(fp32.graph) if fp32 is not None else None
+        self.index = GraphIndex(self.model.graph)
+        self.fp32_index = GraphIndex(fp32.graph) if fp32 is not None else None
         self.float_of: Dict[str, str] = {}
 
     def float_source(self, q: onnx.NodeProto) -> str:
@@ -180,7 +180,7 @@ def bypass_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.M
     return patcher.finish()
 
 
-def weight_input(index: _Index, node: onnx.NodeProto) -> Optional[Tuple[int, onnx.NodeProto]]:
+def weight_input(index: GraphIndex, node: onnx.NodeProto) -> Optional[Tuple[int, onnx.NodeProto]]:
     """(input position, DequantizeLinear) of the node's quantised weight: a >=2-D integer initializer."""
     for i, tensor in enumerate(node.input):
         dq = index.producer.get(tensor)
@@ -196,7 +196,7 @@ def per_channel_int8(weight: np.ndarray, axis: int) -> Tuple[np.ndarray, np.ndar
     moved = np.moveaxis(weight.astype(np.float64), axis, 0).reshape(weight.shape[axis], -1)
     scales = np.abs(moved).max(axis=1) / 127.0
     scales[scales == 0] = 1.0
-    shape = _axis_shape(weight, scales, axis)
+    shape = axis_shape(weight, scales, axis)
     q = np.clip(np.round(weight / scales.reshape(shape)), -127, 127).astype(np.int8)
     return q, scales.astype(np.float32)
 
@@ -206,7 +206,7 @@ def requantize_per_channel(qdq: onnx.ModelProto, node_name: str, fp32: Optional[
     """A copy of `qdq` with `node_name`'s weight re-quantised per output channel (symmetric int8) from
     the fp32 weight (or the dequantised one); its int32 bias is re-quantised to match."""
     model = _copy(qdq)
-    index = _Index(model.graph)
+    index = GraphIndex(model.graph)
     node = index.by_name.get(node_name)
     if node is None:
         raise KeyError(f"node '{node_name}' is not in the QDQ model")
@@ -218,7 +218,7 @@ def requantize_per_channel(qdq: onnx.ModelProto, node_name: str, fp32: Optional[
     weight = fp32_weight(fp32, node_name, position, current.shape)
     weight = current if weight is None else weight
     axis = WEIGHT_AXIS.get(node.op_type, 0)
-    if node.op_type == "Gemm" and _attr(node, "transB", 0) == 0:
+    if node.op_type == "Gemm" and int_attribute(node, "transB", 0) == 0:
         axis = 1
     q, scales = per_channel_int8(weight, axis)
     base = f"{node_name}__pc"
@@ -233,7 +233,7 @@ def requantize_per_channel(qdq: onnx.ModelProto, node_name: str, fp32: Optional[
     return model
 
 
-def _requantize_bias(model: onnx.ModelProto, index: _Index, node: onnx.NodeProto, w_scales: np.ndarray,
+def _requantize_bias(model: onnx.ModelProto, index: GraphIndex, node: onnx.NodeProto, w_scales: np.ndarray,
                      base: str, fp32: Optional[onnx.ModelProto]) -> None:
     """Bias of Conv/Gemm as int32 with scale input_scale * weight_scale[c], as integer kernels expect."""
     if len(node.input) < 3 or not node.input[2]:
