@@ -2,7 +2,8 @@
 
 The transformers that actually rewrote this model are read from onnxruntime's own log (severity
 INFO prints "GraphTransformer <name> modified: 1"), captured at the file-descriptor level because
-onnxruntime logs from C++. Then the set is halved over `InferenceSession(disabled_optimizers=...)`:
+onnxruntime logs from C++. Then the set is halved over disabled transformers (session config
+`optimization.disable_specified_optimizers`, the same as `InferenceSession(disabled_optimizers=...)`):
 with k of the T applied transformers enabled, do B's outputs still differ from A's? One culprit
 costs at most 2 builds per halving (2*log2(T) + 2 with the two reference builds); when neither half
 alone changes the outputs, each half is minimised with the other enabled ("needs A and B together").
@@ -22,9 +23,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 import numpy as np
 import onnx
 
-from ..core.runner import RuntimeConfig
+from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
-from ..errors import InferenceError
 
 _MODIFIED = re.compile(r"GraphTransformer (\S+) modified: (\d+)")
 
@@ -67,15 +67,18 @@ class OptimizerBisection:
                 "session_builds": self.session_builds, "verdict": self.verdict, "trials": list(self.trials)}
 
 
-class _Runner:
-    """The one call the bisection needs from a session: all outputs of one sample."""
+DISABLE_KEY = "optimization.disable_specified_optimizers"
+"""The session config entry equivalent to `InferenceSession(disabled_optimizers=...)`; names are
+separated by ";" (onnxruntime 1.32 takes "A,B" as one unknown name and disables nothing)."""
 
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self.names = [o.name for o in session.get_outputs()]
 
-    def run(self, feeds: TensorMap) -> TensorMap:
-        return dict(zip(self.names, self.session.run(self.names, dict(feeds))))
+def with_disabled_optimizers(runtime: RuntimeConfig, disabled: Sequence[str]) -> RuntimeConfig:
+    """`runtime` with onnxruntime's graph transformers `disabled` (no change when empty); usable by
+    any caller of core.runner, e.g. to re-check a model without the pass the bisection named."""
+    if not disabled:
+        return runtime
+    entries = tuple((k, v) for k, v in runtime.session_config if k != DISABLE_KEY)
+    return runtime.replace(session_config=entries + ((DISABLE_KEY, ";".join(disabled)),))
 
 
 def minimise(candidates: List[str], fixed: List[str], differs: Callable[[List[str]], bool]) -> List[str]:
@@ -128,21 +131,8 @@ class _Bisector:
             session = self._session(runtime, disabled, hook)
         return [session.run(feeds) for feeds in self.samples]
 
-    def _session(self, runtime: RuntimeConfig, disabled: Sequence[str], hook: Any) -> _Runner:
-        # core.runner.Session has no disabled_optimizers: the session is built here with its options
-        import onnxruntime as ort
-
-        from ..core.runner import _first_line, _session_options, resolve_providers
-
-        options = _session_options(runtime, None)
-        hook(options)
-        try:
-            return _Runner(ort.InferenceSession(self.model, sess_options=options,
-                                                providers=resolve_providers(runtime.providers),
-                                                disabled_optimizers=list(disabled)))
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise InferenceError(f"onnxruntime could not load the model with {len(disabled)} transformers "
-                                 f"disabled: {_first_line(exc)}") from exc
+    def _session(self, runtime: RuntimeConfig, disabled: Sequence[str], hook: Any) -> Session:
+        return Session(self.model, with_disabled_optimizers(runtime, disabled), label="model", options_hook=hook)
 
     def max_diff(self, outputs: List[TensorMap]) -> Tuple[bool, float]:
         worst, differs = 0.0, False

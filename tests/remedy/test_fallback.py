@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import onnx
 import pytest
@@ -10,7 +11,7 @@ from inspector_cli.core.runner import OptLevel, RuntimeConfig
 from inspector_cli.errors import UsageError
 from inspector_cli.remedy.evaluate import Evaluator, parse_target
 from inspector_cli.remedy.fallback import own_errors_from_layers, plan_fallback
-from inspector_cli.remedy.optbisect import bisect_optimizers
+from inspector_cli.remedy.optbisect import bisect_optimizers, with_disabled_optimizers
 from inspector_cli.remedy.qdq_patch import bypass_qdq, quantised_nodes
 
 from .models import quantize_qdq
@@ -80,7 +81,12 @@ def test_plan_names_exactly_the_broken_nodes(broken_pair, tmp_path):
     assert found.culprits == ["WeightBiasQuantization"] and not found.together
     assert "conv3" in found.rewritten_nodes["WeightBiasQuantization"]
     t = len(found.applied)
-    assert found.session_builds <= 2 * __import__("math").log2(t) + 2
+    assert found.session_builds <= 2 * math.log2(t) + 2
+    # deployed with every optimisation but that one, the re-quantised model meets the targets
+    deployed = Evaluator(samples, [f"s{i}" for i in range(12)], TARGETS,
+                         with_disabled_optimizers(RuntimeConfig(), found.culprits))
+    deployed.set_reference(fp32.SerializeToString())
+    assert deployed.evaluate(model.SerializeToString()).meets
 
 
 def test_plan_without_budget_reports_best_found(broken_pair):

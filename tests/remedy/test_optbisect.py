@@ -4,8 +4,12 @@ import math
 
 import numpy as np
 
-from inspector_cli.core.runner import OptLevel, RuntimeConfig
-from inspector_cli.remedy.optbisect import bisect_optimizers, minimise
+from inspector_cli.core.runner import OptLevel, RuntimeConfig, Session
+from inspector_cli.remedy.optbisect import (
+    bisect_optimizers,
+    minimise,
+    with_disabled_optimizers,
+)
 
 from .models import dq_float_conv
 
@@ -62,3 +66,14 @@ def test_minimise_reports_a_pair_needed_together():
     differs, calls = counting([{"T1", "T6"}])  # one in each half: neither half alone differs
     assert minimise(names, [], differs) == ["T1", "T6"]
     assert not differs(["T1"]) and not differs(["T6"])
+
+
+def test_disabling_two_transformers_through_the_session_config():
+    model = dq_float_conv().SerializeToString()
+    feeds = samples()[0]
+    plain = Session(model, DISABLE).run(feeds)["y"]
+    both = with_disabled_optimizers(ALL, ["ConstantFolding", "WeightBiasQuantization"])
+    assert both.session_config == (("optimization.disable_specified_optimizers",
+                                    "ConstantFolding;WeightBiasQuantization"),)
+    assert np.array_equal(Session(model, both).run(feeds)["y"], plain)
+    assert not np.array_equal(Session(model, ALL).run(feeds)["y"], plain)
