@@ -20,6 +20,7 @@ import onnx
 from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
 from .evaluate import Evaluation, Evaluator, Target
+from .naming import fp32_node_names
 from .qdq_patch import bypass_qdq, quantised_nodes
 
 
@@ -44,6 +45,10 @@ class FallbackPlan:
     """The plan: nodes to keep in float (names as the quantiser knows them), its evidence and cost."""
 
     nodes: List[str]
+    """Node names in the QDQ model."""
+    fp32_nodes: List[str]
+    """The same nodes named as in the fp32 model (what `nodes_to_exclude` needs; equal for onnxruntime's
+    quantize_static, paired structurally for models from other tools)."""
     found: bool
     targets: List[str]
     baseline: Dict[str, Optional[float]]
@@ -59,7 +64,7 @@ class FallbackPlan:
 
     def exclude_list(self) -> Dict[str, Any]:
         """The document of `--exclude-list`: feed `nodes_to_exclude` to quantize_static."""
-        return {"nodes_to_exclude": list(self.nodes), "targets": list(self.targets), "found": self.found,
+        return {"nodes_to_exclude": list(self.fp32_nodes), "qdq_nodes": list(self.nodes), "targets": list(self.targets), "found": self.found,
                 "metrics": dict(self.final)}
 
     def write_exclude_list(self, path: "str | Path") -> Path:
@@ -76,7 +81,7 @@ class FallbackPlan:
         return path
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"nodes": list(self.nodes), "found": self.found, "targets": list(self.targets),
+        return {"nodes": list(self.nodes), "fp32_nodes": list(self.fp32_nodes), "found": self.found, "targets": list(self.targets),
                 "baseline": dict(self.baseline), "final": dict(self.final), "sensitivity": dict(self.sensitivity),
                 "steps": [s.to_dict() for s in self.steps], "runs": self.runs, "inferences": self.inferences,
                 "seconds": self.seconds, "baseline_latency_ms": self.baseline_latency_ms,
@@ -86,13 +91,14 @@ class FallbackPlan:
 class _Search:
     def __init__(self, fp32: onnx.ModelProto, qdq: onnx.ModelProto, evaluator: Evaluator) -> None:
         self.fp32, self.qdq, self.ev = fp32, qdq, evaluator
+        self.fp32_names: Dict[str, str] = {}
         self.cache: Dict[frozenset, Evaluation] = {}
         self.steps: List[FallbackStep] = []
 
     def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "") -> Evaluation:
         key = frozenset(nodes)
         if key not in self.cache:
-            model = bypass_qdq(self.qdq, nodes, self.fp32)
+            model = bypass_qdq(self.qdq, nodes, self.fp32, self.fp32_names)
             self.cache[key] = self.ev.evaluate(model.SerializeToString(), label=f"float {len(nodes)} nodes")
         result = self.cache[key]
         if action:
@@ -118,7 +124,8 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     search = _Search(fp32, qdq, ev)
     baseline = ev.evaluate(qdq.SerializeToString(), label="quantised")
     search.cache[frozenset()] = baseline
-    candidates = _rank(quantised_nodes(qdq), own_errors) if own_errors else _static_rank(qdq, fp32)
+    search.fp32_names = fp32_node_names(fp32, qdq, quantised_nodes(qdq))
+    candidates = _rank(quantised_nodes(qdq), own_errors) if own_errors else _static_rank(qdq, fp32, search.fp32_names)
     sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
     order: List[str] = []
     if not baseline.meets:
@@ -135,9 +142,9 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     if prune and search.evaluate(plan).meets:
         plan = _prune(search, plan, max_runs)
     final = search.evaluate(plan)
-    model = bypass_qdq(qdq, plan, fp32)
+    model = bypass_qdq(qdq, plan, fp32, search.fp32_names)
     return FallbackPlan(
-        nodes=plan, found=final.meets, targets=[t.describe() for t in targets],
+        nodes=plan, fp32_nodes=[search.fp32_names.get(n, n) for n in plan], found=final.meets, targets=[t.describe() for t in targets],
         baseline=baseline.summary(targets), final=final.summary(targets), sensitivity=sensitivity,
         steps=search.steps, runs=ev.runs, inferences=ev.inferences, seconds=ev.seconds,
         baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model)
@@ -167,12 +174,12 @@ def _rank(candidates: List[str], own_errors: Optional[Mapping[str, float]]) -> L
     return known + [n for n in candidates if n not in own_errors]
 
 
-def _static_rank(qdq: onnx.ModelProto, fp32: onnx.ModelProto) -> List[str]:
+def _static_rank(qdq: onnx.ModelProto, fp32: onnx.ModelProto, fp32_names: Mapping[str, str]) -> List[str]:
     """Without an own-error list: weights with the lowest deployed SQNR first (no runs needed), then
     the other quantised nodes in graph order."""
     from .perchannel import weight_advice
 
-    advice = sorted(weight_advice(qdq, fp32), key=lambda a: a.sqnr_deployed)
+    advice = sorted(weight_advice(qdq, fp32, fp32_names=fp32_names), key=lambda a: a.sqnr_deployed)
     ranked = [a.node for a in advice]
     return ranked + [n for n in quantised_nodes(qdq) if n not in ranked]
 

@@ -3,7 +3,7 @@ whether re-quantising a plan node's weight per channel is enough instead of keep
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import onnx
@@ -60,7 +60,8 @@ class WeightAdvice:
 
 
 def weight_advice(qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto] = None,
-                  min_gain_db: float = DEFAULT_MIN_GAIN_DB) -> List[WeightAdvice]:
+                  min_gain_db: float = DEFAULT_MIN_GAIN_DB,
+                  fp32_names: Optional[Mapping[str, str]] = None) -> List[WeightAdvice]:
     """For every per-tensor-quantised weight: SQNR against the fp32 weight (the dequantised one when
     no fp32 model is given) as deployed, re-quantised per tensor (symmetric int8), and per channel."""
     index = GraphIndex(qdq.graph)
@@ -74,7 +75,7 @@ def weight_advice(qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto] = None,
         if scale is None or scale.size != 1:
             continue  # already per channel
         deployed = dequantize_initializer(index, dq)
-        weight = fp32_weight(fp32, node.name, position, deployed.shape)
+        weight = fp32_weight(fp32, (fp32_names or {}).get(node.name, node.name), position, deployed.shape)
         weight = deployed if weight is None else weight
         axis = WEIGHT_AXIS[node.op_type]
         if node.op_type == "Gemm" and int_attribute(node, "transB", 0) == 0:

@@ -9,7 +9,7 @@ that Relu/Clip, the bypass puts it back, so the patched model still computes the
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import onnx
@@ -100,8 +100,10 @@ def fp32_weight(fp32: Optional[onnx.ModelProto], node: str, position: int, shape
 
 
 class _Patcher:
-    def __init__(self, model: onnx.ModelProto, fp32: Optional[onnx.ModelProto]) -> None:
+    def __init__(self, model: onnx.ModelProto, fp32: Optional[onnx.ModelProto],
+                 fp32_names: Optional[Mapping[str, str]] = None) -> None:
         self.model = _copy(model)
+        self.fp32_names = dict(fp32_names or {})
         self.fp32 = fp32
         self.index = GraphIndex(self.model.graph)
         self.fp32_index = GraphIndex(fp32.graph) if fp32 is not None else None
@@ -115,7 +117,11 @@ class _Patcher:
         name = src
         ref = self.fp32_index.producer.get(src) if self.fp32_index is not None else None
         mine = self.index.producer.get(src)
-        if ref is not None and ref.op_type in CLAMP_OPS and (mine is None or mine.op_type != ref.op_type):
+        if ref is None and self._starts_at_zero(q) and (mine is None or mine.op_type not in CLAMP_OPS):
+            # no fp32 tensor of that name (a renamed model): a range starting at 0 is taken as a folded Relu
+            name = f"{src}__float"
+            self.model.graph.node.append(helper.make_node("Relu", [src], [name], name=f"{q.name}__relu"))
+        elif ref is not None and ref.op_type in CLAMP_OPS and (mine is None or mine.op_type != ref.op_type):
             name = f"{src}__float"
             clamp = onnx.NodeProto()
             clamp.CopyFrom(ref)
@@ -134,6 +140,13 @@ class _Patcher:
         self.float_of[src] = name
         return name
 
+    def _starts_at_zero(self, q: onnx.NodeProto) -> bool:
+        zero = self.index.array(q.input[2]) if len(q.input) > 2 and q.input[2] else None
+        if zero is None or zero.size != 1:
+            return False
+        info = np.iinfo(zero.dtype) if np.issubdtype(zero.dtype, np.integer) else None
+        return info is not None and int(zero.reshape(())) == info.min
+
     def keep_float(self, node_name: str) -> None:
         node = self.index.by_name.get(node_name)
         if node is None:
@@ -144,7 +157,7 @@ class _Patcher:
                 continue
             if dq.input[0] in self.index.inits:
                 current = dequantize_initializer(self.index, dq)
-                value = fp32_weight(self.fp32, node_name, i, current.shape)
+                value = fp32_weight(self.fp32, self.fp32_names.get(node_name, node_name), i, current.shape)
                 value = current if value is None else value
                 name = f"{node_name}__input{i}_float"
                 tensor_proto = numpy_helper.from_array(value.astype(np.float32), name)
@@ -172,9 +185,11 @@ class _Patcher:
         return self.model
 
 
-def bypass_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.ModelProto] = None) -> onnx.ModelProto:
-    """A copy of `qdq` with `nodes` kept in float (see module docstring); raises KeyError for unknown nodes."""
-    patcher = _Patcher(qdq, fp32)
+def bypass_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.ModelProto] = None,
+               fp32_names: Optional[Mapping[str, str]] = None) -> onnx.ModelProto:
+    """A copy of `qdq` with `nodes` kept in float (see module docstring); raises KeyError for unknown
+    nodes. `fp32_names` maps QDQ node names to the fp32 model's where they differ (`naming`)."""
+    patcher = _Patcher(qdq, fp32, fp32_names)
     for name in nodes:
         patcher.keep_float(name)
     return patcher.finish()

@@ -153,3 +153,22 @@ def dq_float_conv() -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
+
+
+def renamed(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Every node and inner tensor renamed (n0.., t0..), as another quantisation tool would name them."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    keep = {i.name for i in model.graph.input} | {o.name for o in model.graph.output}
+    names: Dict[str, str] = {}
+
+    def new(name: str) -> str:
+        return name if not name or name in keep else names.setdefault(name, f"t{len(names)}")
+
+    for index, node in enumerate(model.graph.node):
+        node.name = f"n{index}"
+        node.input[:] = [new(x) for x in node.input]
+        node.output[:] = [new(x) for x in node.output]
+    for tensor in model.graph.initializer:
+        tensor.name = new(tensor.name)
+    del model.graph.value_info[:]
+    return model

@@ -127,3 +127,20 @@ def test_own_errors_from_layer_rows(broken_pair):
     rows = [("relu3_out_DequantizeLinear_Output", 0.40), ("relu3_out", 0.5), ("relu1_out", 0.9),
             ("logits", None), ("nosuch", 0.1)]
     assert own_errors_from_layers(broken_pair["broken"], rows) == pytest.approx({"conv3": 0.6, "conv1": 0.1})
+
+
+def test_renamed_qdq_model_gets_fp32_names_in_the_exclude_list(broken_pair):
+    from .models import renamed
+
+    fp32, samples = broken_pair["fp32"], broken_pair["samples"]
+    broken = renamed(broken_pair["broken"])
+    conv_names = {n.name for n in broken.graph.node if n.op_type == "Conv"}
+    plan = plan_fallback(fp32, broken, samples, TARGETS, max_nodes=6)
+    assert plan.found and set(plan.nodes) <= conv_names  # n-names of the renamed model
+    assert sorted(plan.fp32_nodes) == ["conv1", "conv3"]
+    names = dict(zip(plan.nodes, plan.fp32_nodes))
+    first = next(iter(plan.sensitivity))  # ranked by deployed SQNR against the paired fp32 weight
+    assert names.get(first) == "conv3"
+    assert sorted(plan.exclude_list()["nodes_to_exclude"]) == ["conv1", "conv3"]
+    # without fp32 tensor names, folded Relus are restored from the quantisers' ranges
+    assert any(n.op_type == "Relu" for n in plan.model.graph.node)
