@@ -1,7 +1,8 @@
 """Fallback plan for a QDQ model: the fewest nodes to keep in float so that every target holds.
 
 1. Rank candidates: by a given own-error list (the isolation results of `compare --layers
-   --isolate`; without one, by the deployed weight SQNR, lowest first), then measure, for the top `sensitivity_top`, the output metrics with only that node's
+   --isolate`; without one, by the deployed weight SQNR, lowest first), then measure, for the top
+   `sensitivity_top`, the output metrics with only that node's
    Q/DQ removed (`qdq_patch.bypass_qdq`); order by measured gain (drop of the targets' shortfall).
 2. Greedy, verified: add nodes in that order and re-run the patched model after each step while the
    run budget allows it, else gallop (1, 2, 4, ... nodes) and bisect the prefix; stop when all
@@ -19,6 +20,7 @@ import onnx
 
 from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
+from ..errors import InferenceError
 from .evaluate import Evaluation, Evaluator, Target
 from .naming import fp32_node_names
 from .qdq_patch import bypass_qdq, quantised_nodes
@@ -54,6 +56,8 @@ class FallbackPlan:
     baseline: Dict[str, Optional[float]]
     final: Dict[str, Optional[float]]
     sensitivity: Dict[str, Dict[str, Optional[float]]]
+    skipped: Dict[str, str]
+    """Candidates whose patched model onnxruntime could not load or run, with the reason."""
     steps: List[FallbackStep]
     runs: int
     inferences: int
@@ -64,7 +68,8 @@ class FallbackPlan:
 
     def exclude_list(self) -> Dict[str, Any]:
         """The document of `--exclude-list`: feed `nodes_to_exclude` to quantize_static."""
-        return {"nodes_to_exclude": list(self.fp32_nodes), "qdq_nodes": list(self.nodes), "targets": list(self.targets), "found": self.found,
+        return {"nodes_to_exclude": list(self.fp32_nodes), "qdq_nodes": list(self.nodes),
+                "targets": list(self.targets), "found": self.found,
                 "metrics": dict(self.final)}
 
     def write_exclude_list(self, path: "str | Path") -> Path:
@@ -81,8 +86,9 @@ class FallbackPlan:
         return path
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"nodes": list(self.nodes), "fp32_nodes": list(self.fp32_nodes), "found": self.found, "targets": list(self.targets),
-                "baseline": dict(self.baseline), "final": dict(self.final), "sensitivity": dict(self.sensitivity),
+        return {"nodes": list(self.nodes), "fp32_nodes": list(self.fp32_nodes), "found": self.found,
+                "targets": list(self.targets), "baseline": dict(self.baseline), "final": dict(self.final),
+                "sensitivity": dict(self.sensitivity), "skipped": dict(self.skipped),
                 "steps": [s.to_dict() for s in self.steps], "runs": self.runs, "inferences": self.inferences,
                 "seconds": self.seconds, "baseline_latency_ms": self.baseline_latency_ms,
                 "final_latency_ms": self.final_latency_ms}
@@ -127,16 +133,22 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     search.fp32_names = fp32_node_names(fp32, qdq, quantised_nodes(qdq))
     candidates = _rank(quantised_nodes(qdq), own_errors) if own_errors else _static_rank(qdq, fp32, search.fp32_names)
     sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
+    skipped: Dict[str, str] = {}
     order: List[str] = []
     if not baseline.meets:
         budget = max(1, min(sensitivity_top, max_runs - ev.runs - 2))
         gains = {}
         for node in candidates[:budget]:
-            result = search.evaluate([node])
+            try:
+                result = search.evaluate([node])
+            except (InferenceError, ValueError) as exc:  # a patch onnxruntime refuses: not a candidate
+                skipped[node] = str(exc).splitlines()[0][:300]
+                continue
             sensitivity[node] = result.summary(targets)
             gains[node] = baseline.shortfall - result.shortfall
         # measured gain first; unmeasured candidates keep their own-error order behind them
-        order = sorted(gains, key=lambda n: -gains[n]) + [n for n in candidates if n not in gains]
+        order = sorted(gains, key=lambda n: -gains[n]) + [n for n in candidates if n not in gains
+                                                          and n not in skipped]
         order = order[:max_nodes]
     plan = _greedy(search, order, max_runs) if order else []
     if prune and search.evaluate(plan).meets:
@@ -144,8 +156,9 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     final = search.evaluate(plan)
     model = bypass_qdq(qdq, plan, fp32, search.fp32_names)
     return FallbackPlan(
-        nodes=plan, fp32_nodes=[search.fp32_names.get(n, n) for n in plan], found=final.meets, targets=[t.describe() for t in targets],
-        baseline=baseline.summary(targets), final=final.summary(targets), sensitivity=sensitivity,
+        nodes=plan, fp32_nodes=[search.fp32_names.get(n, n) for n in plan], found=final.meets,
+        targets=[t.describe() for t in targets],
+        baseline=baseline.summary(targets), final=final.summary(targets), sensitivity=sensitivity, skipped=skipped,
         steps=search.steps, runs=ev.runs, inferences=ev.inferences, seconds=ev.seconds,
         baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model)
 

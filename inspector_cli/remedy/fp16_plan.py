@@ -6,8 +6,9 @@ patched model). The search:
 1. run the fp32 model with every float tensor exposed; a node is a *source* when one of its outputs
    leaves the fp16 range (|x| > 65504) on some sample; a source and every consumer of its outputs
    must run in fp32 (a Cast to fp16 of an out-of-range value is already Inf);
-2. convert, run (every fp16 tensor exposed, see `evaluate_fp16`); while a sample still overflows or a target fails, add the first node (topological
-   order) whose fp16 output is non-finite and that is not blocked yet;
+2. convert, run (every fp16 tensor exposed, see `evaluate_fp16`); while a sample still overflows
+   or a target fails, add the first node (topological order) whose fp16 output is non-finite and
+   that is not blocked yet;
 3. minimise: drop each listed node in turn when the model stays finite and on target without it,
    so removing any node left in the list brings an overflow (or a missed target) back.
 """

@@ -59,7 +59,8 @@ def dequantize_initializer(index: GraphIndex, dq: onnx.NodeProto) -> np.ndarray:
     assert q is not None and scale is not None
     values = q.astype(np.float64) - (0 if zero is None else zero.astype(np.float64)).reshape(
         axis_shape(q, scale, int_attribute(dq, "axis", 1)))
-    return (values * scale.astype(np.float64).reshape(axis_shape(q, scale, int_attribute(dq, "axis", 1)))).astype(np.float32)
+    steps = scale.astype(np.float64).reshape(axis_shape(q, scale, int_attribute(dq, "axis", 1)))
+    return (values * steps).astype(np.float32)
 
 
 def axis_shape(values: np.ndarray, params: np.ndarray, axis: int) -> Tuple[int, ...]:
@@ -85,7 +86,8 @@ def quantised_nodes(model: onnx.ModelProto) -> List[str]:
     return names
 
 
-def fp32_weight(fp32: Optional[onnx.ModelProto], node: str, position: int, shape: Sequence[int]) -> Optional[np.ndarray]:
+def fp32_weight(fp32: Optional[onnx.ModelProto], node: str, position: int,
+                shape: Sequence[int]) -> Optional[np.ndarray]:
     """The fp32 model's initializer at input `position` of its node named `node`, when the shape fits."""
     if fp32 is None:
         return None
