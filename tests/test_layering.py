@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "inspector_cli"
 
-ENGINES = {"compare", "nanbisect", "probe", "profile", "validate", "sequence"}
+ENGINES = {"compare", "nanbisect", "probe", "profile", "validate", "sequence", "remedy"}
 """One package per command's engine (nan-bisect's is `nanbisect`: a package `nan_bisect` would shadow the
 exported function `inspector_cli.nan_bisect` once imported); `workflows/` holds one orchestrator per command."""
 UPPER = {"workflows", "commands", "render", "cli"}
@@ -27,6 +27,8 @@ FORBIDDEN = {
     "workflows": {"commands", "render", "cli"},
     # an engine imports core, diff, results, executor and its own modules, never another engine
     **{engine: {"config", *UPPER, *(ENGINES - {engine})} for engine in ENGINES},
+    # remedy is computed from a comparison: it builds on compare's pairing, and nothing builds on remedy
+    "remedy": {"config", *UPPER, *(ENGINES - {"remedy", "compare"})},
 }
 
 
