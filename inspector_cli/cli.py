@@ -5,6 +5,7 @@ onnx or onnxruntime. Every failure becomes one `Error:` line and a documented ex
 """
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 import traceback
@@ -13,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional
 import click
 
 from .commands._state import AppState
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError
+from .errors import EXIT_CANNOT_ANALYSE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError
 from .version import __version__
 
 # command name -> "module:attribute". Add a line here when a command lands.
@@ -75,13 +76,30 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
             traceback.print_exc()
         click.echo(f"Error: {exc}", err=True)
         return exc.exit_code
-    except Exception as exc:  # a bug: one line, unless --debug
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            return _internal_error(exc, debug)
+        # A full disk is the machine's state, not a bug: whatever was being written (a JSONL log, a
+        # dump) is named when the OS says which file it was.
         if debug:
             traceback.print_exc()
-        detail = str(exc).splitlines()[0] if str(exc) else ""
-        click.echo(f"Internal error: {type(exc).__name__}: {detail} (this is a bug in mi; rerun with --debug "
-                   f"for the traceback)", err=True)
-        return EXIT_INTERNAL
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"Error: {where}cannot write: no space left on device", err=True)
+        return EXIT_CANNOT_ANALYSE
+    except Exception as exc:  # a bug: one line, unless --debug
+        return _internal_error(exc, debug)
+
+
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def _internal_error(exc: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    click.echo(f"Internal error: {type(exc).__name__}: {detail} (this is a bug in mi; rerun with --debug "
+               f"for the traceback)", err=True)
+    return EXIT_INTERNAL
 
 
 @click.group(cls=MiGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

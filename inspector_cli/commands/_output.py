@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
-from typing import Any, Callable, Dict, Iterator, Optional
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import click
 
+from ..errors import UsageError
 from ._state import AppState
 
 RESULT_META_KEY = "inspector_cli.result"
@@ -36,9 +39,49 @@ def check_report_paths(paths: Optional[Dict[str, Optional[str]]] = None) -> None
         for param, flag in REPORT_PARAMS.items():
             if ctx.params.get(param):
                 wanted.setdefault(flag, ctx.params[param])
+    inputs = input_paths(ctx) if ctx is not None else []
     for flag, path in wanted.items():
         if path:
             check_writable(path, flag)
+            refuse_input_overwrite(flag, str(path), inputs)
+
+
+def input_paths(ctx: click.Context) -> List[Path]:
+    """Files and folders the running command reads: every `click.Path(exists=True)` parameter
+    (model, --against, --inputs, --golden, --preprocess, results, suite) and the -c config."""
+    found: List[Path] = []
+    for param in ctx.command.params:
+        kind = param.type
+        if not (isinstance(kind, click.Path) and kind.exists):
+            continue
+        value = ctx.params.get(param.name or "")
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if item and str(item) != "-":
+                found.append(Path(str(item)))
+    config_path = app_state(ctx).config_path
+    if config_path:
+        found.append(Path(config_path))
+    return found
+
+
+def refuse_input_overwrite(flag: str, path: str, inputs: List[Path]) -> None:
+    """A report path that is (or lies inside a folder of) an input would destroy what it reports on:
+    `mi validate m.onnx --json m.onnx`. Symlinks and hard links count as the same file."""
+    if path == "-":
+        return
+    target = Path(path)
+    resolved = target.resolve()
+    for source in inputs:
+        try:
+            same = resolved == source.resolve() or (target.exists() and source.exists()
+                                                    and os.path.samefile(target, source))
+            inside = source.is_dir() and target.is_file() and source.resolve() in resolved.parents
+        except OSError:
+            continue
+        if same or inside:
+            what = "is" if same else "is a file inside"
+            raise UsageError(f"{flag} {path}: {what} the input {source}; refusing to overwrite it",
+                             hint="write the report somewhere else")
 
 
 def write_reports(result: Any, *, json_path: Optional[str] = None, html_path: Optional[str] = None,
