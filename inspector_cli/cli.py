@@ -15,6 +15,7 @@ import click
 
 from .commands._state import AppState
 from .errors import EXIT_CANNOT_ANALYSE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError
+from .render.safe import visible
 from .version import __version__
 
 # command name -> "module:attribute". Add a line here when a command lands.
@@ -74,7 +75,8 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
     except MiError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"Error: {exc}", err=True)
+        # Messages quote model-supplied names: control characters made visible, one line.
+        click.echo(f"Error: {visible(str(exc))}", err=True)
         return exc.exit_code
     except OSError as exc:
         if exc.errno not in _DISK_FULL:
@@ -83,7 +85,7 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
         # dump) is named when the OS says which file it was.
         if debug:
             traceback.print_exc()
-        where = f"{exc.filename}: " if exc.filename else ""
+        where = f"{visible(exc.filename)}: " if exc.filename else ""
         click.echo(f"Error: {where}cannot write: no space left on device", err=True)
         return EXIT_CANNOT_ANALYSE
     except Exception as exc:  # a bug: one line, unless --debug
@@ -96,7 +98,7 @@ _DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 def _internal_error(exc: BaseException, debug: bool) -> int:
     if debug:
         traceback.print_exc()
-    detail = str(exc).splitlines()[0] if str(exc) else ""
+    detail = visible(str(exc).splitlines()[0]) if str(exc) else ""
     click.echo(f"Internal error: {type(exc).__name__}: {detail} (this is a bug in mi; rerun with --debug "
                f"for the traceback)", err=True)
     return EXIT_INTERNAL

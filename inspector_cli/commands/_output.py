@@ -116,17 +116,18 @@ def progress_bar(state: AppState, label: str, *, enabled: bool = True) -> Iterat
     if state.quiet or not enabled or not sys.stderr.isatty():
         yield lambda done, total, item: None
         return
+    from ..render.safe import visible
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from ..render.console import make_console
 
     console = make_console(no_color=state.no_color, stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  TextColumn("{task.fields[item]}"), console=console, transient=True) as bar:
+                  TextColumn("{task.fields[item]}", markup=False), console=console, transient=True) as bar:
         task = bar.add_task(label, total=None, item="")
 
         def update(done: int, total: Optional[int], item: str) -> None:
-            bar.update(task, completed=done, total=total, item=item[-40:])
+            bar.update(task, completed=done, total=total, item=visible(item)[-40:])
 
         yield update
 
