@@ -21,6 +21,7 @@ changing which kernels run.
 from __future__ import annotations
 
 import enum
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -93,8 +94,9 @@ def parse_size(text: "str | int") -> int:
     if raw and raw[-1] in units:
         scale, raw = units[raw[-1]], raw[:-1]
     value = float(raw)
-    if value < 0:
-        raise ValueError("negative size")
+    if not math.isfinite(value) or value < 0:
+        # 'inf', 'nan' and '1e400' parse as floats; int() of them would raise OverflowError (exit 4).
+        raise ValueError("not a finite, non-negative size")
     return int(value * scale)
 
 
