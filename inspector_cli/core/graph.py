@@ -16,7 +16,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
-from .protoutil import implicit_inputs, infer_tensor_info, iter_tensors, value_info_to_tensor
+from .protoutil import implicit_inputs, infer_tensor_info, iter_all_tensors, value_info_to_tensor
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
@@ -98,7 +98,7 @@ class ModelGraph:
 
     @property
     def uses_external_data(self) -> bool:
-        return any(t.data_location == _EXTERNAL for t in iter_tensors(self.model.graph))
+        return any(t.data_location == _EXTERNAL for _, t in iter_all_tensors(self.model.graph))
 
     @property
     def inputs(self) -> List[TensorInfo]:
@@ -193,28 +193,44 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
 
 
 def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tuple[str, str]]:
-    """(tensor name, problem) for every external-data reference that is unsafe or missing."""
+    """(tensor name, problem) for every external-data reference that is unsafe or missing, in every
+    place a tensor can be stored (`iter_all_tensors`: sparse initializers and subgraph attributes
+    too). Problems that make reading unsafe say 'unsafe' (validate reports them as MI109)."""
     folder = model_path.resolve().parent
     problems: List[Tuple[str, str]] = []
-    for tensor in iter_tensors(model.graph):
+    for where, tensor in iter_all_tensors(model.graph):
         if tensor.data_location != _EXTERNAL:
             continue
-        info = {e.key: e.value for e in tensor.external_data}
-        location = info.get("location", "")
-        if not location:
-            problems.append((tensor.name, "external data without a location"))
-            continue
-        target = (folder / location).resolve()
-        if os.path.isabs(location) or not _is_inside(target, folder):
-            problems.append((tensor.name, f"external data location '{location}' resolves outside the model's folder {folder}"))
-            continue
-        if not target.is_file():
-            problems.append((tensor.name, f"external data file '{location}' not found in {folder}"))
-            continue
-        end = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
-        if end > target.stat().st_size:
-            problems.append((tensor.name, f"external data file '{location}' is shorter ({target.stat().st_size} bytes) than the tensor needs ({end})"))
+        name = tensor.name or f"<unnamed {where}>"
+        problem = _external_problem(tensor, folder)
+        if problem:
+            problems.append((name, problem if where == "initializer" else f"{problem} ({where})"))
     return problems
+
+
+def _external_problem(tensor: onnx.TensorProto, folder: Path) -> Optional[str]:
+    info = {e.key: e.value for e in tensor.external_data}
+    location = info.get("location", "")
+    if not location:
+        return "external data without a location"
+    if "\x00" in location:
+        # A NUL cuts a C string short: 'w.bin\0/../../etc/passwd' may name another file to a reader.
+        return f"external data location {location!r} holds a NUL byte (unsafe; refused)"
+    numbers = {}
+    for key in ("offset", "length"):
+        text = info.get(key, "") or "0"
+        if not text.isdigit():  # digits only: no sign, no spaces, no '1e3'
+            return f"external data {key} {text!r} is not a non-negative integer (unsafe; refused)"
+        numbers[key] = int(text)
+    target = (folder / location).resolve()
+    if os.path.isabs(location) or not _is_inside(target, folder):
+        return f"external data location '{location}' resolves outside the model's folder {folder}"
+    if not target.is_file():
+        return f"external data file '{location}' not found in {folder}"
+    end = numbers["offset"] + numbers["length"]
+    if end > target.stat().st_size:
+        return f"external data file '{location}' is shorter ({target.stat().st_size} bytes) than the tensor needs ({end})"
+    return None
 
 
 def check_external_data(model: onnx.ModelProto, model_path: Path) -> None:

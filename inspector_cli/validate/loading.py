@@ -61,7 +61,7 @@ def load_checked(path: Path, reporter: Reporter) -> Optional[Loaded]:
                                      f"requires (IR >= {needed})", hint=f"set model.ir_version = {needed}",
                             ir_version=model.ir_version, required=needed)
     for tensor, problem in external_data_problems(model, path):
-        rule = "MI109" if "outside" in problem else "MI108"
+        rule = "MI109" if "outside" in problem or "unsafe" in problem else "MI108"
         reporter.report(rule, f"tensor '{tensor}': {problem}", tensor=tensor)
         loaded.weights_readable = False
     return loaded
