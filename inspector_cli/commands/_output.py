@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import click
 
-from ..errors import UsageError
+from ..errors import EXIT_CANNOT_ANALYSE, UsageError
 from ._state import AppState
 
 RESULT_META_KEY = "inspector_cli.result"
@@ -151,8 +151,25 @@ def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *,
                              model_explorer_path=params.get("model_explorer_path"))
     for writer in (extra_writers or {}).values():
         writer(result)
-    return print_result(ctx, result, view_builder, fmt=fmt, to_stdout_json=document if json_path == "-" else None,
+    code = print_result(ctx, result, view_builder, fmt=fmt, to_stdout_json=document if json_path == "-" else None,
                         formatters=formatters)
+    if code == EXIT_CANNOT_ANALYSE:
+        report_cannot_analyse(result, view_builder)
+    return code
+
+
+def report_cannot_analyse(result: Any, view_builder: Callable[[Any], Any]) -> None:
+    """A result that ends in exit 3 (samples that could not run, a model onnxruntime cannot load)
+    says why in one `Error:` line on stderr, whatever -q, --json - or --format hid from stdout."""
+    from ..render.safe import visible
+
+    view = view_builder(result)
+    reason = next((note for note in view.notes if note.lower().startswith("error")), None)
+    if reason is not None:
+        reason = reason.split(":", 1)[1].strip() if ":" in reason else reason
+    else:
+        reason = result.summary()
+    click.echo(f"Error: {visible(reason)}", err=True)
 
 
 def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *, fmt: str = "table",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -118,13 +119,47 @@ def _session_options(runtime: RuntimeConfig, external_dir: Optional[Path]) -> "o
     return options
 
 
+_ORT_PREFIX = re.compile(r"^\s*\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
+_LOAD_PREFIX = re.compile(r"^Load model from .*? failed:\s*", re.DOTALL)
+_SOURCE_LOCATION = re.compile(r"(?:^|\s)/?[\w./+-]+\.(?:h|hpp|cc|cpp|cu):\d+\s+")
+MESSAGE_LIMIT = 300
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line[:500]
-    return type(exc).__name__
+    """onnxruntime's message reduced to what names the node, op or path.
+
+    Its messages start with '[ONNXRuntimeError] : 1 : FAIL : ', 'Load model from X failed:' and a
+    C++ source location followed by a whole function signature ('model_load_utils.h:46 void
+    onnxruntime::...(const std::unordered_map<...>&, ...)'): the cause ('Opset 99 is under
+    development') only comes after ~300 characters. Those parts are dropped, the rest is one line.
+    """
+    text = " ".join(str(exc).split())
+    if not text:
+        return type(exc).__name__
+    text = _LOAD_PREFIX.sub("", _ORT_PREFIX.sub("", text))
+    match = _SOURCE_LOCATION.search(text)
+    if match:
+        text = (text[:match.start()] + " " + _skip_signature(text[match.end():])).strip()
+    if len(text) > MESSAGE_LIMIT:
+        text = text[:MESSAGE_LIMIT].rstrip() + "..."
+    return text or type(exc).__name__
+
+
+def _skip_signature(text: str) -> str:
+    """Drop a leading C++ signature 'ret ns::f(args...) const' (balanced parentheses)."""
+    start = text.find("(")
+    if start < 0 or start > 200:
+        return text
+    depth = 0
+    for index in range(start, len(text)):
+        if text[index] == "(":
+            depth += 1
+        elif text[index] == ")":
+            depth -= 1
+            if depth == 0:
+                rest = text[index + 1:].lstrip()
+                return rest[len("const"):].lstrip() if rest.startswith("const ") else rest
+    return text
 
 
 ModelSource = Union[bytes, str, os.PathLike]
