@@ -5,11 +5,13 @@ onnx or onnxruntime. Every failure becomes one `Error:` line and a documented ex
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import sys
 import traceback
-from typing import Any, Callable, Dict, List, Optional
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import click
 
@@ -48,12 +50,41 @@ class MiGroup(click.Group):
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
-        code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
-                                                             standalone_mode=False, **extra),
-                           debug="--debug" in argv)
+        with library_warnings(quiet=_quiet_flag(argv)):
+            code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
+                                                                 standalone_mode=False, **extra),
+                               debug="--debug" in argv)
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _quiet_flag(argv: List[str]) -> bool:
+    """-q/--quiet among the group's own options (before the command name)."""
+    for arg in argv:
+        if arg in ("-q", "--quiet"):
+            return True
+        if not arg.startswith("-"):
+            return False
+    return False
+
+
+@contextlib.contextmanager
+def library_warnings(*, quiet: bool) -> Iterator[None]:
+    """Python warnings raised by libraries during a command (numpy's 'invalid value encountered in
+    reduce' on Inf-Inf, for one) are one `warning:` line without a source line, and none under -q:
+    stderr then holds only mi's own lines. Restored afterwards (in-process callers keep theirs)."""
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")
+        else:
+            warnings.showwarning = _one_line_warning
+        yield
+
+
+def _one_line_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                      line: Optional[str] = None) -> None:
+    click.echo(visible(f"warning: {message}"), err=True)
 
 
 def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
@@ -121,6 +152,10 @@ def cli(ctx: click.Context, config_path: Optional[str], verbose: int, quiet: boo
     config error; 3 the model or inputs could not be analysed; 4 internal error; 130 interrupted.
     """
     ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path)
+    if quiet:
+        from .core.runner import set_log_severity  # light: onnxruntime itself is imported lazily
+
+        set_log_severity(4)
     if config_path and ctx.invoked_subcommand:
         apply_config(ctx, config_path, ctx.invoked_subcommand)
 

@@ -103,7 +103,7 @@ def _session_options(runtime: RuntimeConfig, external_dir: Optional[Path]) -> "o
         options.intra_op_num_threads = runtime.intra_op_threads
     if runtime.inter_op_threads:
         options.inter_op_num_threads = runtime.inter_op_threads
-    options.log_severity_level = 3  # onnxruntime's warnings go to our result, not the terminal
+    options.log_severity_level = _LOG["severity"]  # onnxruntime's warnings go to our result, not the terminal
     for lib in runtime.custom_op_libs:
         if not Path(lib).is_file():
             raise UsageError(f"custom-op library '{lib}' not found")
@@ -123,6 +123,16 @@ _ORT_PREFIX = re.compile(r"^\s*\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
 _LOAD_PREFIX = re.compile(r"^Load model from .*? failed:\s*", re.DOTALL)
 _SOURCE_LOCATION = re.compile(r"(?:^|\s)/?[\w./+-]+\.(?:h|hpp|cc|cpp|cu):\d+\s+")
 MESSAGE_LIMIT = 300
+
+
+# onnxruntime's own log lines (coloured, on stderr): errors only by default; under -q fatal only,
+# since every error also reaches mi as an exception and becomes its one `Error:` line.
+_LOG = {"severity": 3}
+
+
+def set_log_severity(level: int) -> None:
+    """onnxruntime's log severity for sessions created from now on (0 verbose ... 4 fatal)."""
+    _LOG["severity"] = level
 
 
 def _first_line(exc: BaseException) -> str:
@@ -175,6 +185,8 @@ class Session:
 
         self.label = label
         self.runtime = runtime
+        # The environment-wide logger reports model loading (e.g. a bad external-data offset).
+        ort.set_default_logger_severity(_LOG["severity"])
         options = _session_options(runtime, external_dir)
         if options_hook is not None:
             options_hook(options)
