@@ -56,19 +56,26 @@ def load_config_file(path: "str | Path") -> ConfigFile:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     text = decode_config_bytes(path, path.read_bytes())
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # the reader checks characters here (NUL, other controls)
         root = loader.get_single_node()
         if root is not None:
             check_alias_expansion(path, root)
         data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
+        if mark is not None:
+            line = mark.line + 1
+        elif isinstance(exc, yaml.reader.ReaderError):
+            line = text.count("\n", 0, exc.position) + 1
+        else:
+            line = 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}:{line}: invalid YAML: {problem}") from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if data is None:
         data = {}
     if not isinstance(data, dict):
