@@ -16,7 +16,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
-from .protoutil import implicit_inputs, infer_tensor_info, iter_all_tensors, value_info_to_tensor
+from .protoutil import implicit_inputs, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
@@ -183,6 +183,10 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
             f"{model_path}: not a valid ONNX protobuf ({reason})",
             hint="the file is truncated or is not an ONNX model",
         ) from exc
+    bad_text = _non_utf8_name(model)
+    if bad_text is not None:
+        raise ModelLoadError(f"{model_path}: not a valid ONNX protobuf ({bad_text} is not UTF-8 text)",
+                             hint="the file is corrupt")
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         raise ModelLoadError(
             f"{model_path}: parsed, but holds no ONNX model (ir_version={model.ir_version}, "
@@ -190,6 +194,28 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
             hint="the file is not an ONNX model or is truncated",
         )
     return model
+
+
+def _non_utf8_name(model: onnx.ModelProto) -> Optional[str]:
+    """Where a string field holds bytes that are not UTF-8 (protobuf then hands back `bytes`, and
+    every later use of the name would fail), or None."""
+    for graph in [model.graph, *iter_subgraphs(model.graph)]:
+        for kind, items in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info),
+                            ("initializer", graph.initializer)):
+            for item in items:
+                if isinstance(item.name, bytes):
+                    return f"the name of graph {kind} {item.name!r}"
+        for index, node in enumerate(graph.node):
+            for field_name in ("name", "op_type", "domain"):
+                if isinstance(getattr(node, field_name), bytes):
+                    return f"node {index}'s {field_name}"
+            for name in [*node.input, *node.output]:
+                if isinstance(name, bytes):
+                    return f"tensor name {name!r} of node {index}"
+    for opset in model.opset_import:
+        if isinstance(opset.domain, bytes):
+            return "an opset domain"
+    return None
 
 
 def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tuple[str, str]]:

@@ -163,6 +163,9 @@ CASES = [
     Case("ext-subgraph-constant-validate", ["validate", "{ext_subgraph}"], 1, "MI109"),
     Case("ext-subgraph-constant-nan-bisect", ["nan-bisect", "{ext_subgraph}"], 3,
          "tensor 'cv': external data location '/etc/passwd' resolves outside the model's folder"),
+    Case("non-utf8-name-probe", ["probe", "{non_utf8}"], 3,
+         "non_utf8.onnx: not a valid ONNX protobuf (tensor name b'\\x80\\x80' of node 0 is not UTF-8 text)"),
+    Case("non-utf8-name-validate", ["validate", "{non_utf8}"], 1, "MI102"),
     # ---- models onnxruntime cannot load (item 16) ---------------------------------------------
     Case("ort-duplicate-nan-bisect-q", ["-q", "nan-bisect", "{dup}"], 3, "Duplicate definition of name (t)"),
     Case("ort-duplicate-json-stdout", ["nan-bisect", "{dup}", "--json", "-"], 3, "Duplicate definition of name (t)"),

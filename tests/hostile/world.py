@@ -88,6 +88,11 @@ def build_models(folder: Path) -> Dict[str, Path]:
              helper.make_node("Neg", ["m"], ["z"], name="neg")]
     put("fp16", make_model(nodes, [vi("x", [1, 64], H)], [vi("y", [1, 64], H), vi("z", [1, 64], H)],
                            [init("big", np.array(60000, np.float16))]))
+    # a tensor name that is not UTF-8 (protobuf hands such strings back as bytes)
+    chained = make_model([helper.make_node("Relu", ["x"], ["QQ"], name="r1"), helper.make_node("Relu", ["QQ"], ["y"], name="r2")],
+                         [vi("x", [1, 4])], [vi("y", [1, 4])])
+    paths["non_utf8"] = folder / "non_utf8.onnx"
+    paths["non_utf8"].write_bytes(chained.SerializeToString().replace(b"QQ", b"\x80\x80"))
     return paths
 
 
