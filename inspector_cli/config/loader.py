@@ -238,6 +238,7 @@ def _store(config: ConfigFile, keys: Tuple[str, ...], param: click.Parameter, va
     items = _as_items(param, value)
     converted = []
     for item in items:
+        _check_scalar(config, keys, param, item)
         item = _relative_path(config, param, item)
         try:
             converted.append(param.type.convert(item, param, None))
@@ -249,6 +250,19 @@ def _store(config: ConfigFile, keys: Tuple[str, ...], param: click.Parameter, va
         if len(converted) != 1:
             raise config.error(keys, "expected a single value, got a list")
         out[param.name or keys[-1]] = converted[0]
+
+
+def _check_scalar(config: ConfigFile, keys: Tuple[str, ...], param: click.Parameter, item: Any) -> None:
+    """YAML types click would pass through unchecked: `json: false` is not a path, a nested list
+    or mapping is not one value."""
+    is_flag = isinstance(param, click.Option) and param.is_flag
+    if isinstance(item, (dict, list)):
+        raise config.error(keys, f"expected a single {param.type.name} value, got a {type(item).__name__}")
+    if isinstance(param.type, click.Path) and not isinstance(item, str):
+        shown = str(item).lower() if isinstance(item, bool) else repr(item)
+        raise config.error(keys, f"expected a path, got {shown}")
+    if isinstance(item, bool) and not is_flag and not isinstance(param.type, click.types.BoolParamType):
+        raise config.error(keys, f"expected a {param.type.name} value, got {str(item).lower()}")
 
 
 def _as_items(param: click.Parameter, value: Any) -> List[Any]:

@@ -91,6 +91,8 @@ CASES = [
     Case("config-nul-byte", ["-c", "{nul}", "validate", "{m}"], 2,
          "nul.yaml:3: invalid YAML: unacceptable character #x0000: special characters are not allowed"),
     Case("config-nul-byte-check", ["config", "check", "{nul}"], 2, "nul.yaml:3: invalid YAML: unacceptable character"),
+    Case("config-json-false", ["-c", "{json_false}", "validate", "{m}"], 2,
+         "json_false.yaml:3: validate.json: expected a path, got false"),
     Case("config-not-mapping", ["-c", "{list}", "validate", "{m}"], 2, "list.yaml:1: a config must be a mapping"),
     Case("config-unknown-section", ["-c", "{unknown}", "validate", "{m}"], 2, "unknown.yaml:2: validat: unknown section"),
     Case("config-version-2", ["-c", "{v2}", "validate", "{m}"], 2, "v2.yaml:1: version: version 2 is not supported"),

@@ -144,6 +144,7 @@ def build_configs(folder: Path) -> Dict[str, Path]:
         "unknown": b"version: 1\nvalidat:\n  fail-on: error\n",
         "v2": b"version: 2\n",
         "ok": b"version: 1\n",
+        "json_false": b"version: 1\nvalidate:\n  json: false\n",
         "nul": b"version: 1\nvalidate:\n  fail-on: err\x00or\n",
     }
     paths = {}
