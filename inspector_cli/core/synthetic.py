@@ -135,14 +135,17 @@ def generate_sample(spec: SyntheticSpec, index: int) -> TensorMap:
         assert dtype is not None
         shape = spec.shape_for(tensor)
         lo, hi = spec.range_for(tensor.name, dtype)
-        if dtype == np.bool_:
-            draw = lambda n: rng.integers(0, 2, size=n)  # noqa: E731
-        elif np.issubdtype(dtype, np.integer):
-            draw = lambda n: rng.integers(int(lo), int(hi), size=n, endpoint=True)  # noqa: E731
-        else:
-            draw = lambda n: rng.uniform(lo, hi, size=n)  # noqa: E731
-        feeds[tensor.name] = _fill(np.empty(shape, dtype=dtype), draw)
+        feeds[tensor.name] = _fill(np.empty(shape, dtype=dtype), _drawer(rng, dtype, lo, hi))
     return feeds
+
+
+def _drawer(rng: np.random.Generator, dtype: np.dtype, lo: float, hi: float) -> Callable[[int], np.ndarray]:
+    """n values of the input's kind: booleans, integers in [lo, hi], or uniform floats in [lo, hi)."""
+    if dtype == np.bool_:
+        return lambda n: rng.integers(0, 2, size=n)
+    if np.issubdtype(dtype, np.integer):
+        return lambda n: rng.integers(int(lo), int(hi), size=n, endpoint=True)
+    return lambda n: rng.uniform(lo, hi, size=n)
 
 
 # Elements drawn at a time: the float64/int64 draws of one chunk are the only temporary, so a sample
