@@ -61,11 +61,15 @@ class MiGroup(click.Group):
 
 def _quiet_flag(argv: List[str]) -> bool:
     """-q/--quiet among the group's own options (before the command name)."""
-    for arg in argv:
-        if arg in ("-q", "--quiet"):
-            return True
-        if not arg.startswith("-"):
-            return False
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-c", "--config"):
+            next(args, None)  # its value
+        elif arg == "--quiet" or (arg.startswith("-") and not arg.startswith("--") and "q" in arg[1:]
+                                  and not arg.startswith("-c")):
+            return True  # -q, or a cluster such as -vq
+        elif not arg.startswith("-"):
+            return False  # the command name: its own options are not the group's
     return False
 
 

@@ -202,6 +202,8 @@ CASES = [
     Case("zero-node-probe-all", ["probe", "{zero}"], 0, "1 tensor(s) probed"),
     Case("zero-node-nan-bisect", ["nan-bisect", "{zero}"], 0, "CLEAN"),
     Case("zero-node-compare", ["compare", "{zero}", "{zero}"], 0, "PASS"),
+    Case("fp16-overflow-quiet-after-config", ["-c", "{ok}", "-vq", "nan-bisect", "{fp16}", "--val-range", "x:-10,10"], 1,
+         "", _quiet_stderr),
     Case("fp16-overflow-quiet-stderr", ["-q", "nan-bisect", "{fp16}", "--val-range", "x:-10,10"], 1, "",
          _quiet_stderr),
 ]
