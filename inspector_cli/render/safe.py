@@ -42,9 +42,10 @@ def is_unsafe_char(char: str) -> bool:
 
 
 # Markdown: HTML would be rendered by a pull-request page (`<img onerror=...>`), `|` ends a table
-# cell, and a backslash escapes the next character. Entities and backslashes keep the text as is.
-_MARKDOWN = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "\\": "\\\\", "`": "\\`"}
-_MARKDOWN_RE = re.compile(r"[&<>|\\`]")
+# cell, and a backslash escapes the next character. Every tag starts with `<`, so `&lt;` alone makes
+# HTML inert; `>` stays as is ("cosine >= 0.98" reads as written in the raw text too).
+_MARKDOWN = {"<": "&lt;", "|": "\\|", "\\": "\\\\", "`": "\\`"}
+_MARKDOWN_RE = re.compile(r"[<|\\`]")
 
 
 def markdown_text(text: Any) -> str:

@@ -42,7 +42,7 @@ def _markdown_escaped(stdout: str, stderr: str, out: Path) -> None:
 
 def _markdown_escaped_in_full(stdout: str, stderr: str, out: Path) -> None:
     _markdown_escaped(stdout, stderr, out)
-    assert "&lt;img src=x onerror=alert(1)&gt;\\|col\\\\nFAIL: forged" in stdout
+    assert "&lt;img src=x onerror=alert(1)>\\|col\\\\nFAIL: forged" in stdout
 
 
 def _verdict_one_line(stdout: str, stderr: str, out: Path) -> None:

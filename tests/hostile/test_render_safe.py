@@ -24,7 +24,8 @@ def test_visible(raw: str, shown: str) -> None:
 
 def test_markdown_text_escapes_html_pipes_and_backslashes() -> None:
     assert markdown_text("<img src=x onerror=alert(1)>|a\nb\\c`d`&") == \
-        "&lt;img src=x onerror=alert(1)&gt;\\|a\\\\nb\\\\c\\`d\\`&amp;"
+        "&lt;img src=x onerror=alert(1)>\\|a\\\\nb\\\\c\\`d\\`&"
+    assert markdown_text("cosine >= 0.98") == "cosine >= 0.98"
 
 
 def test_cells_titles_notes_and_verdicts_are_safe_in_every_plain_format() -> None:
