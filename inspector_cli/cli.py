@@ -156,10 +156,11 @@ def cli(ctx: click.Context, config_path: Optional[str], verbose: int, quiet: boo
     config error; 3 the model or inputs could not be analysed; 4 internal error; 130 interrupted.
     """
     ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path)
-    if quiet:
-        from .core.runner import set_log_severity  # light: onnxruntime itself is imported lazily
+    # onnxruntime's coloured log lines repeat errors that reach mi as exceptions (and become its
+    # Error: line): fatal only, unless -v (errors) or -vv (warnings) asks for them.
+    from .core.ortlog import set_log_severity  # imports nothing
 
-        set_log_severity(4)
+    set_log_severity(4 if quiet or not verbose else max(0, 4 - verbose))
     if config_path and ctx.invoked_subcommand:
         apply_config(ctx, config_path, ctx.invoked_subcommand)
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 import numpy as np
 
 from ..errors import InferenceError, UsageError
+from .ortlog import log_severity
 from .types import TensorInfo, TensorMap, numpy_dtype_from_ort
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -103,7 +104,7 @@ def _session_options(runtime: RuntimeConfig, external_dir: Optional[Path]) -> "o
         options.intra_op_num_threads = runtime.intra_op_threads
     if runtime.inter_op_threads:
         options.inter_op_num_threads = runtime.inter_op_threads
-    options.log_severity_level = _LOG["severity"]  # onnxruntime's warnings go to our result, not the terminal
+    options.log_severity_level = log_severity()  # onnxruntime's warnings go to our result, not the terminal
     for lib in runtime.custom_op_libs:
         if not Path(lib).is_file():
             raise UsageError(f"custom-op library '{lib}' not found")
@@ -119,20 +120,10 @@ def _session_options(runtime: RuntimeConfig, external_dir: Optional[Path]) -> "o
     return options
 
 
-_ORT_PREFIX = re.compile(r"^\s*\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
+_ORT_PREFIX = re.compile(r"\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
 _LOAD_PREFIX = re.compile(r"^Load model from .*? failed:\s*", re.DOTALL)
 _SOURCE_LOCATION = re.compile(r"(?:^|\s)/?[\w./+-]+\.(?:h|hpp|cc|cpp|cu):\d+\s+")
 MESSAGE_LIMIT = 300
-
-
-# onnxruntime's own log lines (coloured, on stderr): errors only by default; under -q fatal only,
-# since every error also reaches mi as an exception and becomes its one `Error:` line.
-_LOG = {"severity": 3}
-
-
-def set_log_severity(level: int) -> None:
-    """onnxruntime's log severity for sessions created from now on (0 verbose ... 4 fatal)."""
-    _LOG["severity"] = level
 
 
 def _first_line(exc: BaseException) -> str:
@@ -147,8 +138,10 @@ def _first_line(exc: BaseException) -> str:
     if not text:
         return type(exc).__name__
     text = _LOAD_PREFIX.sub("", _ORT_PREFIX.sub("", text))
-    match = _SOURCE_LOCATION.search(text)
-    if match:
+    for _ in range(3):  # nested exceptions repeat the location: 'X: [ONNXRuntimeError] ... file.cc:12 f(...)'
+        match = _SOURCE_LOCATION.search(text)
+        if not match:
+            break
         text = (text[:match.start()] + " " + _skip_signature(text[match.end():])).strip()
     if len(text) > MESSAGE_LIMIT:
         text = text[:MESSAGE_LIMIT].rstrip() + "..."
@@ -158,8 +151,8 @@ def _first_line(exc: BaseException) -> str:
 def _skip_signature(text: str) -> str:
     """Drop a leading C++ signature 'ret ns::f(args...) const' (balanced parentheses)."""
     start = text.find("(")
-    if start < 0 or start > 200:
-        return text
+    if start < 0 or start > 200 or "::" not in text[:start] or ". " in text[:start]:
+        return text  # no qualified C++ name before the parenthesis: not a signature
     depth = 0
     for index in range(start, len(text)):
         if text[index] == "(":
@@ -186,7 +179,7 @@ class Session:
         self.label = label
         self.runtime = runtime
         # The environment-wide logger reports model loading (e.g. a bad external-data offset).
-        ort.set_default_logger_severity(_LOG["severity"])
+        ort.set_default_logger_severity(log_severity())
         options = _session_options(runtime, external_dir)
         if options_hook is not None:
             options_hook(options)

@@ -168,6 +168,10 @@ CASES = [
     Case("non-utf8-name-probe", ["probe", "{non_utf8}"], 3,
          "non_utf8.onnx: not a valid ONNX protobuf (tensor name b'\\x80\\x80' of node 0 is not UTF-8 text)"),
     Case("non-utf8-name-validate", ["validate", "{non_utf8}"], 1, "MI102"),
+    Case("ext-length-mismatch-probe", ["probe", "{ext_short}"], 3,
+         "ext_short.onnx: onnxruntime could not load the model: Exception during initialization: "
+         "ResolveExternalDataInfoForTensorProto TensorProto: w external data size mismatch. Computed size: 16, "
+         "external_data.length: 8", _trimmed),
     # ---- models onnxruntime cannot load (item 16) ---------------------------------------------
     Case("ort-duplicate-nan-bisect-q", ["-q", "nan-bisect", "{dup}"], 3, "Duplicate definition of name (t)"),
     Case("ort-duplicate-json-stdout", ["nan-bisect", "{dup}", "--json", "-"], 3, "Duplicate definition of name (t)"),
@@ -242,3 +246,18 @@ def test_bad_input(case: Case, world: Dict[str, Path], tmp_path: Path, monkeypat
 
 def test_the_matrix_has_at_least_60_cases() -> None:
     assert len(CASES) >= 60 and len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("quiet", [["-q"], []])
+def test_stderr_holds_only_mi_lines_in_a_real_process(world: Dict[str, Path], tmp_path: Path, quiet) -> None:
+    """onnxruntime logs to file descriptor 2 itself (invisible to CliRunner): a real process shows
+    that its coloured error line is gone and only mi's `Error:` line remains."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "inspector_cli.cli", *quiet, "probe", str(world["ext_short"]),
+                           "--history-dir", str(tmp_path / "h")], capture_output=True, text=True, cwd=tmp_path,
+                          check=False)
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(done.stderr.splitlines()) == 1 and "external data size mismatch" in done.stderr

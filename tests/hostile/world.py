@@ -63,6 +63,9 @@ def build_models(folder: Path) -> Dict[str, Path]:
                                              length="16")]))
     put("ext_length", _relu_model([_external(init("w", np.ones(4, np.float32)), location="w.bin", offset="0",
                                              length="-5")]))
+    put("ext_short", make_model([helper.make_node("Add", ["x", "w"], ["y"], name="a")], [vi("x", [1, 4])], [vi("y", [1, 4])],
+                                [_external(init("w", np.ones((1, 4), np.float32)), location="w.bin", offset="3",
+                                           length="8")]))  # inside the folder, but 8 bytes for 16
     const = helper.make_node("Constant", [], ["cval"], name="const",
                              value=_external(init("cv", np.ones(4, np.float32)), location="/etc/passwd", offset="0",
                                              length="16"))
