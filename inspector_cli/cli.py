@@ -5,15 +5,18 @@ onnx or onnxruntime. Every failure becomes one `Error:` line and a documented ex
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import traceback
-from typing import Any, Callable, Dict, List, Optional
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import click
 
 from .commands._state import AppState
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, MiError, describe_error
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError, describe_error
+from .render.safe import visible
 from .version import __version__
 
 # command name -> "module:attribute". Add a line here when a command lands.
@@ -46,12 +49,45 @@ class MiGroup(click.Group):
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
-        code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
-                                                             standalone_mode=False, **extra),
-                           debug="--debug" in argv)
+        with library_warnings(quiet=_quiet_flag(argv)):
+            code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
+                                                                 standalone_mode=False, **extra),
+                               debug="--debug" in argv)
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _quiet_flag(argv: List[str]) -> bool:
+    """-q/--quiet among the group's own options (before the command name)."""
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-c", "--config"):
+            next(args, None)  # its value
+        elif arg == "--quiet" or (arg.startswith("-") and not arg.startswith("--") and "q" in arg[1:]
+                                  and not arg.startswith("-c")):
+            return True  # -q, or a cluster such as -vq
+        elif not arg.startswith("-"):
+            return False  # the command name: its own options are not the group's
+    return False
+
+
+@contextlib.contextmanager
+def library_warnings(*, quiet: bool) -> Iterator[None]:
+    """Python warnings raised by libraries during a command (numpy's 'invalid value encountered in
+    reduce' on Inf-Inf, for one) are one `warning:` line without a source line, and none under -q:
+    stderr then holds only mi's own lines. Restored afterwards (in-process callers keep theirs)."""
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")
+        else:
+            warnings.showwarning = _one_line_warning
+        yield
+
+
+def _one_line_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                      line: Optional[str] = None) -> None:
+    click.echo(visible(f"warning: {message}"), err=True)
 
 
 def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
@@ -74,7 +110,10 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
         if debug:
             traceback.print_exc()
         code, message = describe_error(exc)
-        click.echo(f"Error: {message}" if isinstance(exc, MiError) else message[0].upper() + message[1:], err=True)
+        # Messages quote model-supplied names: control characters made visible, one line.
+        message = visible(message)
+        click.echo(f"Error: {message}" if isinstance(exc, MiError) or code != EXIT_INTERNAL
+                   else message[0].upper() + message[1:], err=True)
         return code
 
 
@@ -95,6 +134,11 @@ def cli(ctx: click.Context, config_path: Optional[str], verbose: int, quiet: boo
     config error; 3 the model or inputs could not be analysed; 4 internal error; 130 interrupted.
     """
     ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path)
+    # onnxruntime's coloured log lines repeat errors that reach mi as exceptions (and become its
+    # Error: line): fatal only, unless -v (errors) or -vv (warnings) asks for them.
+    from .core.ortlog import set_log_severity  # imports nothing
+
+    set_log_severity(4 if quiet or not verbose else max(0, 4 - verbose))
     if config_path and ctx.invoked_subcommand:
         apply_config(ctx, config_path, ctx.invoked_subcommand)
 

@@ -4,6 +4,8 @@ Imports nothing from the package, so every module can depend on it.
 """
 from __future__ import annotations
 
+import errno
+
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_USAGE = 2
@@ -60,6 +62,9 @@ class PluginError(MiError):
     """A plugin raised while processing a tensor or summarising (exit 3)."""
 
 
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
 def describe_error(exc: BaseException) -> "tuple[int, str]":
     """Exit code and one line for an exception that reaches a boundary (the CLI, a step of `mi run`).
 
@@ -68,6 +73,11 @@ def describe_error(exc: BaseException) -> "tuple[int, str]":
     """
     if isinstance(exc, MiError):
         return exc.exit_code, str(exc)
+    if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+        # A full disk is the machine's state, not a bug: whatever was being written (a JSONL log, a
+        # dump) is named when the OS says which file it was.
+        where = f"{exc.filename}: " if exc.filename else ""
+        return EXIT_CANNOT_ANALYSE, f"{where}cannot write: no space left on device"
     detail = str(exc).splitlines()[0] if str(exc) else ""
     return EXIT_INTERNAL, (f"internal error: {type(exc).__name__}: {detail} (this is a bug in mi; "
                            f"rerun with --debug for the traceback)")

@@ -6,6 +6,7 @@ from typing import Any
 import click
 
 from ._options import ByteSize, executor_options, input_options, model_argument, report_options, runtime_options
+from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
@@ -78,8 +79,8 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         # weights holding NaN/Inf are known before any sample runs: say so at once (stderr)
         if not state.quiet:
             for issue in issues:
-                click.echo(f"warning: weight '{issue.tensor}' holds {issue.nan} NaN and {issue.inf} Inf values "
-                           f"(read by {', '.join(issue.consumers[:3]) or 'no node'})", err=True)
+                click.echo(visible(f"warning: weight '{issue.tensor}' holds {issue.nan} NaN and {issue.inf} Inf "
+                                   f"values (read by {', '.join(issue.consumers[:3]) or 'no node'})"), err=True)
 
     with progress_bar(state, "nan-bisect", enabled=show_progress) as progress:
         result = run(model, config, progress=progress, on_static=report_static)

@@ -16,7 +16,8 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
-from .protoutil import implicit_inputs, infer_tensor_info, iter_tensors, value_info_to_tensor
+from .external_data import check_external_data, external_data_problems  # noqa: F401 (re-exported)
+from .protoutil import implicit_inputs, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
@@ -98,7 +99,7 @@ class ModelGraph:
 
     @property
     def uses_external_data(self) -> bool:
-        return any(t.data_location == _EXTERNAL for t in iter_tensors(self.model.graph))
+        return any(t.data_location == _EXTERNAL for _, t in iter_all_tensors(self.model.graph))
 
     @property
     def inputs(self) -> List[TensorInfo]:
@@ -188,6 +189,10 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
             f"{model_path}: not a valid ONNX protobuf ({reason})",
             hint="the file is truncated or is not an ONNX model",
         ) from exc
+    bad_text = _non_utf8_name(model)
+    if bad_text is not None:
+        raise ModelLoadError(f"{model_path}: not a valid ONNX protobuf ({bad_text} is not UTF-8 text)",
+                             hint="the file is corrupt")
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         raise ModelLoadError(
             f"{model_path}: parsed, but holds no ONNX model (ir_version={model.ir_version}, "
@@ -197,46 +202,26 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
     return model
 
 
-def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tuple[str, str]]:
-    """(tensor name, problem) for every external-data reference that is unsafe or missing."""
-    folder = model_path.resolve().parent
-    problems: List[Tuple[str, str]] = []
-    for tensor in iter_tensors(model.graph):
-        if tensor.data_location != _EXTERNAL:
-            continue
-        info = {e.key: e.value for e in tensor.external_data}
-        location = info.get("location", "")
-        if not location:
-            problems.append((tensor.name, "external data without a location"))
-            continue
-        target = (folder / location).resolve()
-        if os.path.isabs(location) or not _is_inside(target, folder):
-            problems.append((tensor.name, f"external data location '{location}' resolves outside the model's folder {folder}"))
-            continue
-        if not target.is_file():
-            problems.append((tensor.name, f"external data file '{location}' not found in {folder}"))
-            continue
-        end = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
-        if end > target.stat().st_size:
-            problems.append((tensor.name, f"external data file '{location}' is shorter ({target.stat().st_size} bytes) than the tensor needs ({end})"))
-    return problems
-
-
-def check_external_data(model: onnx.ModelProto, model_path: Path) -> None:
-    problems = external_data_problems(model, model_path)
-    if problems:
-        name, problem = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ModelLoadError(f"{model_path}: tensor '{name}': {problem}{more}",
-                             hint="external data must live inside the model's folder; refusing to read it")
-
-
-def _is_inside(target: Path, folder: Path) -> bool:
-    try:
-        target.relative_to(folder)
-        return True
-    except ValueError:
-        return False
+def _non_utf8_name(model: onnx.ModelProto) -> Optional[str]:
+    """Where a string field holds bytes that are not UTF-8 (protobuf then hands back `bytes`, and
+    every later use of the name would fail), or None."""
+    for graph in [model.graph, *iter_subgraphs(model.graph)]:
+        for kind, items in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info),
+                            ("initializer", graph.initializer)):
+            for item in items:
+                if isinstance(item.name, bytes):
+                    return f"the name of graph {kind} {item.name!r}"
+        for index, node in enumerate(graph.node):
+            for field_name in ("name", "op_type", "domain"):
+                if isinstance(getattr(node, field_name), bytes):
+                    return f"node {index}'s {field_name}"
+            for name in [*node.input, *node.output]:
+                if isinstance(name, bytes):
+                    return f"tensor name {name!r} of node {index}"
+    for opset in model.opset_import:
+        if isinstance(opset.domain, bytes):
+            return "an opset domain"
+    return None
 
 
 def load_external_tensor(graph: ModelGraph, tensor: onnx.TensorProto) -> onnx.TensorProto:

@@ -34,6 +34,34 @@ def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                     yield attr.t
 
 
+def iter_all_tensors(graph: onnx.GraphProto) -> Iterator[Tuple[str, onnx.TensorProto]]:
+    """(where, tensor) for every place a TensorProto can carry data, at any depth: initializers,
+    sparse initializers (values and indices), and node attributes of type TENSOR, TENSORS,
+    SPARSE_TENSOR and SPARSE_TENSORS (Constant's value/sparse_value among them), in the main graph
+    and every subgraph. The external-data guard walks this, so no place escapes it."""
+    for g in [graph, *iter_subgraphs(graph)]:
+        for tensor in g.initializer:
+            yield "initializer", tensor
+        for sparse in g.sparse_initializer:
+            yield "sparse initializer", sparse.values
+            yield "sparse initializer indices", sparse.indices
+        for node in g.node:
+            where = f"attribute of node '{node.name or node.op_type}'"
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield where, attr.t
+                elif attr.type == onnx.AttributeProto.TENSORS:
+                    for tensor in attr.tensors:
+                        yield where, tensor
+                elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                    yield where, attr.sparse_tensor.values
+                    yield where, attr.sparse_tensor.indices
+                elif attr.type == onnx.AttributeProto.SPARSE_TENSORS:
+                    for sparse in attr.sparse_tensors:
+                        yield where, sparse.values
+                        yield where, sparse.indices
+
+
 def implicit_inputs(node: onnx.NodeProto) -> Tuple[str, ...]:
     """Names a node's subgraphs read from the enclosing scope."""
     found: List[str] = []

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from .safe import visible
 from .table import FAIL, MUTED, OK, WARN, Table, View
 
 STYLES = {OK: "green", FAIL: "bold red", WARN: "yellow", MUTED: "dim"}
@@ -24,11 +25,13 @@ def make_console(file: Optional[IO[str]] = None, *, no_color: bool = False, stde
 
 
 def rich_table(table: Table) -> RichTable:
-    rt = RichTable(title=table.title, title_justify="left", caption=table.caption, caption_justify="left",
+    # Text, not str: a str title is parsed as rich markup, and a model name like "[/x]" would raise.
+    rt = RichTable(title=Text(table.title), title_justify="left",
+                   caption=Text(table.caption) if table.caption else None, caption_justify="left",
                    header_style="bold", show_lines=False)
     for i, column in enumerate(table.columns):
         numeric = table.numeric[i] if i < len(table.numeric) else False
-        rt.add_column(column, justify="right" if numeric else "left", overflow="fold")
+        rt.add_column(Text(visible(column)), justify="right" if numeric else "left", overflow="fold")
     for row in table.rows:
         rt.add_row(*[Text(c.text, style=STYLES.get(c.status or "", "")) for c in row])
     return rt
@@ -37,9 +40,9 @@ def rich_table(table: Table) -> RichTable:
 def print_view(view: View, console: Console) -> None:
     for table in view.tables:
         console.print(rich_table(table))
-    for note in view.notes:
+    for note in view.safe_notes():
         style = "red" if note.startswith("error") else "yellow" if note.startswith("warning") else ""
         console.print(Text(note, style=style))
     if view.verdict:
         style = "bold green" if view.passed else "bold red" if view.passed is False else "bold"
-        console.print(Text(view.verdict, style=style))
+        console.print(Text(view.safe_verdict() or "", style=style))

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..results.base import Result
 from ..version import __version__
 from . import svg
+from .safe import visible
 from .table import FAIL, MUTED, OK, WARN
 from .views import view_for
 
@@ -30,9 +31,20 @@ def environment() -> Any:
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=_finalize,
         )
         _ENV.globals.update(svg=svg, status_class=STATUS_CLASS, fmt=_fmt)
     return _ENV
+
+
+def _finalize(value: Any) -> Any:
+    """Every `{{ }}` output: plain strings (model names) get control characters made visible;
+    Markup (charts, `|safe`) is ours and passes unchanged."""
+    import markupsafe
+
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return visible(value)
+    return value
 
 
 def _fmt(value: Any, digits: int = 4) -> str:

@@ -8,7 +8,15 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
+from markupsafe import escape as _html_escape
+
+from .safe import visible
+
+
+def escape(text: object) -> Markup:
+    """HTML-escaped, with control characters from model names made visible (see render/safe.py)."""
+    return _html_escape(visible(text))
 
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"]
 

@@ -62,7 +62,7 @@ def load_checked(path: Path, reporter: Reporter) -> Optional[Loaded]:
                                      f"requires (IR >= {needed})", hint=f"set model.ir_version = {needed}",
                             ir_version=model.ir_version, required=needed)
     for tensor, problem in external_data_problems(model, path):
-        rule = "MI109" if "outside" in problem else "MI108"
+        rule = "MI109" if "outside" in problem or "unsafe" in problem else "MI108"
         reporter.report(rule, f"tensor '{tensor}': {problem}", tensor=tensor)
         loaded.weights_readable = False
     return loaded
@@ -134,7 +134,10 @@ def _diagnose(path: Path, size: int, exc: ModelLoadError, reporter: Reporter) ->
         reason = exc.message.split(": ", 1)[-1]
         reporter.report("MI102", f"{path.name}: {reason}", hint=None if state == "ok" else detail, size_bytes=size)
         return
-    if not model.HasField("graph") and not model.opset_import and model.ir_version <= 0:
+    corrupt = _invalid_text(model)
+    if corrupt:  # parse_model_file refuses names that are not UTF-8; say which, as MI102
+        reporter.report("MI102", f"{path.name} is corrupt: {corrupt} is not valid UTF-8", size_bytes=size)
+    elif not model.HasField("graph") and not model.opset_import and model.ir_version <= 0:
         reporter.report("MI102", f"{path.name} decodes as a protobuf but has none of an ONNX model's fields "
                                  "(no ir_version, graph or opset_import)", size_bytes=size)
     elif model.ir_version <= 0:

@@ -35,7 +35,7 @@ def test_actors_give_the_inline_outcomes_in_order(ray_local, tmp_path):
     executor = ray_executor()
     outcomes = collect(executor, job)
     assert squares(outcomes) == squares(collect(InlineExecutor(), job)) == [(f"s{i:02d}", i * i) for i in range(12)]
-    assert len({o.value["pid"] for o in outcomes}) == 2  # both actors took part
+    # Which actor ran which item is scheduling luck (under load one actor may take all 12): not asserted.
     assert executor.connection.cluster == {"cpus": 2.0, "nodes": 1}
 
 
