@@ -45,13 +45,68 @@ class MiGroup(click.Group):
 
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
-        argv = list(sys.argv[1:] if args is None else args)
+        argv = hoist_global_options(self, list(sys.argv[1:] if args is None else args))
         code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
                                                              standalone_mode=False, **extra),
                            debug="--debug" in argv)
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+# The group's own options, accepted after the command too (`mi profile m.onnx --runs 5 -q`):
+# users type flags where they remember them. Flag -> takes a value.
+GLOBAL_OPTIONS: Dict[str, bool] = {"-c": True, "--config": True, "-v": False, "--verbose": False, "-vv": False,
+                                   "-q": False, "--quiet": False, "--no-color": False, "--debug": False}
+
+
+def hoist_global_options(group: click.Group, argv: List[str]) -> List[str]:
+    """Move the group's options that follow the command name in front of it, so click parses them.
+
+    A token stays where it is when the command defines the same option, when it is the value of the
+    command's preceding option, or after `--`.
+    """
+    ctx = click.Context(group)
+    at = next((i for i, token in enumerate(argv) if token in COMMANDS), None)
+    if at is None:
+        return argv
+    if any(argv[i] in ("-c", "--config") for i in range(at - 1, at) if i >= 0):
+        return argv  # the "command name" is the value of -c (a config file named like a command)
+    command = group.get_command(ctx, argv[at])
+    own, valued = _option_names(command)
+    front, rest, i = argv[:at], [argv[at]], at + 1
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        if token == "--":
+            rest += argv[i:]
+            break
+        if name in GLOBAL_OPTIONS and name not in own and rest[-1] not in valued:
+            takes_value = GLOBAL_OPTIONS[name] and "=" not in token
+            front += argv[i:i + 2] if takes_value else [token]
+            i += 2 if takes_value else 1
+            continue
+        rest.append(token)
+        i += 1
+    return front + rest
+
+
+def _option_names(command: Optional[click.Command]) -> tuple[set[str], set[str]]:
+    """(every option name of `command` and its subcommands, those that take a value)."""
+    own: set[str] = set()
+    valued: set[str] = set()
+    stack = [command] if command is not None else []
+    while stack:
+        cmd = stack.pop()
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                names = set(param.opts) | set(param.secondary_opts)
+                own |= names
+                if not param.is_flag and not param.count:
+                    valued |= names
+        if isinstance(cmd, click.Group):
+            stack += [c for c in cmd.commands.values()]
+    return own, valued
 
 
 def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
