@@ -57,7 +57,8 @@ class MiGroup(click.Group):
 # The group's own options, accepted after the command too (`mi profile m.onnx --runs 5 -q`):
 # users type flags where they remember them. Flag -> takes a value.
 GLOBAL_OPTIONS: Dict[str, bool] = {"-c": True, "--config": True, "-v": False, "--verbose": False, "-vv": False,
-                                   "-q": False, "--quiet": False, "--no-color": False, "--debug": False}
+                                   "-q": False, "--quiet": False, "--no-color": False, "--debug": False,
+                                   "--wide": False, "--columns": True}
 
 
 def hoist_global_options(group: click.Group, argv: List[str]) -> List[str]:
@@ -146,16 +147,20 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
 @click.option("-q", "--quiet", is_flag=True, help="No tables or progress; only errors and requested data.")
 @click.option("--no-color", is_flag=True, help="Plain text, no colours (NO_COLOR is honoured too).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--wide", is_flag=True, help="Tables: every column (by default the terminal shows the essential ones).")
+@click.option("--columns", "columns", metavar="A,B", default="",
+              help="Tables: extra columns to show, by header, e.g. shape,max_rel,mean_abs.")
 @click.version_option(__version__, "-V", "--version", prog_name="mi")
 @click.pass_context
 def cli(ctx: click.Context, config_path: Optional[str], verbose: int, quiet: bool, no_color: bool,
-        debug: bool) -> None:
+        debug: bool, wide: bool, columns: str) -> None:
     """model-inspector: diagnostics for ONNX models (compare, validate, probe, nan-bisect, profile, report).
 
     Exit codes: 0 ran and every gate passed; 1 a gate failed or a defect was found; 2 usage or
     config error; 3 the model or inputs could not be analysed; 4 internal error; 130 interrupted.
     """
-    ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path)
+    ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path,
+                       wide=wide, columns=tuple(c.strip() for c in columns.split(",") if c.strip()))
     if config_path and ctx.invoked_subcommand:
         apply_config(ctx, config_path, ctx.invoked_subcommand)
 

@@ -22,6 +22,10 @@ class Table:
     rows: List[List[Cell]] = field(default_factory=list)
     caption: Optional[str] = None
     numeric: List[bool] = field(default_factory=list)
+    extra: List[bool] = field(default_factory=list)
+    """Columns the terminal shows only with --wide or --columns (markdown, CSV and HTML show all)."""
+    elide: List[int] = field(default_factory=list)
+    """Columns of names the terminal may shorten in the middle with an ellipsis to fit its width."""
 
     def add(self, *cells: Any) -> None:
         self.rows.append([c if isinstance(c, Cell) else Cell(str(c)) for c in cells])
