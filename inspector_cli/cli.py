@@ -71,8 +71,8 @@ def hoist_global_options(group: click.Group, argv: List[str]) -> List[str]:
     at = next((i for i, token in enumerate(argv) if token in COMMANDS), None)
     if at is None:
         return argv
-    if any(argv[i] in ("-c", "--config") for i in range(at - 1, at) if i >= 0):
-        return argv  # the "command name" is the value of -c (a config file named like a command)
+    if at > 0 and argv[at - 1] in ("-c", "--config", "--columns"):
+        return argv  # the "command name" is an option's value (a config file named like a command)
     command = group.get_command(ctx, argv[at])
     own, valued = _option_names(command)
     front, rest, i = argv[:at], [argv[at]], at + 1

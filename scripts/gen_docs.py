@@ -35,10 +35,12 @@ def _option_row(ctx: click.Context, param: click.Parameter) -> str:
     return f"| `{_cell(names)}` | {_cell(help_text)} |"
 
 
-def command_page(command: click.Command, path: List[str], depth: int = 2) -> str:
+def command_page(command: click.Command, path: List[str], parent: click.Context, depth: int = 2) -> str:
     """The Markdown of one command: usage, its help text, its options; subcommands of a group follow."""
-    ctx = click.Context(command, info_name=" ".join(path))
-    usage = " ".join(command.collect_usage_pieces(ctx))
+    # A child of the group's context, as when mi runs it: it inherits -h/--help (click caches the
+    # help option on the command, so a context without the parent would give order-dependent pages).
+    ctx = click.Context(command, info_name=path[-1], parent=parent)
+    usage = " ".join(command.collect_usage_pieces(ctx))  # without the parent's path: shown as `path`
     lines = ["#" * (depth - 1) + f" `{' '.join(path)}`", "", "```text", f"{' '.join(path)} {usage}".rstrip(),
              "```", ""]
     help_text = inspect.cleandoc(command.help or "").replace("\b\n", "")
@@ -51,7 +53,7 @@ def command_page(command: click.Command, path: List[str], depth: int = 2) -> str
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is not None:
-                lines += [command_page(sub, [*path, name], depth + 1)]
+                lines += [command_page(sub, [*path, name], ctx, depth + 1)]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -74,7 +76,7 @@ def _help_markdown(text: str) -> str:
 
 
 def index_page(group: click.Group) -> str:
-    ctx = click.Context(group, info_name="mi")
+    ctx = click.Context(group, info_name="mi", **group.context_settings)
     lines = ["# Command reference", "", "One page per command, generated from the commands' own help "
              "(`mi COMMAND --help` prints the same).", "", "| command | what it does |", "|---|---|"]
     for name in sorted(COMMANDS):
@@ -89,12 +91,12 @@ def index_page(group: click.Group) -> str:
 
 def pages() -> Dict[str, str]:
     """File name -> content of every generated page."""
-    ctx = click.Context(cli, info_name="mi")
+    ctx = click.Context(cli, info_name="mi", **cli.context_settings)
     result = {"index.md": HEADER + index_page(cli)}
     for name in sorted(COMMANDS):
         command = cli.get_command(ctx, name)
         assert command is not None, name
-        result[f"{name}.md"] = HEADER + command_page(command, ["mi", name])
+        result[f"{name}.md"] = HEADER + command_page(command, ["mi", name], ctx)
     return result
 
 
