@@ -40,7 +40,7 @@ def load_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def build_model():  # -> torch.nn.Module (torch imported lazily: `accuracy` does not need it)
-    """A MobileNet-style CNN: depthwise-separable blocks with BatchNorm, ~6k parameters."""
+    """A MobileNet-style CNN: depthwise-separable blocks with BatchNorm, 9k parameters."""
     from torch import nn
 
     def block(c_in: int, c_out: int) -> list:
