@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from .fit import Layout, fit_table, is_nowrap, shorten_verdict
+from .fit import Layout, fit_table, is_nowrap, natural_width, shorten_verdict
 from .table import FAIL, MUTED, OK, WARN, Table, View
 
 STYLES = {OK: "green", FAIL: "bold red", WARN: "yellow", MUTED: "dim"}
@@ -48,7 +48,15 @@ def rich_table(table: Table) -> RichTable:
 def print_view(view: View, console: Console, layout: Layout = Layout()) -> None:
     """Tables fitted to the console's width, then notes, then the verdict as the last line."""
     for table in view.tables:
-        console.print(rich_table(fit_table(table, console.width, layout)))
+        fitted = fit_table(table, console.width, layout)
+        rt = rich_table(fitted)
+        if layout.wide:  # every column, as wide as they need: the table may be wider than the terminal
+            width = console.width  # print(width=...) is capped at the console's width: widen it for this table
+            console.width = max(width, natural_width(fitted))
+            console.print(rt, crop=False)
+            console.width = width
+        else:
+            console.print(rt)
     for note in view.notes:
         style = "red" if note.startswith("error") else "yellow" if note.startswith("warning") else ""
         console.print(Text(note, style=style))

@@ -121,6 +121,12 @@ def _fit(table: Table, keep: List[int], elide_src: List[int], width: int, floor:
     return sub, need
 
 
+def natural_width(table: Table) -> int:
+    """The width `table` needs with no cell or header wrapped."""
+    widths = [max([len(h)] + [len(r[i].text) for r in table.rows if i < len(r)]) for i, h in enumerate(table.columns)]
+    return sum(widths) + PAD * max(len(widths) - 1, 0)
+
+
 def _header_width(header: str) -> int:
     """Headers may wrap at spaces ('max abs' over two lines) but never inside a word."""
     return max((len(word) for word in header.split()), default=0)

@@ -101,3 +101,14 @@ def test_a_long_verdict_keeps_its_head_on_the_last_line():
     assert last == "FAIL: 2 output(s) compared over 6 sample(s); 1 gate(s) failed"
     assert before == ["  11 layer(s) compared"]
     assert shorten_verdict(verdict, 120) == ([], verdict)
+
+
+def test_wide_and_columns_work_from_the_command_line(results):
+    env = {"COLUMNS": "120"}
+    default = invoke(["report", results["compare-layers"]], exit_code=None, env=env).stdout
+    wide = invoke(["report", results["compare-layers"], "--wide"], exit_code=None, env=env).stdout
+    some = invoke(["report", results["compare-layers"], "--columns", "shape"], exit_code=None, env=env).stdout
+    header = next(line for line in default.splitlines() if line.lstrip().startswith("#  tensor"))
+    assert "shape" not in header and "mean abs" not in header
+    assert "isolated cos" in wide and "mean abs" in wide
+    assert "1x16x32x32" in some and "isolated cos" not in some
