@@ -173,16 +173,18 @@ def test_help_does_not_import_onnxruntime():
     assert out.stdout.strip() == "[]"
 
 
-def test_every_command_has_help_and_a_readme_section():
+def test_every_command_has_help_a_reference_page_and_a_guide():
     from click.testing import CliRunner
 
     from inspector_cli.cli import COMMANDS, cli
 
-    readme = (ROOT / "README.md").read_text()
+    guides = {"inputs": "inputs-command"}  # docs/inputs.md is the page about input formats
     for name in COMMANDS:
         result = CliRunner().invoke(cli, [name, "--help"])
         assert result.exit_code == 0 and "Usage: mi " + name in result.output
-        assert f"### `mi {name}`" in readme, f"README has no section for mi {name}"
+        assert (ROOT / "docs" / "commands" / f"{name}.md").exists(), f"no reference page for mi {name}"
+        guide = ROOT / "docs" / "guide" / f"{guides.get(name, name)}.md"
+        assert guide.exists() and f"# `mi {name}`" in guide.read_text(), f"no guide for mi {name}"
 
 
 def test_modules_stay_small():

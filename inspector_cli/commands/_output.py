@@ -199,6 +199,7 @@ def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], 
         click.echo(view_to_csv(view), nl=False)
     elif not state.quiet:
         from ..render.console import make_console, print_view
+        from ..render.fit import Layout
 
-        print_view(view, make_console(no_color=state.no_color))
+        print_view(view, make_console(no_color=state.no_color), Layout(state.wide, state.columns))
     return result.exit_code

@@ -106,6 +106,8 @@ def _list_rules(ctx: click.Context, fmt: str) -> int:
         click.echo(view_to_csv(view), nl=False)
     else:
         from ..render.console import make_console, print_view
+        from ..render.fit import Layout
 
-        print_view(view, make_console(no_color=app_state(ctx).no_color))
+        state = app_state(ctx)
+        print_view(view, make_console(no_color=state.no_color), Layout(state.wide, state.columns))
     return 0

@@ -6,6 +6,7 @@ jinja2 renders with autoescaping on, so node and tensor names from model files (
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..results.base import Result
@@ -34,6 +35,7 @@ def environment() -> Any:
             finalize=_finalize,
         )
         _ENV.globals.update(svg=svg, status_class=STATUS_CLASS, fmt=_fmt)
+        _ENV.filters["wbr"] = wbr
     return _ENV
 
 
@@ -47,10 +49,22 @@ def _finalize(value: Any) -> Any:
     return value
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
+# "." only when not inside a number (0.90 stays whole); no "-" (negative numbers, dates).
+_SEPARATOR = re.compile(r"(/|_|:|(?<!\d)\.|\.(?!\d))")
+
+
+def wbr(text: Any) -> Any:
+    """Escaped text with a line-break opportunity (<wbr>) after each separator (/ _ : .), so long
+    tensor names wrap between their parts, never inside one."""
+    from markupsafe import Markup, escape
+
+    return Markup(_SEPARATOR.sub(lambda m: m.group(1) + "<wbr>", str(escape(text))))
+
+
+def _fmt(value: Any, digits: int = 4, metric: str = "") -> str:
     from .table import fmt_value
 
-    return fmt_value(value) if isinstance(value, (int, float)) or value is None else str(value)
+    return fmt_value(value, metric) if isinstance(value, (int, float)) or value is None else str(value)
 
 
 def section_template(kind: str) -> str:

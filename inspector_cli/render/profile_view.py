@@ -77,7 +77,8 @@ def kernel_table(p: ModelProfile, top: int, title: str) -> Table:
     """The `top` kernels by share of the run, with the original nodes they execute."""
     table = Table(title=title, columns=["#", "kernel", "op", "provider", "mean", "p50", "p90", "min", "share",
                                         "GFLOP/s", "FLOP/B", "original nodes"],
-                  numeric=[True, False, False, False, True, True, True, True, True, True, True, False])
+                  numeric=[True, False, False, False, True, True, True, True, True, True, True, False],
+                  extra=[False] * 6 + [True, True, False, False, True, True])  # p90, min, FLOP/B, nodes: --wide
     kinds = {g.id: g for g in p.groups}
     for rank, k in enumerate(p.kernels[:top], start=1):
         table.add(str(rank), k.name, k.op_type, k.provider.replace("ExecutionProvider", ""), fmt_us(k.mean_us),

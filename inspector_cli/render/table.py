@@ -29,6 +29,10 @@ class Table:
     rows: List[List[Cell]] = field(default_factory=list)
     caption: Optional[str] = None
     numeric: List[bool] = field(default_factory=list)
+    extra: List[bool] = field(default_factory=list)
+    """Columns the terminal shows only with --wide or --columns (markdown, CSV and HTML show all)."""
+    elide: List[int] = field(default_factory=list)
+    """Columns of names the terminal may shorten in the middle with an ellipsis to fit its width."""
 
     def __post_init__(self) -> None:
         self.title = visible(self.title)

@@ -103,6 +103,16 @@ def test_every_report_kind_renders_cleanly(page, tmp_path):
         if kind == "compare":  # the layer charts with the first divergence marked
             assert section.locator("svg.line-chart").count() == 2
             assert section.locator("[data-role=first-divergence]").is_visible()
+            # chart labels never overlap (worst layers next to each other used to draw over each other)
+            boxes = page.evaluate("""[...document.querySelectorAll('svg.line-chart .marker-label')]
+                .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })""")
+            assert len(boxes) >= 4, boxes  # two charts, at least two labels each
+            for i, (l1, t1, r1, b1) in enumerate(boxes):
+                for l2, t2, r2, b2 in boxes[i + 1:]:
+                    assert r1 <= l2 or r2 <= l1 or b1 <= t2 or b2 <= t1, f"labels overlap: {boxes}"
+            # the verdict and the three key facts are above the fold of a 900 px window
+            facts = section.locator("[data-role=key-facts] li")
+            assert facts.count() == 3 and all(facts.nth(i).bounding_box()["y"] < 900 for i in range(3))
         # no horizontal scroll on a laptop-sized window
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), kind
         page.screenshot(path=str(ARTIFACTS / f"report-{kind}.png"), full_page=True)
