@@ -23,6 +23,7 @@ FORBIDDEN = {
     "probe": {"workflows", "commands", "render", "cli", "config"},
     "validate": {"workflows", "commands", "render", "cli"},
     "executor": {"core", "diff", "workflows", "commands", "render", "results", "cli", "config"},
+    "inspection": {"workflows", "commands", "render", "cli", "config"},
 }
 
 

@@ -102,7 +102,7 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
         source = "structure"
     for node in graph.nodes:
         if (node.domain, node.op_type) in functions:
-            path = paths[node.name] + (node.name,)
+            path = paths[node.name] + (node.name.rsplit("/", 1)[-1] or node.op_type,)
             paths[node.name] = path
             kinds[path] = "function"
     return paths, kinds, source

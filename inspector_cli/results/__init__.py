@@ -6,7 +6,8 @@ import importlib
 from .base import Check, Finding, GateOutcome, ModelRef, NodeValues, Result, Severity, known_kinds, result_class
 
 # One module per result kind; each registers its class by defining `kind`.
-RESULT_MODULES = ("compare", "report_diff", "suite", "inputs", "profile", "probe", "validate", "nan_bisect")
+RESULT_MODULES = ("compare", "report_diff", "suite", "inputs", "profile", "probe", "validate", "nan_bisect",
+                  "inspect")
 
 
 def load_all_kinds() -> None:
