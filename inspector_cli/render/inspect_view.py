@@ -42,9 +42,9 @@ def model_table(result: InspectResult) -> Table:
     table.add("producer / opsets", f"{ref.producer or '?'} / " +
               ", ".join(f"{d} {v}" for d, v in result.opsets.items()))
     table.add("size", fmt_bytes(ref.size_bytes))
-    for tensor in result.inputs:
+    for tensor in result.model_inputs:
         table.add(f"input {tensor.name}", f"{tensor.dtype}{tensor.shape}")
-    for tensor in result.outputs:
+    for tensor in result.model_outputs:
         table.add(f"output {tensor.name}", f"{tensor.dtype}{tensor.shape}")
     return table
 

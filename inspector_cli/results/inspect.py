@@ -112,8 +112,8 @@ class InspectResult(Result):
     depth: int
     scope_map: ScopeMap
     nodes: List[NodeBrief]
-    inputs: List[TensorFact] = field(default_factory=list)
-    outputs: List[TensorFact] = field(default_factory=list)
+    model_inputs: List[TensorFact] = field(default_factory=list)
+    model_outputs: List[TensorFact] = field(default_factory=list)
     opsets: Dict[str, int] = field(default_factory=dict)
     dynamic_dims: bool = False
     pattern: str = ""

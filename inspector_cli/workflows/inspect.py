@@ -32,8 +32,8 @@ def inspect_model(model: "str | ModelGraph", config: Optional[InspectConfig] = N
     tree = build_scope_tree(graph)
     result = InspectResult(
         models=[ModelRef.of(graph, role="model")], mode=mode, depth=config.depth, scope_map=scope_map(graph, tree),
-        nodes=node_briefs(graph, tree), inputs=[tensor_fact(graph, t) for t in graph.input_names],
-        outputs=[tensor_fact(graph, t) for t in graph.output_names],
+        nodes=node_briefs(graph, tree), model_inputs=[tensor_fact(graph, t) for t in graph.input_names],
+        model_outputs=[tensor_fact(graph, t) for t in graph.output_names],
         opsets={imp.domain or "ai.onnx": imp.version for imp in graph.model.opset_import},
         dynamic_dims=tree.dynamic_dims,
         notes=["FLOPs and activation bytes count dynamic dimensions as 1"] if tree.dynamic_dims else [])
