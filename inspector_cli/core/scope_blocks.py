@@ -13,28 +13,51 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from .graph import ModelGraph
+from .cost import ELEMENTWISE, PER_ELEMENT
+from .graph import ModelGraph, NodeInfo
+from .scopes import TRANSPARENT
 
 Path = Tuple[str, ...]
 
 
-def _live_counts(graph: ModelGraph) -> List[int]:
-    """live[i]: activations produced at or before node i and read after it (or graph outputs)."""
-    n = len(graph.nodes)
-    delta = [0] * (n + 1)
+def _canonical(graph: ModelGraph) -> Dict[str, str]:
+    """tensor -> the tensor it carries through Q/DQ and Constant nodes (a DQ output is its Q input)."""
+    alias: Dict[str, str] = {}
+    for node in graph.nodes:
+        if node.op_type in TRANSPARENT and node.op_type != "Constant" and node.inputs:
+            source = alias.get(node.inputs[0], node.inputs[0])
+            for out in node.outputs:
+                alias[out] = source
+    return alias
+
+
+def _live_counts(graph: ModelGraph, core: List[NodeInfo]) -> List[int]:
+    """live[i]: activations produced at or before core node i and read after it (or graph outputs)."""
+    n = len(core)
+    alias = _canonical(graph)
     constants = {out for node in graph.nodes if node.op_type == "Constant" for out in node.outputs}
-    outputs = set(graph.output_names)
+    start: Dict[str, int] = {}
+    end: Dict[str, int] = {}
+    for i, node in enumerate(core):
+        for out in node.outputs:
+            start[out] = i
+        for tensor in node.all_inputs:
+            source = alias.get(tensor, tensor)
+            if source in graph.initializer_names or source in constants or source not in start:
+                continue  # weights, constants and graph inputs mark no boundary
+            end[source] = max(end.get(source, -1), i)
+    for tensor in graph.output_names:
+        source = alias.get(tensor, tensor)
+        if source in start:
+            end[source] = n
+    delta = [0] * (n + 1)
     long_span = max(100, n // 10)
-    for tensor, consumers in graph.consumers.items():
-        if tensor in graph.initializer_names or tensor in constants or not tensor:
-            continue
-        producer = graph.producer.get(tensor)
-        start = producer.order if producer is not None else -1
-        end = n if tensor in outputs else max(c.order for c in consumers)
-        if end - start > long_span or start < 0:
-            continue  # side inputs and graph inputs: alive everywhere, they mark no boundary
-        delta[start] += 1
-        delta[end] -= 1
+    for tensor, last in end.items():
+        first = start[tensor]
+        if last - first > long_span:
+            continue  # side inputs (an attention mask) are alive everywhere: they mark no boundary
+        delta[first] += 1
+        delta[last] -= 1
     live, running = [], 0
     for i in range(n):
         running += delta[i]
@@ -43,11 +66,11 @@ def _live_counts(graph: ModelGraph) -> List[int]:
 
 
 def structural_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str]]:
-    """node name -> ('block<i>',) and each block path -> 'block'."""
-    nodes = graph.nodes
+    """node name -> ('block<i>',) for every node that is not Q/DQ or Constant; each block path -> 'block'."""
+    nodes = [node for node in graph.nodes if node.op_type not in TRANSPARENT]
     if not nodes:
-        return {}, {}
-    live = _live_counts(graph)
+        return {node.name: () for node in graph.nodes}, {}
+    live = _live_counts(graph, nodes)
     inner = live[:-1]
     floor = min(inner) if inner else 0
     segments: List[List[int]] = [[]]
@@ -59,15 +82,16 @@ def structural_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, st
     chain: List[bool] = []  # block made only of single-node segments (a stem or a tail of the model)
     tailed: List[bool] = []  # a real block that already took its one trailing node
     for segment in segments:
-        if len(segment) > 1 or not blocks or (not chain[-1] and tailed[-1]):
+        tail_op = nodes[segment[0]].op_type in ELEMENTWISE or nodes[segment[0]].op_type in PER_ELEMENT
+        if len(segment) > 1 or not blocks or (not chain[-1] and (tailed[-1] or not tail_op)):
             blocks.append(list(segment))
             chain.append(len(segment) == 1)
             tailed.append(False)
-        else:  # one node: the Relu/LayerNorm ending the block before, or more of a chain
+        else:  # one element-wise node ending the block before (Relu, LayerNorm), or more of a chain
             blocks[-1].extend(segment)
             tailed[-1] = True
     width = len(str(len(blocks) - 1))
-    paths: Dict[str, Path] = {}
+    paths: Dict[str, Path] = {node.name: () for node in graph.nodes}
     kinds: Dict[Path, str] = {}
     for index, block in enumerate(blocks):
         path = (f"block{index:0{width}d}",)
@@ -81,6 +105,8 @@ def block_patterns(graph: ModelGraph, paths: Dict[str, Path]) -> Dict[Path, str]
     """Each block's op sequence as a letter: blocks with the same letter repeat the same structure."""
     sequences: Dict[Path, List[str]] = {}
     for node in graph.nodes:
+        if node.op_type in TRANSPARENT:
+            continue
         sequences.setdefault(paths[node.name], []).append(node.op_type)
     letters: Dict[Tuple[str, ...], str] = {}
     result: Dict[Path, str] = {}

@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from .cost import node_cost
 from .graph import ModelGraph
-from .scopes import Path, node_scopes, scope_name
+from .scopes import TRANSPARENT, Path, node_scopes, scope_name
 
 _ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2, 17: 1, 18: 1,
              19: 1, 20: 1, 21: 1, 22: 1, 23: 1}
@@ -37,7 +37,8 @@ class Scope:
     activation_bytes: int = 0
     inputs: Dict[str, None] = field(default_factory=dict)
     outputs: Dict[str, None] = field(default_factory=dict)
-    first: int = 0
+    first: int = -1
+    """Topological position of the scope's first node that is not Q/DQ or Constant (orders siblings)."""
 
     @property
     def name(self) -> str:
@@ -138,8 +139,8 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
         node_flops[node.name] = flops
         node_bytes[node.name] = act
         for scope in scopes:
-            if not scope.nodes and scope is not root:
-                scope.first = node.order
+            if scope.first < 0 and node.op_type not in TRANSPARENT:
+                scope.first = node.order  # weight DQs are ready first in topological order: not a position
             scope.nodes.append(node.name)
             scope.ops[node.op_type] = scope.ops.get(node.op_type, 0) + 1
             scope.params += params

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .graph import ModelGraph, NodeInfo
 
 Path = Tuple[str, ...]
+TRANSPARENT = frozenset({"QuantizeLinear", "DequantizeLinear", "Constant"})
+"""Ops that take the scope of the node they serve: a quantiser inserts Q/DQ pairs with names of its
+own (`fc.weight_DequantizeLinear`), which must neither make scopes nor break structural blocks."""
 TORCH_SCOPES = "pkg.torch.onnx.name_scopes"
 _NUMERIC = re.compile(r"^\d+$")
 
@@ -93,13 +96,14 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
     for node in graph.nodes:
         entries = torch_entries.get(node.name)
         paths[node.name] = torch_scope(entries) if entries is not None else name_scope(node)
-    distinct = {p for p in paths.values() if p}
+    distinct = {p for n, p in paths.items() if p and graph.node_by_name[n].op_type not in TRANSPARENT}
     source = "torch-metadata" if torch_entries else "names"
     if len(distinct) < 2 and not functions:
         from .scope_blocks import structural_scopes
 
         paths, kinds = structural_scopes(graph)
         source = "structure"
+    attach_transparent(graph, paths)
     for node in graph.nodes:
         if (node.domain, node.op_type) in functions:
             path = paths[node.name] + (node.name.rsplit("/", 1)[-1] or node.op_type,)
@@ -111,3 +115,29 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
 def scope_name(path: Path) -> str:
     """The display name of a scope path ('' is the model itself)."""
     return "/".join(path)
+
+
+def attach_transparent(graph: ModelGraph, paths: Dict[str, Path]) -> None:
+    """Give Q/DQ and Constant nodes the scope of the first real node they feed (else of their producer)."""
+    resolved: Dict[str, Path] = {}
+
+    def served(node: NodeInfo, seen: int = 0) -> Optional[Path]:
+        if node.op_type not in TRANSPARENT:
+            return paths.get(node.name)
+        if node.name in resolved or seen > 8:
+            return resolved.get(node.name)
+        for out in node.outputs:
+            for consumer in graph.consumers.get(out, []):
+                found = served(consumer, seen + 1)
+                if found is not None:
+                    resolved[node.name] = found
+                    return found
+        return None
+
+    for node in graph.nodes:
+        if node.op_type in TRANSPARENT:
+            path = served(node)
+            if path is None:
+                producer = next((graph.producer[t] for t in node.inputs if t in graph.producer), None)
+                path = paths.get(producer.name, ()) if producer is not None else ()
+            paths[node.name] = path

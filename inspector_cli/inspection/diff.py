@@ -41,8 +41,9 @@ def _ops(graph: ModelGraph, scope: Scope) -> List[str]:
 def _similarity(a: Scope, b: Scope) -> float:
     ca = Counter({base_op(k): v for k, v in a.ops.items() if k not in QDQ})
     cb = Counter({base_op(k): v for k, v in b.ops.items() if k not in QDQ})
-    total = sum((ca | cb).values())
-    return sum((ca & cb).values()) / total if total else 1.0
+    # coverage of the smaller op mix: B may have folded BatchNormalization/Relu into A's Convs
+    smaller = min(sum(ca.values()), sum(cb.values()))
+    return sum((ca & cb).values()) / smaller if smaller else 0.0
 
 
 def align_children(a: Scope, b: Scope) -> List[Tuple[Optional[Scope], Optional[Scope], str]]:
@@ -50,11 +51,12 @@ def align_children(a: Scope, b: Scope) -> List[Tuple[Optional[Scope], Optional[S
     a_kids = sorted(a.children.values(), key=lambda s: s.first)
     b_kids = sorted(b.children.values(), key=lambda s: s.first)
     pairs: List[Tuple[Optional[Scope], Optional[Scope], str]] = []
-    b_by_name = {s.path[-1]: s for s in b_kids}
+    # structural blocks are numbered, not named: they pair by structure only
+    b_by_name = {s.path[-1]: s for s in b_kids if s.kind != "block"}
     used: set = set()
     rest_a = []
     for child in a_kids:
-        other = b_by_name.get(child.path[-1])
+        other = b_by_name.get(child.path[-1]) if child.kind != "block" else None
         if other is not None:
             pairs.append((child, other, "name"))
             used.add(other.path)
