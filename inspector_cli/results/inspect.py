@@ -6,7 +6,7 @@ quantisation parameters). FLOPs and bytes count dynamic dimensions as 1 (`dynami
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Dict, List, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
 from .base import ModelRef, NodeValues, Result
 from .scopes import ScopeMap
@@ -107,6 +107,7 @@ class InspectResult(Result):
     kind: ClassVar[str] = "inspect"
 
     models: List[ModelRef]
+    config: Dict[str, Any]
     mode: str
     """tree, find, node or diff."""
     depth: int

@@ -31,7 +31,7 @@ def inspect_model(model: "str | ModelGraph", config: Optional[InspectConfig] = N
     graph = model if isinstance(model, ModelGraph) else load_model(model)
     tree = build_scope_tree(graph)
     result = InspectResult(
-        models=[ModelRef.of(graph, role="model")], mode=mode, depth=config.depth, scope_map=scope_map(graph, tree),
+        models=[ModelRef.of(graph, role="model")], config=dataclasses.asdict(config), mode=mode, depth=config.depth, scope_map=scope_map(graph, tree),
         nodes=node_briefs(graph, tree), model_inputs=[tensor_fact(graph, t) for t in graph.input_names],
         model_outputs=[tensor_fact(graph, t) for t in graph.output_names],
         opsets={imp.domain or "ai.onnx": imp.version for imp in graph.model.opset_import},
