@@ -105,7 +105,11 @@ def _op_changes(a_ops: List[str], b_ops: List[str]) -> Tuple[Dict[str, int], Dic
 
 def _boundary(graph_a: ModelGraph, graph_b: ModelGraph, a: Scope, b: Scope) -> List[str]:
     changes: List[str] = []
-    for side, ta_list, tb_list in (("in", list(a.inputs), list(b.inputs)), ("out", list(a.outputs), list(b.outputs))):
+    if not a.path:  # the model itself: its inputs and outputs
+        sides = [("in", graph_a.input_names, graph_b.input_names), ("out", graph_a.output_names, graph_b.output_names)]
+    else:
+        sides = [("in", list(a.inputs), list(b.inputs)), ("out", list(a.outputs), list(b.outputs))]
+    for side, ta_list, tb_list in sides:
         ta_list = [t for t in ta_list if graph_a.producer.get(t) is None or graph_a.producer[t].op_type not in QDQ]
         tb_list = [t for t in tb_list if graph_b.producer.get(t) is None or graph_b.producer[t].op_type not in QDQ]
         for ta, tb in zip(ta_list, tb_list):
