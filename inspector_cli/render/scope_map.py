@@ -117,6 +117,18 @@ def map_html(smap: ScopeMap, nv: NodeValues, nodes: Sequence[object] = (), *,
     other_members = _nodes_by_scope(other[1]) if other else {}
     out: List[str] = [f'<div class="smap">{painter.legend()}']
 
+    def drawing(scope: ScopeInfo, change: object) -> str:
+        drawn = members.get(scope.path, [])
+        svg_a = subgraph_svg(drawn, painter.node_classes([n.name for n in drawn]),  # type: ignore[attr-defined]
+                             {n.name: painter.label_node(n.name) for n in drawn},  # type: ignore[attr-defined]
+                             title=scope.path or "model")
+        if other is None or change is None or change.matched_by == "unmatched":  # type: ignore[attr-defined]
+            return str(svg_a)
+        svg_b = subgraph_svg(other_members.get(change.other, []), title=change.other)  # type: ignore[attr-defined]
+        label_b = escape(change.other or "(model)")  # type: ignore[attr-defined]
+        return (f'<div class="pair"><div><p class="m">A</p>{svg_a}</div>'
+                f'<div><p class="m">B: {label_b}</p>{svg_b}</div></div>')
+
     def render(scope: ScopeInfo, opened: bool, parent_big: bool) -> None:
         cls = painter.scope_class(scope.path)
         ops = ", ".join(f"{op}×{n}" if n > 1 else op for op, n in list(scope.ops.items())[:3])
@@ -133,18 +145,10 @@ def map_html(smap: ScopeMap, nv: NodeValues, nodes: Sequence[object] = (), *,
         worst = {k.path for k in ranked[:OPEN_CHILDREN]
                  if (painter.badness(painter.totals.get(k.path)) or 0.0) >= painter.steps[1]}
         draw = scope.nodes <= MAX_NODES and parent_big
-        if draw:
-            drawn = members.get(scope.path, [])
-            svg_a = subgraph_svg(drawn, painter.node_classes([n.name for n in drawn]),  # type: ignore[attr-defined]
-                                 {n.name: painter.label_node(n.name) for n in drawn}, title=scope.path or "model")  # type: ignore[attr-defined]
-            if other is not None and change is not None and getattr(change, "other", ""):
-                svg_b = subgraph_svg(other_members.get(change.other, []), title=change.other)  # type: ignore[attr-defined]
-                out.append(f'<div class="pair"><div><p class="m">A</p>{svg_a}</div>'
-                           f'<div><p class="m">B: {escape(change.other)}</p>{svg_b}</div></div>')  # type: ignore[attr-defined]
-            else:
-                out.append(str(svg_a))
         for kid in kids:
             render(kid, opened and kid.path in worst, parent_big and not draw)
+        if draw:  # after the children, so the tree reads first
+            out.append(drawing(scope, change))
         out.append("</div></details>")
 
     if smap.scopes:
