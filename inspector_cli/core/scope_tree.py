@@ -26,7 +26,10 @@ class Scope:
 
     path: Path
     kind: str = "name"
-    nodes: List[str] = field(default_factory=list)
+    own: List[Tuple[int, str]] = field(default_factory=list)
+    """(topological position, name) of the nodes directly in this scope (not in a child)."""
+    count: int = 0
+    """Nodes in the scope and its descendants."""
     children: Dict[str, "Scope"] = field(default_factory=dict)
     ops: Dict[str, int] = field(default_factory=dict)
     params: int = 0
@@ -43,6 +46,17 @@ class Scope:
     @property
     def name(self) -> str:
         return scope_name(self.path)
+
+    @property
+    def nodes(self) -> List[str]:
+        """Every node of the scope and its descendants, in topological order (computed on demand)."""
+        found: List[Tuple[int, str]] = []
+        stack = [self]
+        while stack:
+            scope = stack.pop()
+            found.extend(scope.own)
+            stack.extend(scope.children.values())
+        return [name for _, name in sorted(found)]
 
     def walk(self) -> Iterator["Scope"]:
         """This scope and every descendant, depth first, children in topological order."""
@@ -116,8 +130,8 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
     claimed: set = set()
     node_flops: Dict[str, Optional[int]] = {}
     node_bytes: Dict[str, int] = {}
+    leaves: Dict[Path, Scope] = {}
     for node in graph.nodes:
-        scopes = chain(paths[node.name])
         params = pbytes = 0
         for tensor in node.inputs:
             if tensor in param_sizes and tensor not in claimed:
@@ -138,21 +152,47 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
                     act += count * _ITEMSIZE.get(ti.elem_type, 4)
         node_flops[node.name] = flops
         node_bytes[node.name] = act
-        for scope in scopes:
-            if scope.first < 0 and node.op_type not in TRANSPARENT:
-                scope.first = node.order  # weight DQs are ready first in topological order: not a position
-            scope.nodes.append(node.name)
-            scope.ops[node.op_type] = scope.ops.get(node.op_type, 0) + 1
-            scope.params += params
-            scope.param_bytes += pbytes
-            scope.activation_bytes += act
-            if flops is None:
-                scope.flops_unknown += 1
-            else:
-                scope.flops += flops
+        # numbers go to the leaf only; parents get their children's sums once, below (not depth x nodes)
+        leaf = leaves.get(paths[node.name]) or chain(paths[node.name])[-1]
+        leaves[leaf.path] = leaf
+        if leaf.first < 0 and node.op_type not in TRANSPARENT:
+            leaf.first = node.order  # weight DQs are ready first in topological order: not a position
+        leaf.own.append((node.order, node.name))
+        leaf.ops[node.op_type] = leaf.ops.get(node.op_type, 0) + 1
+        leaf.params += params
+        leaf.param_bytes += pbytes
+        leaf.activation_bytes += act
+        if flops is None:
+            leaf.flops_unknown += 1
+        else:
+            leaf.flops += flops
+    _sum_up(root)
     _mark_boundaries(graph, paths, scope_of, set(param_sizes))
     return ScopeTree(root=root, node_path=paths, source=source, dynamic_dims=dynamic,
                      node_flops=node_flops, node_bytes=node_bytes)
+
+
+def _sum_up(scope: Scope) -> None:
+    """Post-order: each scope's numbers become its own nodes' plus its children's."""
+    stack: List[Tuple[Scope, bool]] = [(scope, False)]
+    while stack:
+        current, done = stack.pop()
+        if not done:
+            stack.append((current, True))
+            stack.extend((child, False) for child in current.children.values())
+            continue
+        current.count = len(current.own)
+        for child in current.children.values():
+            current.count += child.count
+            for op, n in child.ops.items():
+                current.ops[op] = current.ops.get(op, 0) + n
+            current.params += child.params
+            current.param_bytes += child.param_bytes
+            current.flops += child.flops
+            current.flops_unknown += child.flops_unknown
+            current.activation_bytes += child.activation_bytes
+            if child.first >= 0 and (current.first < 0 or child.first < current.first):
+                current.first = child.first
 
 
 def _mark_boundaries(graph: ModelGraph, paths: Dict[str, Path], scope_of: Dict[Path, Scope],

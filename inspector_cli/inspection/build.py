@@ -22,7 +22,7 @@ def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
         outputs = list(scope.outputs)
         scopes.append(ScopeInfo(
             path=scope.name, name=scope.path[-1] if scope.path else "", depth=len(scope.path), kind=scope.kind,
-            nodes=len(scope.nodes), ops=dict(sorted(scope.ops.items(), key=lambda kv: (-kv[1], kv[0]))),
+            nodes=scope.count, ops=dict(sorted(scope.ops.items(), key=lambda kv: (-kv[1], kv[0]))),
             params=scope.params, param_bytes=scope.param_bytes,
             flops=scope.flops if not scope.flops_unknown else (scope.flops or None),
             activation_bytes=scope.activation_bytes, inputs=list(scope.inputs), outputs=outputs,

@@ -129,7 +129,7 @@ def _change(graph_a: ModelGraph, graph_b: ModelGraph, a: Optional[Scope], b: Opt
         graph = graph_a if a is not None else graph_b
         ops = dict(Counter(graph.node_by_name[n].op_type for n in present.nodes))
         return ScopeChange(scope=a.name if a is not None else "", other=b.name if b is not None else "",
-                           matched_by="unmatched", nodes_a=len(a.nodes) if a else 0, nodes_b=len(b.nodes) if b else 0,
+                           matched_by="unmatched", nodes_a=a.count if a else 0, nodes_b=b.count if b else 0,
                            changed=True, added=ops if a is None else {}, removed=ops if b is None else {},
                            summary="only in B" if a is None else "only in A")
     added, removed, replaced, fused = _op_changes(_ops(graph_a, a), _ops(graph_b, b))
@@ -141,7 +141,7 @@ def _change(graph_a: ModelGraph, graph_b: ModelGraph, a: Optional[Scope], b: Opt
     parts += ["removed " + ", ".join(f"{k} x{v}" for k, v in removed.items())] if removed else []
     parts += [f"Q/DQ {qdq:+d}"] if qdq else []
     parts += [f"{len(boundary)} boundary tensor(s) changed type/shape"] if boundary else []
-    return ScopeChange(scope=a.name, other=b.name, matched_by=how, nodes_a=len(a.nodes), nodes_b=len(b.nodes),
+    return ScopeChange(scope=a.name, other=b.name, matched_by=how, nodes_a=a.count, nodes_b=b.count,
                        changed=bool(parts), added=added, removed=removed, replaced=replaced, fused=fused,
                        qdq_inserted=max(qdq, 0), boundary=boundary, summary="; ".join(parts) or "same")
 

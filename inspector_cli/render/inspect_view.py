@@ -16,9 +16,44 @@ def main_ops(ops: dict, limit: int = 3) -> str:
     return text + (f" (+{len(ops) - limit})" if len(ops) > limit else "")
 
 
-def tree_rows(scopes: List[ScopeInfo], depth: int) -> List[ScopeInfo]:
-    """Scopes down to `depth`, in tree order (parents before children)."""
-    return [s for s in scopes if s.depth <= depth]
+SIBLINGS_SHOWN = 8
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def tree_rows(scopes: List[ScopeInfo], depth: int, limit: int = SIBLINGS_SHOWN) -> List[object]:
+    """Scopes down to `depth`, in tree order; after `limit` siblings, one 'N more' line (an int)."""
+    rows: List[object] = []
+    shown: dict = {}
+    hidden: dict = {}
+    skipped: set = set()
+    for scope in scopes:
+        if scope.depth > depth or not scope.depth and rows:
+            continue
+        parent = _parent(scope.path) if scope.depth else None
+        if parent in skipped:
+            skipped.add(scope.path)
+            continue
+        if parent is not None:
+            shown[parent] = shown.get(parent, 0) + 1
+            if shown[parent] > limit:
+                skipped.add(scope.path)
+                hidden[parent] = hidden.get(parent, 0) + 1
+                continue
+        rows.append(scope)
+    # each 'N more' line goes after the last shown row of its parent's subtree
+    def inside(row: ScopeInfo, parent: str) -> bool:
+        return not parent or row.path == parent or row.path.startswith(parent + "/")
+
+    last = {parent: max(i for i, r in enumerate(rows) if inside(r, parent)) for parent in hidden}  # type: ignore[arg-type]
+    out: List[object] = []
+    for index, row in enumerate(rows):
+        out.append(row)
+        for parent in sorted((p for p, i in last.items() if i == index), key=lambda p: -p.count("/") - bool(p)):
+            out.append((parent, hidden[parent]))
+    return out
 
 
 def scope_table(result: InspectResult) -> Table:
@@ -26,6 +61,11 @@ def scope_table(result: InspectResult) -> Table:
                   columns=["scope", "nodes", "main ops", "params", "FLOPs", "activations", "outputs"],
                   numeric=[False, True, False, True, True, True, False])
     for scope in tree_rows(result.scope_map.scopes, result.depth):
+        if isinstance(scope, tuple):
+            parent, count = scope
+            indent = "  " * (parent.count("/") + 1 if parent else 0)
+            table.add(Cell(f"{indent}… {count} more scopes (see --json or --html)", MUTED), "", "", "", "", "", "")
+            continue
         label = ("  " * (scope.depth - 1) + scope.name) if scope.depth else "(model)"
         if scope.pattern:
             label += f" [{scope.pattern}]"
