@@ -60,13 +60,16 @@ def main() -> None:
     mi = str(Path(sys.executable).parent / "mi")
     with tempfile.TemporaryDirectory(prefix="mi-bench-inspect-") as tmp:
         folder = Path(tmp)
-        print("nodes     wall s   s/1k nodes   peak RSS MiB")
+        print("nodes   wall s (table)   s/1k nodes   peak RSS MiB   wall s (--json)   JSON MiB")
         for size in (int(s) for s in args.sizes.split(",")):
             path = make_model(size, folder)
             count = len(onnx.load(str(path), load_external_data=False).graph.node)
-            run = measure([mi, "inspect", str(path), "--json", str(folder / "r.json")])
+            run = measure([mi, "inspect", str(path)])
             assert run["code"] == 0, run["output"]
-            print(f"{count:>6}   {run['wall']:>6.2f}   {run['wall'] / count * 1000:>10.3f}   {run['rss_mib']:>8.0f}")
+            with_json = measure([mi, "inspect", str(path), "--json", str(folder / "r.json")])
+            assert with_json["code"] == 0, with_json["output"]
+            print(f"{count:>6}   {run['wall']:>14.2f}   {run['wall'] / count * 1000:>10.3f}   {run['rss_mib']:>12.0f}"
+                  f"   {with_json['wall']:>15.2f}   {(folder / 'r.json').stat().st_size / 2**20:>8.1f}")
         path = make_model(6000, folder)
         html = folder / "map.html"
         run = measure([mi, "inspect", str(path), "--html", str(html)])

@@ -86,8 +86,18 @@ def _op_changes(a_ops: List[str], b_ops: List[str]) -> Tuple[Dict[str, int], Dic
     removed: Counter = Counter()
     replaced: List[str] = []
     fused: List[str] = []
-    matcher = difflib.SequenceMatcher(a=a_ops, b=b_ops, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    # Trim the common prefix and suffix first: in a stack of identical layers the longest common
+    # block is often shifted by one layer, which would report every op as removed and added.
+    head = 0
+    while head < min(len(a_ops), len(b_ops)) and a_ops[head] == b_ops[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a_ops), len(b_ops)) - head and a_ops[-1 - tail] == b_ops[-1 - tail]:
+        tail += 1
+    matcher = difflib.SequenceMatcher(a=a_ops[head:len(a_ops) - tail], b=b_ops[head:len(b_ops) - tail],
+                                      autojunk=False)
+    for tag, i1, i2, j1, j2 in ((t, i1 + head, i2 + head, j1 + head, j2 + head)
+                                for t, i1, i2, j1, j2 in matcher.get_opcodes()):
         left, right = a_ops[i1:i2], b_ops[j1:j2]
         if tag == "equal":
             continue

@@ -13,7 +13,7 @@ from .models import replace_op, to_fp16
 @pytest.fixture(scope="module")
 def transformer(tmp_path_factory):
     folder = tmp_path_factory.mktemp("diff")
-    model = build_transformer(layers=2)
+    model = build_transformer(layers=3)
     return folder, model, save(model, folder / "fp32.onnx")
 
 
@@ -31,6 +31,9 @@ def test_one_softmax_replaced_names_its_scope_and_the_change(transformer):
     assert changed == ["layers", "layers/1", "layers/1/self_attn", ""]
     assert [c.scope for c in result.changes[:3]] == changed[:3]
     assert changes["layers/1/self_attn"].replaced == ["Softmax -> HardSigmoid"]
+    # in the stack of identical layers the ops are aligned in place, not shifted by a layer
+    assert changes["layers"].replaced == ["Softmax -> HardSigmoid"]
+    assert changes["layers"].added == {} and changes["layers"].removed == {}
     assert changes["layers/1/self_attn"].matched_by == "name"
     assert not changes["layers/0/self_attn"].changed and changes["layers/0/self_attn"].summary == "same"
 
@@ -41,9 +44,9 @@ def test_fp16_changes_boundary_dtypes(transformer):
     result, changes = _changes(fp32, half, depth=1)
     final = changes["final_norm"]
     assert final.changed and not final.replaced and not final.added
-    assert final.boundary == ["in layers.1/Add_ffn_out: float32[batch, unk__12, 64] -> float16[batch, unk__12, 64]",
-                              "out final_norm/LayerNormalization_out: float32[batch, unk__12, 64] -> "
-                              "float16[batch, unk__12, 64]"]
+    assert final.boundary == ["in layers.2/Add_ffn_out: float32[batch, unk__17, 64] -> float16[batch, unk__17, 64]",
+                              "out final_norm/LayerNormalization_out: float32[batch, unk__17, 64] -> "
+                              "float16[batch, unk__17, 64]"]
     assert changes[""].boundary == ["out last_hidden_state: float32[batch, seq, 64] -> float16[batch, seq, 64]"]
 
 
