@@ -30,6 +30,7 @@ COMMANDS: Dict[str, str] = {
     "probe": "inspector_cli.commands.probe:probe",
     "validate": "inspector_cli.commands.validate:validate",
     "nan-bisect": "inspector_cli.commands.nan_bisect:nan_bisect",
+    "inspect": "inspector_cli.commands.inspect:inspect",
 }
 
 

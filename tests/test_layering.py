@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "inspector_cli"
 
-ENGINES = {"compare", "nanbisect", "probe", "profile", "validate", "sequence", "remedy"}
+ENGINES = {"compare", "nanbisect", "probe", "profile", "validate", "sequence", "remedy", "inspection"}
 """One package per command's engine (nan-bisect's is `nanbisect`: a package `nan_bisect` would shadow the
 exported function `inspector_cli.nan_bisect` once imported); `workflows/` holds one orchestrator per command."""
 UPPER = {"workflows", "commands", "render", "cli"}

@@ -28,6 +28,9 @@ class ProfileConfig:
     """Gate (with `against`): p50 speed-up of the second model over the first at least this."""
     memory_stats: bool = True
     """Collect onnxruntime's per-node memory statistics (one extra one-run session)."""
+    group_depth: Optional[int] = 1
+    """--group-by scope[:DEPTH]: depth of the scope roll-up (None: each node's own scope)."""
+    group_by: bool = False
     max_events: int = 1_000_000
     """onnxruntime's profiler event limit per session (profiled runs are split to stay under it)."""
 
@@ -44,4 +47,6 @@ class ProfileConfig:
             "max_latency_ms": self.max_latency_ms,
             "min_speedup": self.min_speedup,
             "memory_stats": self.memory_stats,
+            "group_by": (f"scope:{self.group_depth}" if self.group_depth is not None else "scope")
+            if self.group_by else None,
         }

@@ -78,13 +78,19 @@ def section_template(kind: str) -> str:
 
 
 def render_html(results: Sequence[Result], *, title: Optional[str] = None,
-                created: Optional[str] = None) -> str:
-    """One HTML document with a section per result (a run, or several runs of `mi report`)."""
+                created: Optional[str] = None, map_metric: Optional[str] = None) -> str:
+    """One HTML document with a section per result (a run, or several runs of `mi report`).
+
+    Results with a scope map get the map section, coloured by `map_metric` (default: their first
+    per-node metric).
+    """
+    from .map_section import map_for
     env = environment()
     sections: List[Dict[str, Any]] = []
     for index, result in enumerate(results):
         sections.append({"id": f"r{index}-{result.kind}", "kind": result.kind, "result": result,
-                         "view": view_for(result), "template": section_template(result.kind)})
+                         "view": view_for(result), "template": section_template(result.kind),
+                         "map": map_for(result, map_metric)})
     passed = all(r.passed for r in results)
     kinds = ", ".join(dict.fromkeys(r.kind for r in results))
     return env.get_template("report.html.j2").render(

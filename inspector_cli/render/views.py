@@ -19,6 +19,7 @@ VIEW_BUILDERS: Dict[str, str] = {
     "probe-history": "inspector_cli.render.probe_view:history_list_view",
     "inputs": "inspector_cli.render.inputs_view:inputs_view",
     "sequence": "inspector_cli.render.sequence_view:sequence_view",
+    "inspect": "inspector_cli.render.inspect_view:inspect_view",
 }
 
 

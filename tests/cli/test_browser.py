@@ -117,3 +117,38 @@ def test_every_report_kind_renders_cleanly(page, tmp_path):
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), kind
         page.screenshot(path=str(ARTIFACTS / f"report-{kind}.png"), full_page=True)
         assert (ARTIFACTS / f"report-{kind}.png").stat().st_size > 10_000
+
+
+def test_scope_map_collapses_without_javascript(page, tmp_path):
+    """The inspect map: nested <details> toggle with scripts disabled, SVG drawn, names escaped, no sideways scroll."""
+    from inspector_cli.testing.transformer import build_transformer
+
+    from .inspect.models import hostile_model, replace_op
+
+    model = build_transformer(layers=2)
+    a = save(model, tmp_path / "a.onnx")
+    b = save(replace_op(model, "layers.1.self_attn/Softmax", "HardSigmoid"), tmp_path / "b.onnx")
+    invoke(["inspect", a, "--diff", b, "--html", tmp_path / "map.html"])
+    invoke(["inspect", hostile_model(tmp_path / "evil.onnx"), "--html", tmp_path / "evil.html"])
+    context = page.context.browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
+    nojs = context.new_page()
+    try:
+        errors, requests = open_report(nojs, tmp_path / "map.html")
+        assert errors == [] and requests == []
+        smap = nojs.locator(".smap")
+        assert smap.is_visible()
+        assert nojs.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+        layers = smap.locator("details:has(> summary b:text-is('layers'))").first
+        assert layers.get_attribute("open") is not None  # the worst scope (most FLOPs) is open
+        layers.locator("> summary").click()
+        assert layers.get_attribute("open") is None  # collapsed by the browser alone
+        layers.locator("> summary").click()
+        assert layers.get_attribute("open") is not None
+        assert smap.locator("svg.graph").count() >= 2 and smap.locator(".pair").count() >= 1
+        assert smap.locator(".chg.on").first.is_visible()
+        nojs.screenshot(path=str(ARTIFACTS / "report-inspect-map.png"), full_page=True)
+        open_report(nojs, tmp_path / "evil.html")
+        assert nojs.locator("script").count() == 0 and nojs.locator("img").count() == 0
+        assert nojs.locator("svg.graph title", has_text="<script>").count() >= 1  # shown as text
+    finally:
+        context.close()

@@ -326,6 +326,7 @@ def test_every_command_output_validates_against_its_schema(cnn_pair, tmp_path):
         "nan-bisect": ["nan-bisect", fp32, "-i", data],
         "profile": ["profile", fp32, "--against", int8, "--runs", "3", "--warmup", "1"],
         "inputs": ["inputs", "show", data],
+        "inspect": ["inspect", fp32, "--diff", int8],
     }
     seen = set()
     for kind, args in runs.items():
