@@ -10,6 +10,7 @@ from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_read
                        build_synthetic, compose, decoding_options, executor_options, input_options, model_argument,
                        name_pairs, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
+from ._scope_options import apply_group_by, group_by_option
 
 GATE_HELP = {
     "min-cosine": "Fail when cosine similarity is below this (per output and sample).",
@@ -40,6 +41,7 @@ def gate_options(func: Any) -> Any:
                    "--layers any tensor). Repeatable.")
 @click.option("--no-per-sample", is_flag=True, help="Do not keep per-sample metrics in the JSON result.")
 @layer_options
+@group_by_option
 @runtime_options
 @model_runtime_options
 @executor_options
@@ -64,6 +66,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     from ..diff.gates import GATE_FLAGS, parse_gates
     from ..errors import UsageError
     from ..render.compare_view import compare_view
+    from ..render.rollup_view import with_rollup
     from ..workflows.compare import compare_models
 
     state = app_state(ctx)
@@ -91,6 +94,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:
         result = compare_models(model_a, model_b, config, progress=progress)
-    return emit(ctx, result, compare_view, fmt=params["fmt"], json_path=params.get("json_path"))
+    return emit(ctx, apply_group_by(result, params), with_rollup(compare_view), fmt=params["fmt"],
+                json_path=params.get("json_path"))
 
 

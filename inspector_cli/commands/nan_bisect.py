@@ -8,6 +8,7 @@ import click
 from ._options import ByteSize, executor_options, input_options, model_argument, report_options, runtime_options
 from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit, progress_bar
+from ._scope_options import apply_group_by, group_by_option
 
 
 @click.command("nan-bisect")
@@ -32,6 +33,7 @@ from ._output import app_state, check_report_paths, emit, progress_bar
 @executor_options
 @click.option("--examples", type=click.IntRange(min=1), default=5, show_default=True,
               help="Example samples kept per origin group.")
+@group_by_option
 @runtime_options
 @report_options
 @click.pass_context
@@ -54,6 +56,7 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
     """
     from ..nanbisect.config import NanBisectConfig, Simulate
     from ..render.nan_bisect_view import nan_bisect_view
+    from ..render.rollup_view import with_rollup
     from ..workflows.nan_bisect import nan_bisect as run
     from ._options import build_executor, build_runtime, build_synthetic
 
@@ -84,4 +87,5 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
 
     with progress_bar(state, "nan-bisect", enabled=show_progress) as progress:
         result = run(model, config, progress=progress, on_static=report_static)
-    return emit(ctx, result, nan_bisect_view, fmt=params["fmt"], json_path=params.get("json_path"))
+    return emit(ctx, apply_group_by(result, params), with_rollup(nan_bisect_view), fmt=params["fmt"],
+                json_path=params.get("json_path"))

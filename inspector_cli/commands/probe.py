@@ -8,6 +8,7 @@ import click
 from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options,
                        report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
+from ._scope_options import apply_group_by, group_by_option
 
 
 @click.command("probe")
@@ -46,6 +47,7 @@ from ._output import app_state, check_report_paths, emit, progress_bar
                    "faster on large tensors, no longer rank-exact. 0 counts every value.")
 @click.option("--capture-budget", type=ByteSize(), default=None,
               help="Memory for captured tensors at once, e.g. 2G (default: a quarter of the available memory).")
+@group_by_option
 @runtime_options
 @executor_options
 @report_options
@@ -68,6 +70,7 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
       mi probe model.onnx --inputs /shared/data/ --select op:Relu --executor ray --address auto
     """
     from ..render.probe_view import history_list_view, probe_view, tensor_list_view
+    from ..render.rollup_view import with_rollup
 
     fmt, json_path = params["fmt"], params.get("json_path")
     check_report_paths({"--json": json_path})
@@ -98,4 +101,4 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
     state = app_state(ctx)
     with progress_bar(state, "probing", enabled=json_path != "-" and fmt == "table") as progress:
         result = probe_model(model, config, progress=progress)
-    return emit(ctx, result, probe_view, fmt=fmt, json_path=json_path)
+    return emit(ctx, apply_group_by(result, params), with_rollup(probe_view), fmt=fmt, json_path=json_path)

@@ -1,17 +1,26 @@
 """Roll-ups by scope of the measuring commands' per-node rows, through `results.scopes.rollup`.
 
 Each command's roll-up is a few lines: its rows (node, {metric: value}), the aggregate of each
-metric, then any derived column. Compare, probe and nan-bisect roll-ups join here (phase 2).
+metric, then any derived column. Profile's rows are kernels; compare's are the compared layers
+(keyed by the node producing A's tensor), probe's the probed tensors and quantisers, nan-bisect's
+the origin groups. Compare, probe and nan-bisect keep the rows' scopes in a `ScopeSection`, so a
+saved result can be rolled up again at another depth without its model (`regroup`).
 """
 from __future__ import annotations
 
-from typing import List, Optional
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.graph import ModelGraph
 from ..core.scope_tree import build_scope_tree
 from ..results.profile import ModelProfile
+from ..results.scope_section import ScopeSection
 from ..results.scopes import RollupRow, ScopeMap, rollup
-from .build import scope_map
+from .build import node_briefs, scope_map
+
+Rows = List[Tuple[str, Dict[str, Optional[float]]]]
+DIFF_DEPTH = 3
+"""How deep compare's A and B trees are aligned for the side-by-side drawings."""
 
 
 def model_scope_map(graph: ModelGraph) -> ScopeMap:
@@ -43,3 +52,99 @@ def profile_rollup(smap: ScopeMap, profile: ModelProfile, depth: Optional[int]) 
         values["gflops_per_s"] = flops / (time_us * 1e3) if flops and time_us else None
         out.append(RollupRow(scope=row.scope, depth=row.depth, rows=row.rows, values=values))
     return sorted(out, key=lambda r: -(r.values.get("time_us") or 0.0))
+
+
+# --- compare --layers, probe, nan-bisect ---------------------------------------------------------
+
+COMPARE_AGGREGATES = {"cosine": "min", "sqnr": "min", "max_abs": "max", "diverged": "sum",
+                      "first_divergence": "min", "own_share": "max", "own_layers": "sum"}
+PROBE_AGGREGATES = {"tensors": "sum", "nonfinite": "sum", "dead_units": "sum", "zero_frac": "max",
+                    "saturated": "sum", "quantised_values": "sum"}
+NAN_AGGREGATES = {"origins": "sum", "origin_samples": "sum"}
+
+
+def compare_rows(result: Any, tensor_node: Mapping[str, str]) -> Rows:
+    """One row per compared layer, at the node producing A's tensor.
+
+    `diverged` is 1 when a layer gate failed on it; `first_divergence` its index among the compared
+    layers (the scope's minimum is its first divergence); `own_layers` 1 when isolation says the
+    layer makes its own error.
+    """
+    rows: Rows = []
+    for layer in result.layers.layers if result.layers else []:
+        rows.append((tensor_node.get(layer.name, ""), {
+            "cosine": layer.dataset.get("cosine"), "sqnr": layer.dataset.get("sqnr"),
+            "max_abs": layer.dataset.get("max_abs"), "diverged": 1.0 if layer.failed_gates else 0.0,
+            "first_divergence": float(layer.index) if layer.failed_gates else None,
+            "own_share": layer.own_share, "own_layers": 1.0 if layer.error_source == "own" else 0.0}))
+    return rows
+
+
+def probe_rows(result: Any, tensor_node: Mapping[str, str]) -> Rows:
+    """One row per probed tensor (non-finite values, dead channels, zero share) and per quantiser."""
+    rows: Rows = []
+    for t in result.tensors:
+        dead = len(t.channels.dead) if t.channels is not None else 0
+        rows.append((t.node or tensor_node.get(t.name, ""), {
+            "tensors": 1.0, "nonfinite": float(t.nan + t.inf), "dead_units": float(dead),
+            "zero_frac": t.zero_frac}))
+    for q in result.quant:
+        rows.append((q.node, {"saturated": float(q.saturated), "quantised_values": float(q.count)}))
+    return rows
+
+
+def nan_rows(result: Any, tensor_node: Mapping[str, str]) -> Rows:
+    """One row per NaN/Inf origin (a node where it is born), with the samples it was born in."""
+    return [(g.node, {"origins": 1.0, "origin_samples": float(g.samples)})
+            for g in result.groups if g.kind == "origin"]
+
+
+_KINDS = {"compare": (compare_rows, COMPARE_AGGREGATES), "probe": (probe_rows, PROBE_AGGREGATES),
+          "nan-bisect": (nan_rows, NAN_AGGREGATES)}
+
+
+def result_rollup(result: Any, section: ScopeSection, depth: Optional[int]) -> List[RollupRow]:
+    """`result`'s per-layer rows rolled up by scope at `depth`, scopes in the model's order."""
+    make_rows, aggregates = _KINDS[result.kind]
+    rows = make_rows(result, section.tensor_node())
+    order = [s.path for s in section.map.scopes]
+    rolled = rollup(section.map.node_scope, rows, aggregates, depth=depth, order=order)
+    if result.kind == "probe":
+        rolled = [_with_share(r) for r in rolled]
+    elif result.kind == "compare":
+        names = {float(layer.index): layer.name for layer in result.layers.layers} if result.layers else {}
+        rolled = [dataclasses.replace(r, labels={"first_divergence": names[r.values["first_divergence"]]})
+                  if r.values.get("first_divergence") is not None else r for r in rolled]
+    return rolled
+
+
+def _with_share(row: RollupRow) -> RollupRow:
+    values = dict(row.values)
+    count = values.get("quantised_values") or 0.0
+    values["saturation_share"] = (values.get("saturated") or 0.0) / count if count else None
+    return dataclasses.replace(row, values=values)
+
+
+def attach_scopes(result: Any, graph: ModelGraph, other: Optional[ModelGraph] = None) -> Any:
+    """`result` with its scope section: `graph`'s scopes and the depth-1 roll-up (compare: B aligned)."""
+    tree = build_scope_tree(graph)
+    section = ScopeSection(map=scope_map(graph, tree), nodes=node_briefs(graph, tree))
+    if other is not None:
+        from .diff import diff_trees
+
+        other_tree = build_scope_tree(other)
+        section = dataclasses.replace(section, other_map=scope_map(other, other_tree),
+                                      other_nodes=node_briefs(other, other_tree),
+                                      changes=diff_trees(graph, tree, other, other_tree, DIFF_DEPTH))
+    section = dataclasses.replace(section, rollup=result_rollup(result, section, 1))
+    return dataclasses.replace(result, scopes=section)
+
+
+def regroup(result: Any, depth: Optional[int], group_by: bool = True) -> Any:
+    """`result` rolled up again at `depth` (from its own scope section; no model needed)."""
+    section: Optional[ScopeSection] = getattr(result, "scopes", None)
+    if section is None:
+        return result
+    section = dataclasses.replace(section, depth=depth, group_by=group_by)
+    return dataclasses.replace(result, scopes=dataclasses.replace(section, rollup=result_rollup(result, section, depth)))
+

@@ -28,7 +28,9 @@ def view_builder(kind: str) -> Callable[[Any], View]:
     if target is None:
         return generic_view
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    from .rollup_view import with_rollup  # the --group-by scope table of a grouped result
+
+    return with_rollup(getattr(importlib.import_module(module), attr))
 
 
 def view_for(result: Any) -> View:

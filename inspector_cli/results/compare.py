@@ -6,6 +6,7 @@ from typing import Any, ClassVar, Dict, List, Optional
 
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
 from .layers import LayerSection
+from .scope_section import ScopeSection
 
 Metrics = Dict[str, Optional[float]]
 
@@ -65,6 +66,8 @@ class CompareResult(Result):
     samples: int = 0
     layers: Optional[LayerSection] = None
     """Layer-by-layer section (`--layers`)."""
+    scopes: Optional[ScopeSection] = None
+    """Scopes of the model and the rows rolled up by scope (depth 1; `--group-by` picks another)."""
 
     def node_values(self) -> List[NodeValues]:
         """Cosine, max abs error and SQNR per compared tensor (data-set values), keyed by A's names:

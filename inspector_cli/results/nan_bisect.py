@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Dict, List, Optional
 
 from ..errors import EXIT_CANNOT_ANALYSE, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .base import Check, Finding, ModelRef, NodeValues, Result, Severity
+from .scope_section import ScopeSection
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,8 @@ class NanBisectResult(Result):
     interrupted: bool = False
     jsonl: Optional[str] = None
     elapsed_s: float = 0.0
+    scopes: Optional[ScopeSection] = None
+    """Scopes of the model and the rows rolled up by scope (depth 1; `--group-by` picks another)."""
 
     @property
     def found(self) -> bool:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
 from .base import Finding, ModelRef, NodeValues, Result, Severity
+from .scope_section import ScopeSection
 
 Number = Optional[float]
 
@@ -187,6 +188,8 @@ class ProbeResult(Result):
     findings: List[Finding] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
     capture: Dict[str, Any] = field(default_factory=dict)
+    scopes: Optional[ScopeSection] = None
+    """Scopes of the model and the rows rolled up by scope (depth 1; `--group-by` picks another)."""
 
     @property
     def passed(self) -> bool:

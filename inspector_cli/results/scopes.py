@@ -57,6 +57,8 @@ class RollupRow:
     rows: int
     """Per-node rows that fell in the scope."""
     values: Dict[str, Optional[float]]
+    labels: Dict[str, str] = field(default_factory=dict)
+    """Named facts that are not numbers (compare: the scope's first diverging layer)."""
 
 
 def scope_at(path: str, depth: Optional[int]) -> str:

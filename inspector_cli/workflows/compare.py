@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from ..inspection.rollups import attach_scopes
 from ..compare.batch import compare_outputs, lost_finding
 from ..compare.config import CompareConfig
 from ..compare.golden import compare_golden
@@ -45,4 +46,5 @@ def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Pro
     assert config.layers is not None
     run = run_layers(plan, config, progress)
     section, notes = build_section(run, gate_layers=config.layers.gate_layers, worst_count=config.layers.worst)
-    return build_result(plan, config, run.measured.output_trackers, notes, layers=section, extra_gates=layer_gate_outcomes(run))
+    result = build_result(plan, config, run.measured.output_trackers, notes, layers=section, extra_gates=layer_gate_outcomes(run))
+    return attach_scopes(result, plan.graph_a, plan.graph_b)

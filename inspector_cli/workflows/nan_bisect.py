@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from ..inspection.rollups import attach_scopes
 from ..batching import batch_runtime, check_executor, executor_plan, shared_samples
 from ..core.capture import default_budget, plan_capture
 from ..core.graph import ModelGraph
@@ -76,6 +77,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     try:
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
+        result = attach_scopes(result, prepared.graph)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:
         prepared.close()

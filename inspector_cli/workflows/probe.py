@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
+from ..inspection.rollups import attach_scopes
 from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
 from ..core.model_arg import ModelArg, as_graph
@@ -112,12 +113,12 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
     model_ref = ModelRef.of(graph, "model")
     history = record_history(config, graph, model_ref, plan.samples, done, tensors)
     per_sample = [row for t in plan.tensors for row in consumers.trackers[t].rows] if config.per_sample else []
-    return ProbeResult(
+    return attach_scopes(ProbeResult(
         models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),
         inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
         quant=quant, plugins=plugin_results, history=history,
         findings=build_findings(tensors, trigger, quant, config) + ([lost_finding(run.lost)] if run.lost else []),
-        warnings=warnings, capture=plan.capture)
+        warnings=warnings, capture=plan.capture), graph)
 
 
 def _dump_again(plan: ProbePlan, config: ProbeConfig, hit: Hit) -> DumpInfo:

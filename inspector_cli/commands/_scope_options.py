@@ -1,0 +1,40 @@
+"""`--group-by scope[:DEPTH]` for the measuring commands that roll their rows up by scope.
+
+compare (--layers), probe and nan-bisect always carry the roll-up at depth 1 in their JSON; the
+option picks the depth and puts the roll-up table first in the terminal. Kept in its own module
+so each command gains one decorator and one line.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import click
+
+from .profile import parse_group_by
+
+
+def group_by_option(func: Any) -> Any:
+    """Add `--group-by scope[:DEPTH]` (stored as params['group_by'])."""
+    return click.option(
+        "--group-by", "group_by", metavar="scope[:DEPTH]", callback=_check,
+        help="Show the rows rolled up by scope first (a dozen worst scopes, then the usual tables), DEPTH "
+             "levels below the model (default 1; 'scope:leaf' for each node's own scope). The roll-up at "
+             "depth 1 is always in the JSON.")(func)
+
+
+def _check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    # a bad value is a usage error before anything runs, not after the samples
+    if value:
+        parse_group_by(value)
+    return value
+
+
+def apply_group_by(result: Any, params: Dict[str, Any]) -> Any:
+    """`result` rolled up at the requested depth and marked for the terminal, when --group-by was given."""
+    value = params.get("group_by")
+    if not value:
+        return result
+    depth = parse_group_by(value)
+    from ..inspection.rollups import regroup
+
+    return regroup(result, depth, group_by=True)
