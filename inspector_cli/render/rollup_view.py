@@ -50,7 +50,7 @@ COLUMNS = {
 def rollup_table(result: Any, top: int = TOP) -> Optional[Table]:
     """The roll-up of `result` by scope (None when it has none): the `top` worst scopes in model order."""
     section = getattr(result, "scopes", None)
-    if section is None or result.kind not in COLUMNS:
+    if section is None or result.kind not in COLUMNS or not section.rollup:
         return None
     columns, cells = COLUMNS[result.kind]
     rows: List[RollupRow] = section.rollup
