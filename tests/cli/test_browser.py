@@ -123,7 +123,7 @@ def test_scope_map_collapses_without_javascript(page, tmp_path):
     """The inspect map: nested <details> toggle with scripts disabled, SVG drawn, names escaped, no sideways scroll."""
     from inspector_cli.testing.transformer import build_transformer
 
-    from .inspect.models import hostile_model, replace_op
+    from ..inspect.models import hostile_model, replace_op
 
     model = build_transformer(layers=2)
     a = save(model, tmp_path / "a.onnx")
@@ -150,5 +150,34 @@ def test_scope_map_collapses_without_javascript(page, tmp_path):
         open_report(nojs, tmp_path / "evil.html")
         assert nojs.locator("script").count() == 0 and nojs.locator("img").count() == 0
         assert nojs.locator("svg.graph title", has_text="<script>").count() >= 1  # shown as text
+    finally:
+        context.close()
+
+
+def test_compare_map_side_by_side_without_javascript(page, tmp_path):
+    """compare --layers: its map coloured by cosine, A and B drawn side by side, collapsible without JS."""
+    from inspector_cli.testing.transformer import build_transformer
+
+    from ..inspect.models import replace_op
+
+    model = build_transformer(layers=2)
+    a = save(model, tmp_path / "a.onnx")
+    b = save(replace_op(model, "layers.1.self_attn/Softmax", "HardSigmoid"), tmp_path / "b.onnx")
+    invoke(["compare", a, b, "--layers", "all", "--shape", "input_ids:1x16", "--html", tmp_path / "cmp.html"])
+    context = page.context.browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
+    nojs = context.new_page()
+    try:
+        errors, requests = open_report(nojs, tmp_path / "cmp.html")
+        assert errors == [] and requests == []
+        smap = nojs.locator(".smap")
+        assert smap.is_visible() and "cosine" in smap.locator(".legend").inner_text()
+        assert nojs.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+        layers = smap.locator("details:has(> summary b:text-is('layers'))").first
+        assert layers.get_attribute("open") is not None  # the worst scope (lowest cosine) is open
+        layers.locator("> summary").click()
+        assert layers.get_attribute("open") is None
+        assert smap.locator(".pair svg.graph").count() == 2  # A and B of the model, side by side
+        assert smap.locator(".chg.on").first.is_visible()  # 'replaced Softmax -> HardSigmoid'
+        nojs.screenshot(path=str(ARTIFACTS / "report-compare-map.png"), full_page=True)
     finally:
         context.close()
