@@ -46,8 +46,21 @@ def dumps(document: Any, *, indent: Optional[int] = 2) -> str:
     return json.dumps(to_jsonable(document), indent=indent, allow_nan=False, ensure_ascii=False)
 
 
+COMPACT_NODES = 5000
+"""Results describing more nodes than this are written without indentation: the indenting encoder
+is pure Python and doubled the time of `mi inspect` on a 50,000-node model."""
+
+
 def result_to_json(result: Result) -> str:
-    return dumps(envelope(result))
+    document = envelope(result)  # already plain JSON values: no second to_jsonable pass
+    indent = None if _nodes(result) > COMPACT_NODES else 2
+    return json.dumps(document, indent=indent, allow_nan=False, ensure_ascii=False)
+
+
+def _nodes(result: Result) -> int:
+    section = getattr(result, "scopes", None)
+    smap = section.map if section is not None else getattr(result, "scope_map", None)
+    return len(smap.node_scope) if smap is not None else 0
 
 
 def result_from_document(document: Dict[str, Any], source: str = "<json>") -> Result:

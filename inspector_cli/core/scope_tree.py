@@ -100,11 +100,17 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
     info = graph.all_tensor_info()
     dynamic = False
 
+    shapes: Dict[str, Optional[Tuple[int, ...]]] = {}
+
     def shape_of(tensor: str) -> Optional[Tuple[int, ...]]:
+        # memoised: the cost model asks for each activation from its producer and every consumer
+        if tensor in shapes:
+            return shapes[tensor]
         ti = info.get(tensor)
-        if ti is None or ti.shape is None:
-            return None
-        return tuple(d if isinstance(d, int) and d >= 0 else 1 for d in ti.shape)
+        shape = None if ti is None or ti.shape is None else tuple(
+            d if isinstance(d, int) and d >= 0 else 1 for d in ti.shape)
+        shapes[tensor] = shape
+        return shape
 
     root = Scope(path=(), kind="root")
     scope_of: Dict[Path, Scope] = {(): root}

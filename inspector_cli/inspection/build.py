@@ -17,7 +17,8 @@ def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
     info = graph.all_tensor_info()
     patterns = block_patterns(graph, tree.node_path) if tree.source == "structure" else {}
     scopes: List[ScopeInfo] = []
-    for scope in tree.scopes():
+    every = tree.scopes()
+    for scope in every:
         children = sorted(scope.children.values(), key=lambda s: s.first)
         outputs = list(scope.outputs)
         scopes.append(ScopeInfo(
@@ -28,16 +29,24 @@ def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
             activation_bytes=scope.activation_bytes, inputs=list(scope.inputs), outputs=outputs,
             output_shapes=[format_shape(info[t].shape) if t in info else "?" for t in outputs[:8]],
             children=[c.name for c in children], pattern=patterns.get(scope.path, "")))
-    node_scope: Dict[str, str] = {name: scope_name(path) for name, path in tree.node_path.items()}
+    names = {scope.path: scope.name for scope in every}
+    node_scope: Dict[str, str] = {name: names.get(path) or scope_name(path) for name, path in tree.node_path.items()}
     return ScopeMap(source=tree.source, node_scope=node_scope, scopes=scopes)
 
 
 def node_briefs(graph: ModelGraph, tree: ScopeTree) -> List[NodeBrief]:
     """Every top-level node in topological order with its scope, edges, FLOPs and output bytes."""
-    return [NodeBrief(name=n.name, op_type=n.op_type, scope=scope_name(tree.node_path[n.name]),
-                      inputs=[t for t in n.inputs if t], outputs=[t for t in n.outputs if t],
-                      flops=tree.node_flops.get(n.name), activation_bytes=tree.node_bytes.get(n.name, 0))
-            for n in graph.nodes]
+    names: Dict[tuple, str] = {}  # scope path -> its name, joined once per scope rather than per node
+    briefs: List[NodeBrief] = []
+    for n in graph.nodes:
+        path = tree.node_path[n.name]
+        scope = names.get(path)
+        if scope is None:
+            scope = names[path] = scope_name(path)
+        briefs.append(NodeBrief(name=n.name, op_type=n.op_type, scope=scope, inputs=[t for t in n.inputs if t],
+                                outputs=[t for t in n.outputs if t], flops=tree.node_flops.get(n.name),
+                                activation_bytes=tree.node_bytes.get(n.name, 0)))
+    return briefs
 
 
 def tensor_fact(graph: ModelGraph, name: str) -> TensorFact:

@@ -26,16 +26,28 @@ def encode_float(value: float) -> Union[float, str]:
 
 def to_jsonable(obj: Any) -> Any:
     """Dataclasses, enums, tuples, numpy scalars and non-finite floats to plain JSON values."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if not f.metadata.get("transient")}
+    kind = type(obj)
+    # plain values first: a 50,000-node result is millions of them (exact type checks are cheap)
+    if kind is str or obj is None or kind is bool or kind is int:
+        return obj
+    if kind is float:
+        return encode_float(obj)
+    if kind is list or kind is tuple:
+        return [to_jsonable(v) for v in obj]
+    if kind is dict:
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    names = _FIELDS.get(kind)
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(obj) if not f.metadata.get("transient"))
+    if names is not None:
+        return {name: to_jsonable(getattr(obj, name)) for name in names}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+    if isinstance(obj, bool) or isinstance(obj, str):
         return obj
     if isinstance(obj, int):
         return int(obj)
@@ -46,6 +58,10 @@ def to_jsonable(obj: Any) -> Any:
     if hasattr(obj, "__fspath__"):
         return str(obj)
     raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+_FIELDS: Dict[type, tuple] = {}
+"""Dataclass -> its serialised field names (dataclasses.fields is slow enough to show at scale)."""
 
 
 def decode_value(value: Any) -> Any:
