@@ -33,9 +33,9 @@ def to_jsonable(obj: Any) -> Any:
     if kind is float:
         return encode_float(obj)
     if kind is list or kind is tuple:
-        return [to_jsonable(v) for v in obj]
+        return [v if type(v) is str else to_jsonable(v) for v in obj]  # names: no call per leaf
     if kind is dict:
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): v if type(v) is str else to_jsonable(v) for k, v in obj.items()}
     names = _FIELDS.get(kind)
     if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(obj) if not f.metadata.get("transient"))
