@@ -27,7 +27,11 @@ def export(spec: Spec, path: Path, sample: Dict[str, np.ndarray]) -> Dict[str, o
     kwargs = dict(input_names=names, output_names=list(spec.output_names), opset_version=spec.opset,
                   dynamic_axes=spec.dynamic or None)
     if spec.exporter == "dynamo":
-        torch.onnx.export(built, args, str(path), dynamo=True, external_data=False, **kwargs)
+        # the wrapper's forward(*args) is one tuple argument for torch.export: dynamic shapes nest likewise
+        auto = torch.export.Dim.AUTO
+        shapes = (tuple({axis: auto for axis in spec.dynamic.get(n, {})} for n in names),)
+        kwargs.pop("dynamic_axes")
+        torch.onnx.export(built, args, str(path), dynamo=True, external_data=False, dynamic_shapes=shapes, **kwargs)
     else:
         torch.onnx.export(built, args, str(path), dynamo=False, do_constant_folding=True, **kwargs)
     got = run(path, sample)

@@ -10,9 +10,13 @@ ISOLATION_DYNAMIC = ("isolation skips every layer of a model with a symbolic dim
 PROFILE_SYMBOLIC_BATCH = ("profile with synthetic inputs refuses a symbolic batch dimension (exit 3: 'dimension 0 "
                           "(...) is dynamic (fix it with --shape ...)') instead of defaulting it to 1")
 
+DYNAMIC_PAIRING = ("dynamic quantisation (DynamicQuantizeLinear + ConvInteger/MatMulInteger) is barely paired: "
+                   "the integer ops' outputs are not read back as the float tensors they replace")
+
 KNOWN: Dict[Tuple[str, str, str], str] = {
     ("isolation", "*", "*"): ISOLATION_DYNAMIC,
     ("profile-synthetic", "*", "fp32"): PROFILE_SYMBOLIC_BATCH,
+    ("pairing", "*", "dynamic"): DYNAMIC_PAIRING,
 }
 
 
