@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -101,7 +102,12 @@ def main(argv: List[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    args.out_dir = args.out_dir.resolve()
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    # onnxruntime's quantizer and symbolic shape inference leave temporary files (*.data,
+    # sym_shape_infer_temp.onnx) in the working directory: give them a scratch one.
+    scratch = tempfile.mkdtemp(prefix="mi-zoo-")
+    os.chdir(scratch)
     total = time.perf_counter()
     for spec in select(args.only, args.fast):
         start = time.perf_counter()
@@ -116,6 +122,7 @@ def main(argv: List[str] | None = None) -> int:
         for variant, reason in skipped.items():
             print(f"  skipped {variant}: {reason}", file=sys.stderr)
     print(f"zoo built in {time.perf_counter() - total:.1f}s -> {args.out_dir}", file=sys.stderr)
+    shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 

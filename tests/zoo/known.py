@@ -17,6 +17,7 @@ KNOWN: Dict[Tuple[str, str, str], str] = {
     ("isolation", "*", "*"): ISOLATION_DYNAMIC,
     ("profile-synthetic", "*", "fp32"): PROFILE_SYMBOLIC_BATCH,
     ("pairing", "*", "dynamic"): DYNAMIC_PAIRING,
+    ("ci-gate", "*", "fp32"): "ci-gate.yaml's profile step (no inputs) " + PROFILE_SYMBOLIC_BATCH,
 }
 
 

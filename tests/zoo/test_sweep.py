@@ -122,3 +122,20 @@ def test_html_opens_in_chromium(request, sweep, model, variant):
             assert errors == [] and requests == [], f"{r.command}: errors {errors}, requests {requests}"
             assert page.locator("#overall").is_visible(), r.command
         browser.close()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_ci_gate_suite(request, sweep, model):
+    """The shipped CI suite (configs/ci-gate.yaml) on fp32 vs int8 QDQ of a typical export passes every step."""
+    _case(request, sweep, "ci-gate", model, "fp32")
+    if sweep.skipped(model, "qdq_u8u8"):
+        pytest.skip("no int8 QDQ variant")
+    import subprocess
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "FP32_MODEL": str(sweep.path(model, "fp32")), "INT8_MODEL": str(sweep.path(model, "qdq_u8u8")),
+           "DATA_DIR": str(sweep.zoo / model / "data")}
+    proc = subprocess.run([str(sweep.bin_dir / "mi"), "run", str(root / "configs" / "ci-gate.yaml")],
+                          capture_output=True, text=True, env=env, cwd=sweep.out)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr[-400:]
+    assert "could not run" not in proc.stdout + proc.stderr, proc.stderr[-400:]
