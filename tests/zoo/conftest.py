@@ -14,7 +14,7 @@ from .sweep import Sweep
 from .wheel import CACHE, ROOT, build_wheel, installed_venv
 
 FULL = os.environ.get("MI_ZOO", "") == "full"
-ARTIFACTS = Path(os.environ.get("MI_ARTIFACTS", ROOT / "test-artifacts")) / "zoo"
+ARTIFACTS = Path(os.environ.get("MI_ARTIFACTS", ROOT / "test-artifacts")) / ("zoo-full" if FULL else "zoo")
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +37,16 @@ def zoo_dir() -> Path:
 def sweep(mi_wheel, zoo_dir):
     """The sweep over the zoo with mi from the installed wheel; writes runs.jsonl and facts.json for the table."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / "runs.jsonl").unlink(missing_ok=True)
     s = Sweep(installed_venv(mi_wheel), zoo_dir, ARTIFACTS)
+    if os.environ.get("MI_ZOO_REUSE") == "1":  # re-check criteria on the recorded runs (docs/zoo.md)
+        s.reuse()
+    else:
+        (ARTIFACTS / "runs.jsonl").unlink(missing_ok=True)
     yield s
     facts = [{"model": m, "variant": v, **f} for (m, v), f in sorted(s.facts.items())]
+    if os.environ.get("MI_ZOO_REUSE") == "1" and (ARTIFACTS / "facts.json").exists():
+        old = {(f["model"], f["variant"]): f for f in json.loads((ARTIFACTS / "facts.json").read_text())}
+        for f in facts:
+            old[(f["model"], f["variant"])] = {**old.get((f["model"], f["variant"]), {}), **f}
+        facts = list(old.values())
     (ARTIFACTS / "facts.json").write_text(json.dumps(facts, indent=1))

@@ -40,6 +40,16 @@ class Sweep:
     runs: Dict[Tuple[str, str, str], Run] = field(default_factory=dict)
     facts: Dict[Tuple[str, str], Dict[str, object]] = field(default_factory=dict)
 
+    def reuse(self) -> int:
+        """Load the runs of a previous session (runs.jsonl in `out`) instead of running them again: for
+        re-checking the criteria or the known-defect table without the mi runs (MI_ZOO_REUSE=1)."""
+        path = self.out / "runs.jsonl"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                run = Run(**json.loads(line))
+                self.runs[(run.model, run.variant, run.command)] = run
+        return len(self.runs)
+
     def manifest(self, model: str) -> Dict[str, object]:
         return json.loads((self.zoo / model / "manifest.json").read_text())
 
