@@ -93,3 +93,51 @@ def test_float64_squares_overflowing_fall_back_to_the_exact_path() -> None:
     stats = metrics.compare_arrays(a, a * 2.0)
     assert stats.count == 6 and stats.nonfinite_mismatch == 0
     assert math.isinf(stats.sum_a2) and stats.max_abs == 1e200 and stats.max_rel == 1.0
+
+
+# ---- model hashes: computed in the background, the same sha256 -----------------------------------
+def test_background_hash_is_the_files_sha256(tmp_path) -> None:
+    import hashlib
+    import os
+
+    from inspector_cli.core import filehash
+
+    path = tmp_path / "m.onnx"
+    data = bytes(range(256)) * (filehash.BACKGROUND_MIN_BYTES // 256 + 7)
+    path.write_bytes(data)
+    filehash.prefetch(path)
+    assert filehash.sha256(path) == hashlib.sha256(data).hexdigest()
+    path.write_bytes(data[:-1])  # a changed file (size and mtime) is hashed again
+    os.utime(path, ns=(1, 1))
+    assert filehash.sha256(path) == hashlib.sha256(data[:-1]).hexdigest()
+
+
+def test_loading_a_model_starts_its_hash_and_the_result_uses_it(tmp_path, monkeypatch) -> None:
+    import hashlib
+
+    import onnx
+
+    from inspector_cli.core import filehash
+    from inspector_cli.core.graph import load_model
+    from inspector_cli.results.base import ModelRef
+    from inspector_cli.testing.encoder import build_encoder
+
+    path = tmp_path / "enc.onnx"
+    onnx.save(build_encoder(2, hidden=256, seq=8), str(path))
+    assert path.stat().st_size >= filehash.BACKGROUND_MIN_BYTES
+    started = []
+    monkeypatch.setattr(filehash.threading, "Thread", _recording_thread(started))
+    ref = ModelRef.of(load_model(path))
+    assert started == [path]
+    assert ref.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _recording_thread(started: list):  # type: ignore[no-untyped-def]
+    import threading
+
+    class Recording(threading.Thread):
+        def __init__(self, *, target, args, name, daemon):  # type: ignore[no-untyped-def]
+            started.append(args[0])
+            super().__init__(target=target, args=args, name=name, daemon=daemon)
+
+    return Recording

@@ -16,6 +16,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
+from .filehash import prefetch as prefetch_sha256
 from .protoutil import implicit_inputs, infer_tensor_info, iter_tensors, value_info_to_tensor
 from .types import TensorInfo
 
@@ -165,6 +166,7 @@ def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
         raise UsageError(f"{model_path}: no such file", hint="check the model path")
     if model_path.is_dir():
         raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
+    prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     model = parse_model_file(model_path)
     check_external_data(model, model_path)
     return ModelGraph.from_proto(model, model_path)
