@@ -13,8 +13,8 @@ build results), for files of at least `BACKGROUND_MIN_BYTES`. A finished hash is
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
+import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -52,7 +52,8 @@ def _run(path: Path, future: "Future[str]") -> None:
 def prefetch(path: "str | os.PathLike[str]") -> None:
     """Start hashing `path` on a daemon thread (main process, large files only; errors are kept for
     `sha256`, which raises them as a synchronous hash would)."""
-    if multiprocessing.parent_process() is not None:
+    mp = sys.modules.get("multiprocessing")  # not imported for this: a worker has it already
+    if mp is not None and mp.parent_process() is not None:
         return  # an executor worker: its results carry sums, not model references
     try:
         file = Path(path)
