@@ -52,14 +52,20 @@ def run(cmd: Cmd) -> Dict[str, float]:
 class Bench:
     """Collects rows; each row is measured against its floor in paired runs."""
 
-    def __init__(self, repeat: int, before: Optional[Path]) -> None:
-        self.repeat, self.before = repeat, before
+    def __init__(self, repeat: int, before: Optional[Path], save: Optional[Path] = None) -> None:
+        self.repeat, self.before, self.save = repeat, before, save
         self.rows: List[Dict[str, object]] = []
 
+    def add(self, row: Dict[str, object]) -> None:
+        """Keep a row (and write every row so far to --json: a long run interrupted keeps its figures)."""
+        self.rows.append(row)
+        if self.save is not None:
+            self.save.write_text(json.dumps({"rows": self.rows}, indent=1, default=str))
+
     def paired(self, key: str, floors: Dict[int, Cmd], tool: Callable[[Path, int], Cmd], target: str,
-               whole_max: Optional[float], sample_max: Optional[float], rss: bool = False) -> None:
+               whole_max: Optional[float], sample_max: Optional[float], rss: bool = False, mi_row: bool = True) -> None:
         """Ratios of `tool(root, n)` to `floors[n]`: whole process at the smallest n, per sample between sizes."""
-        roots = {"now": ROOT} if self.before is None else {"now": ROOT, "before": self.before}
+        roots = {"now": ROOT} if self.before is None or not mi_row else {"now": ROOT, "before": self.before}
         walls: Dict[str, Dict[int, List[float]]] = {k: {n: [] for n in floors} for k in ["floor", *roots]}
         rsss: Dict[str, List[float]] = {k: [] for k in ["floor", *roots]}
         ratios: Dict[str, List[float]] = {k: [] for k in roots}
@@ -89,7 +95,7 @@ class Bench:
                 row[f"{label}_sample"] = (med[label][big] - med[label][small]) / (med["floor"][big] - med["floor"][small])
             if rss:
                 row[f"{label}_rss"] = max(rsss[label]) / max(rsss["floor"])
-        self.rows.append(row)
+        self.add(row)
         print(f"  {key}: {row['now_whole']:.2f}x" + (f", per sample {row['now_sample']:.2f}x" if "now_sample" in row
                                                     else ""), file=sys.stderr, flush=True)
 
@@ -100,13 +106,13 @@ class Bench:
         row: Dict[str, object] = {"key": key, "target": target, "seconds_max": seconds_max, **(extra or {})}
         for label, root in roots.items():
             row[f"{label}_s"] = statistics.median(run(tool(root))["wall"] for _ in range(self.repeat))
-        self.rows.append(row)
+        self.add(row)
         print(f"  {key}: {row['now_s']:.3f} s", file=sys.stderr, flush=True)
         return row  # type: ignore[return-value]
 
 
 def model_rows(bench: Bench, name: str, paths: Dict[str, Path], kinds: Sequence[str], counts: Sequence[int],
-               work: Path, full: bool) -> None:
+               work: Path, full: bool, nan: bool) -> None:
     """Compare (outputs, layers, naive) per pair; probe, nan-bisect and validate on the fp32 model."""
     fp32 = paths["fp32"]
     data = {n: paths[f"data{n}"] for n in counts}
@@ -126,8 +132,9 @@ def model_rows(bench: Bench, name: str, paths: Dict[str, Path], kinds: Sequence[
             bench.paired(f"{base}/compare-layers-256", big,
                          lambda r, n: mi(r, "-q", "compare", fp32, other, "--inputs", paths["data256"], "--layers",
                                          "all", "--json", out), "RSS flat 8->256", None, None, rss=True)
-        bench.paired(f"{base}/naive-script", floors, lambda r, n: [*WORK, "naive", fp32, other, data[n]],
-                     "reference", None, None)
+        # whole process only: the naive script is slow (float64 copies of every tensor)
+        bench.paired(f"{base}/naive-script", {min(counts): floors[min(counts)]},
+                     lambda r, n: [*WORK, "naive", fp32, other, data[n]], "reference", None, None, mi_row=False)
     floors1 = {n: [*WORK, "floor", fp32, data[n]] for n in counts}
     for k in (1, 10):
         names = json.loads(subprocess.run([*WORK, "pick", fp32, str(k)], capture_output=True, text=True,
@@ -139,7 +146,8 @@ def model_rows(bench: Bench, name: str, paths: Dict[str, Path], kinds: Sequence[
     bench.paired(f"{name}/probe-all", floors1,
                  lambda r, n: mi(r, "-q", "probe", fp32, "--inputs", data[n], "--no-history", "--json", out),
                  "<=2x/sample", None, 2.0)
-    nan_rows(bench, name, fp32, data[max(counts)], work)
+    if nan:
+        nan_rows(bench, name, fp32, data[max(counts)], work)
     bench.paired(f"{name}/validate", {0: [*WORK, "checker", fp32]},
                  lambda r, n: mi(r, "-q", "validate", fp32, "--json", out), "<=1.5x", 1.5, None)
 
@@ -198,11 +206,11 @@ def scale_rows(bench: Bench, sizes: Sequence[int], work: Path) -> None:
         if size == max(sizes):
             plans = [json.loads(subprocess.run([*WORK, "plan", fp32, fp16], capture_output=True, text=True,
                                                check=True).stdout)["seconds"] for _ in range(bench.repeat)]
-            bench.rows.append({"key": f"scale/compare-planning/{size}", "target": "<5 s", "seconds_max": 5.0,
+            bench.add({"key": f"scale/compare-planning/{size}", "target": "<5 s", "seconds_max": 5.0,
                                "now_s": statistics.median(plans)})
     for what, values in per_k.items():
         if len(values) > 1:
-            bench.rows.append({"key": f"scale/{what}/linearity", "target": "<=1.2x", "whole_max": 1.2,
+            bench.add({"key": f"scale/{what}/linearity", "target": "<=1.2x", "whole_max": 1.2,
                                "now_whole": values[max(values)] / values[min(values)]})
 
 
@@ -264,22 +272,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--models", default="mobilenet_v2,resnet50,encoder")
     parser.add_argument("--kinds", default="int8,fp16")
     parser.add_argument("--sizes", default="5000,20000,50000")
+    parser.add_argument("--nan-models", default="mobilenet_v2,encoder",
+                        help="models of the nan-bisect rows (100 samples each: ResNet-50 is slow)")
+    parser.add_argument("--rss-256", action="store_true", help="also compare --layers over 256 samples (RSS)")
     parser.add_argument("--parts", default="models,scale,help")
     parser.add_argument("--before", type=Path, help="an older checkout of mi, measured in the same pairs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
     parser.add_argument("--json", type=Path, help="write every row here")
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--report", type=Path, nargs="+", help="no runs: the table (and --check/--write-baseline) "
+                        "from rows saved by earlier --json runs")
     parser.add_argument("--write-baseline", action="store_true")
     args = parser.parse_args(argv)
+    if args.report:
+        return finish([row for path in args.report for row in json.loads(path.read_text())["rows"]], args)
     if args.quick:
         args.repeat, args.models, args.kinds, args.sizes = 1, "mobilenet_v2", "int8", "5000"
-    counts = (8, 64) + (() if args.quick else (256,))
+    counts = (8, 64) + ((256,) if args.rss_256 else ())
     names = args.models.split(",")
     subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_models.py"), str(args.out), ",".join(names),
                     ",".join(map(str, counts))], check=True)
     from bench_models import model_paths
 
-    bench = Bench(args.repeat, args.before.resolve() if args.before else None)
+    bench = Bench(args.repeat, args.before.resolve() if args.before else None, args.json)
     work = args.out / "speed"
     work.mkdir(parents=True, exist_ok=True)
     parts = args.parts.split(",")
@@ -288,13 +303,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "models" in parts:
         for name in names:
             model_rows(bench, name, model_paths(args.out, name, counts), args.kinds.split(","), (8, 64), work,
-                       not args.quick)
+                       args.rss_256, name in args.nan_models.split(","))
     if "scale" in parts:
         scale_rows(bench, [int(s) for s in args.sizes.split(",")], work)
-    print(table(bench.rows))
-    current = ratios(bench.rows)
-    if args.json:
-        args.json.write_text(json.dumps({"rows": bench.rows, "ratios": current}, indent=1, default=str))
+    return finish(bench.rows, args)
+
+
+def finish(rows: List[Dict[str, object]], args: argparse.Namespace) -> int:
+    """Print the table; write the figures; --write-baseline, --check."""
+    print(table(rows))
+    current = ratios(rows)
+    if args.json and not args.report:
+        args.json.write_text(json.dumps({"rows": rows, "ratios": current}, indent=1, default=str))
     if args.write_baseline:
         BASELINE.write_text(json.dumps({"note": "bench_speed.py --write-baseline", "ratios": current}, indent=1) + "\n")
     return check(current) if args.check else 0

@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
 from .filehash import prefetch as prefetch_sha256
+from .light import light_copy
 from .protoutil import implicit_inputs, infer_tensor_info, iter_tensors, value_info_to_tensor
 from .types import TensorInfo
 
@@ -125,7 +126,7 @@ class ModelGraph:
     def tensor_info(self, name: str) -> TensorInfo:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
         if self._tensor_info is None:
-            self._tensor_info = infer_tensor_info(self.model)
+            self._tensor_info = infer_tensor_info(light_copy(self.model))
         return self._tensor_info.get(name, TensorInfo(name))
 
     def all_tensor_info(self) -> Dict[str, TensorInfo]:
