@@ -141,3 +141,25 @@ def _recording_thread(started: list):  # type: ignore[no-untyped-def]
             super().__init__(target=target, args=args, name=name, daemon=daemon)
 
     return Recording
+
+
+# ---- sessions built side by side ------------------------------------------------------------------
+def test_open_sessions_builds_each_model_and_reports_the_first_failure_in_order(tmp_path) -> None:
+    import onnx
+
+    from inspector_cli.core.graph import ModelGraph
+    from inspector_cli.core.runner import RuntimeConfig, open_sessions
+    from inspector_cli.errors import InferenceError
+    from tests.helpers import affine_model
+
+    graphs = [ModelGraph.from_proto(affine_model(scale=s)) for s in (2.0, 3.0)]
+    runtime = RuntimeConfig()
+    a, b = open_sessions([(graphs[0], runtime, "A"), (graphs[1], runtime, "B")])
+    x = np.ones((1, 4), np.float32)
+    assert (a.label, b.label) == ("A", "B")
+    assert a.run({"x": x})["y"].tolist() == [[2.0] * 4] and b.run({"x": x})["y"].tolist() == [[3.0] * 4]
+    broken = affine_model()
+    broken.graph.node[0].op_type = "NoSuchOp"
+    bad = ModelGraph.from_proto(onnx.ModelProto.FromString(broken.SerializeToString()))
+    with pytest.raises(InferenceError, match="^B: onnxruntime could not load the model"):
+        open_sessions([(graphs[0], runtime, "A"), (bad, runtime, "B")])
