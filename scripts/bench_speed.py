@@ -52,8 +52,12 @@ def run(cmd: Cmd) -> Dict[str, float]:
 class Bench:
     """Collects rows; each row is measured against its floor in paired runs."""
 
-    def __init__(self, repeat: int, before: Optional[Path], save: Optional[Path] = None) -> None:
-        self.repeat, self.before, self.save = repeat, before, save
+    def __init__(self, repeat: int, before: Optional[Path], save: Optional[Path] = None,
+                 only: Sequence[str] = ()) -> None:
+        self.repeat, self.before, self.save, self.only = repeat, before, save, tuple(only)
+
+    def skip(self, key: str) -> bool:
+        return bool(self.only) and not any(part in key for part in self.only)
         self.rows: List[Dict[str, object]] = []
 
     def add(self, row: Dict[str, object]) -> None:
@@ -65,6 +69,8 @@ class Bench:
     def paired(self, key: str, floors: Dict[int, Cmd], tool: Callable[[Path, int], Cmd], target: str,
                whole_max: Optional[float], sample_max: Optional[float], rss: bool = False, mi_row: bool = True) -> None:
         """Ratios of `tool(root, n)` to `floors[n]`: whole process at the smallest n, per sample between sizes."""
+        if self.skip(key):
+            return
         roots = {"now": ROOT} if self.before is None or not mi_row else {"now": ROOT, "before": self.before}
         walls: Dict[str, Dict[int, List[float]]] = {k: {n: [] for n in floors} for k in ["floor", *roots]}
         rsss: Dict[str, List[float]] = {k: [] for k in ["floor", *roots]}
@@ -102,6 +108,8 @@ class Bench:
     def absolute(self, key: str, tool: Callable[[Path], Cmd], target: str, seconds_max: Optional[float],
                  extra: Optional[Dict[str, object]] = None) -> Dict[str, float]:
         """Median wall seconds of a command without a floor (help, graph-size rows)."""
+        if self.skip(key):
+            return {"now_s": float("nan")}
         roots = {"now": ROOT} if self.before is None else {"now": ROOT, "before": self.before}
         row: Dict[str, object] = {"key": key, "target": target, "seconds_max": seconds_max, **(extra or {})}
         for label, root in roots.items():
@@ -173,6 +181,8 @@ def nan_rows(bench: Bench, name: str, fp32: Path, source: Path, work: Path) -> N
     bench.paired(f"{name}/nan-bisect-bad", {100: floors[100]},
                  lambda r, n: mi(r, "-q", "nan-bisect", fp32, "--inputs", sets["bad"], "--json", work / "nb.json"),
                  "origin <=3 inferences", None, None)
+    if bench.skip(f"{name}/nan-bisect-clean") or bench.skip(f"{name}/nan-bisect-bad"):
+        return
     clean_row, bad_row = bench.rows[-2], bench.rows[-1]
     floor_per_sample = bad_row["floor_walls"][100] / 100.0  # type: ignore[index]
     for label in ("now", "before"):
@@ -284,6 +294,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--before", type=Path, help="an older checkout of mi, measured in the same pairs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
     parser.add_argument("--json", type=Path, help="write every row here")
+    parser.add_argument("--only", default="", help="run only rows whose key contains one of these (comma-separated)")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--report", type=Path, nargs="+", help="no runs: the table (and --check/--write-baseline) "
                         "from rows saved by earlier --json runs")
@@ -303,7 +314,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # mi process would compile ~65 modules from source (~0.3 s), a cost no installed copy pays.
     for root in [ROOT, *([args.before] if args.before else [])]:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(root) / "inspector_cli")], check=True)
-    bench = Bench(args.repeat, args.before.resolve() if args.before else None, args.json)
+    bench = Bench(args.repeat, args.before.resolve() if args.before else None, args.json,
+                  [part for part in args.only.split(",") if part])
     work = args.out / "speed"
     work.mkdir(parents=True, exist_ok=True)
     parts = args.parts.split(",")

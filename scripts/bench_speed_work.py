@@ -128,7 +128,10 @@ def nan_data(model: str, data: str, out: str, count: str, bad: str = "1") -> Non
                     feeds = bad
                     break
             else:
-                raise SystemExit(f"no overflowing input found for {model}")
+                # the activations are bounded (ReLU6/Clip): a NaN in one input value is the bad sample
+                feeds = {k: v.copy() for k, v in feeds.items()}
+                first = next(k for k, v in feeds.items() if v.dtype == np.float32)
+                feeds[first].reshape(-1)[feeds[first].size // 2] = np.nan
         np.savez(folder / f"s{i:03d}.npz", **feeds)
 
 
