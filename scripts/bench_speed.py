@@ -73,6 +73,7 @@ class Bench:
             return
         roots = {"now": ROOT} if self.before is None or not mi_row else {"now": ROOT, "before": self.before}
         walls: Dict[str, Dict[int, List[float]]] = {k: {n: [] for n in floors} for k in ["floor", *roots]}
+        cpus: Dict[str, Dict[int, List[float]]] = {k: {n: [] for n in floors} for k in ["floor", *roots]}
         rsss: Dict[str, List[float]] = {k: [] for k in ["floor", *roots]}
         ratios: Dict[str, List[float]] = {k: [] for k in roots}
         small = min(floors)
@@ -80,11 +81,13 @@ class Bench:
             for n, floor_cmd in floors.items():
                 got = run(floor_cmd)
                 walls["floor"][n].append(got["wall"])
+                cpus["floor"][n].append(got["cpu"])
                 if n == small:
                     rsss["floor"].append(got["rss_mib"])
                 for label, root in roots.items():
                     mine = run(tool(root, n))
                     walls[label][n].append(mine["wall"])
+                    cpus[label][n].append(mine["cpu"])
                     if n == small:
                         ratios[label].append(mine["wall"] / got["wall"])
                         rsss[label].append(mine["rss_mib"])
@@ -92,13 +95,18 @@ class Bench:
                                   "floor_s": statistics.median(walls["floor"][small])}
         for label in ["floor", *roots]:
             row[f"{label}_walls"] = {n: statistics.median(v) for n, v in walls[label].items()}
+            row[f"{label}_cpus"] = {n: statistics.median(v) for n, v in cpus[label].items()}
         for label in roots:
             row[f"{label}_whole"] = statistics.median(ratios[label])
+            row[f"{label}_cpu_whole"] = row[f"{label}_cpus"][small] / row["floor_cpus"][small]  # type: ignore[index]
             row[f"{label}_s"] = statistics.median(walls[label][small])
             if len(floors) > 1:
                 big = max(floors)
                 med = {k: {n: statistics.median(v) for n, v in walls[k].items()} for k in ("floor", label)}
                 row[f"{label}_sample"] = (med[label][big] - med[label][small]) / (med["floor"][big] - med["floor"][small])
+                # CPU seconds (user + system) move much less with the machine's load than wall time
+                c = {k: row[f"{k}_cpus"] for k in ("floor", label)}
+                row[f"{label}_cpu_sample"] = (c[label][big] - c[label][small]) / (c["floor"][big] - c["floor"][small])  # type: ignore[index]
             if rss:
                 row[f"{label}_rss"] = max(rsss[label]) / max(rsss["floor"])
         self.add(row)
@@ -247,9 +255,11 @@ def table(rows: Sequence[Dict[str, object]]) -> str:
         return "" if value is None else f"{float(value):.3f} s" if unit == "s" else f"{float(value):.2f}{unit}"  # type: ignore[arg-type]
 
     body = [[r["key"], f(r, "now_whole"), f(r, "before_whole"), f(r, "now_sample"), f(r, "before_sample"),
+             f(r, "now_cpu_whole"), f(r, "before_cpu_whole"), f(r, "now_cpu_sample"), f(r, "before_cpu_sample"),
              f(r, "now_rss"), f(r, "before_rss"), f(r, "now_s", "s"), f(r, "before_s", "s"),
              f(r, "now_inferences", "") or f(r, "per_1k_s", "s"), r["target"], verdict(r)] for r in rows]
-    return tabulate(body, headers=["row", "whole x floor", "before", "per sample x", "before", "RSS x", "before",
+    return tabulate(body, headers=["row", "whole x floor", "before", "per sample x", "before", "CPU whole x",
+                                   "before", "CPU/sample x", "before", "RSS x", "before",
                                    "wall", "before", "bad: inferences / s per 1k nodes", "target", ""],
                     tablefmt="github", disable_numparse=True)
 
@@ -260,7 +270,7 @@ def ratios(rows: Sequence[Dict[str, object]]) -> Dict[str, float]:
     for row in rows:
         if row.get("target") == "reference":
             continue  # the naive script is not ours to guard
-        for key in ("now_whole", "now_sample", "now_rss", "now_inferences"):
+        for key in ("now_whole", "now_sample", "now_cpu_whole", "now_cpu_sample", "now_rss", "now_inferences"):
             if row.get(key) is not None:
                 out[f"{row['key']}:{key[4:]}"] = round(float(row[key]), 4)  # type: ignore[arg-type]
         if row.get("seconds_max") is not None:
