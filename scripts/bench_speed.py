@@ -55,10 +55,11 @@ class Bench:
     def __init__(self, repeat: int, before: Optional[Path], save: Optional[Path] = None,
                  only: Sequence[str] = ()) -> None:
         self.repeat, self.before, self.save, self.only = repeat, before, save, tuple(only)
+        self.rows: List[Dict[str, object]] = []
 
     def skip(self, key: str) -> bool:
+        """Whether --only leaves this row out."""
         return bool(self.only) and not any(part in key for part in self.only)
-        self.rows: List[Dict[str, object]] = []
 
     def add(self, row: Dict[str, object]) -> None:
         """Keep a row (and write every row so far to --json: a long run interrupted keeps its figures)."""
