@@ -6,6 +6,7 @@ Results are plain data: frozen dataclasses that serialise with `to_dict` and com
 from __future__ import annotations
 
 import enum
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
@@ -185,8 +186,6 @@ class Result:
 
 def result_class(kind: str) -> Type[Result]:
     """The result class registered for `kind` (importing the result modules on first use)."""
-    from . import load_all_kinds
-
     load_all_kinds()
     if kind not in _KINDS:
         raise KeyError(kind)
@@ -194,7 +193,16 @@ def result_class(kind: str) -> Type[Result]:
 
 
 def known_kinds() -> List[str]:
-    from . import load_all_kinds
-
     load_all_kinds()
     return sorted(_KINDS)
+
+
+# One module per result kind; each registers its class by defining `kind`.
+RESULT_MODULES = ("compare", "report_diff", "suite", "inputs", "profile", "probe", "validate", "nan_bisect",
+                  "sequence", "inspect")
+
+
+def load_all_kinds() -> None:
+    """Import every result module, so that each kind is registered."""
+    for name in RESULT_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
