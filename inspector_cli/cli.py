@@ -43,6 +43,7 @@ SUMMARIES: Dict[str, str] = {
     "probe": "Statistics of chosen tensors of MODEL over a data set, in fixed memory.",
     "validate": "Check MODEL for defects before anything runs it: is this model sound?",
     "nan-bisect": "Find the node where NaN/Inf values are born in MODEL, for each input sample.",
+    "inspect": "Show MODEL as a hierarchy of scopes: nodes, main ops, parameters, FLOPs, output shapes.",
 }
 """The first paragraph of each command's help, for `mi --help`: listing the commands from here
 saves importing all nine command modules and their option definitions (about half of the time
