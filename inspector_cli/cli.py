@@ -5,15 +5,18 @@ onnx or onnxruntime. Every failure becomes one `Error:` line and a documented ex
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import traceback
-from typing import Any, Callable, Dict, List, Optional
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import click
 
 from .commands._state import AppState
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError, describe_error
+from .render.safe import visible
 from .version import __version__
 
 # command name -> "module:attribute". Add a line here when a command lands.
@@ -27,7 +30,24 @@ COMMANDS: Dict[str, str] = {
     "probe": "inspector_cli.commands.probe:probe",
     "validate": "inspector_cli.commands.validate:validate",
     "nan-bisect": "inspector_cli.commands.nan_bisect:nan_bisect",
+    "inspect": "inspector_cli.commands.inspect:inspect",
 }
+
+SUMMARIES: Dict[str, str] = {
+    "compare": "Compare MODEL_B against the reference MODEL_A on the same inputs.",
+    "report": "Render saved JSON results again, or find regressions between two runs.",
+    "run": "Run the steps of the suite file SUITE in order, as one gate with one report.",
+    "inputs": "Make sample folders (.npz) for a model, and show what a data folder holds.",
+    "config": "Check run configs and suites without running them; print the config JSON Schema.",
+    "profile": "Profile MODEL with onnxruntime: per-node latency, op types, critical path, FLOPs and memory.",
+    "probe": "Statistics of chosen tensors of MODEL over a data set, in fixed memory.",
+    "validate": "Check MODEL for defects before anything runs it: is this model sound?",
+    "nan-bisect": "Find the node where NaN/Inf values are born in MODEL, for each input sample.",
+    "inspect": "Show MODEL as a hierarchy of scopes: nodes, main ops, parameters, FLOPs, output shapes.",
+}
+"""The first paragraph of each command's help, for `mi --help`: listing the commands from here
+saves importing all nine command modules and their option definitions (about half of the time
+of `mi --help`). tests/test_speed.py keeps it equal to the commands' own help."""
 
 
 class MiGroup(click.Group):
@@ -43,15 +63,113 @@ class MiGroup(click.Group):
         module_name, _, attr = target.partition(":")
         return getattr(importlib.import_module(module_name), attr)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from SUMMARIES, as click would draw it from the imported commands."""
+        from click.utils import make_default_short_help
+
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, make_default_short_help(SUMMARIES[name], limit)) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
-        argv = list(sys.argv[1:] if args is None else args)
-        code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
-                                                             standalone_mode=False, **extra),
-                           debug="--debug" in argv)
+        argv = hoist_global_options(self, list(sys.argv[1:] if args is None else args))
+        with library_warnings(quiet=_quiet_flag(argv)):
+            code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
+                                                                 standalone_mode=False, **extra),
+                               debug="--debug" in argv)
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _quiet_flag(argv: List[str]) -> bool:
+    """-q/--quiet among the group's own options (before the command name)."""
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-c", "--config"):
+            next(args, None)  # its value
+        elif arg == "--quiet" or (arg.startswith("-") and not arg.startswith("--") and "q" in arg[1:]
+                                  and not arg.startswith("-c")):
+            return True  # -q, or a cluster such as -vq
+        elif not arg.startswith("-"):
+            return False  # the command name: its own options are not the group's
+    return False
+
+
+@contextlib.contextmanager
+def library_warnings(*, quiet: bool) -> Iterator[None]:
+    """Python warnings raised by libraries during a command (numpy's 'invalid value encountered in
+    reduce' on Inf-Inf, for one) are one `warning:` line without a source line, and none under -q:
+    stderr then holds only mi's own lines. Restored afterwards (in-process callers keep theirs)."""
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")
+        else:
+            warnings.showwarning = _one_line_warning
+        yield
+
+
+def _one_line_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                      line: Optional[str] = None) -> None:
+    click.echo(visible(f"warning: {message}"), err=True)
+
+
+# The group's own options, accepted after the command too (`mi profile m.onnx --runs 5 -q`):
+# users type flags where they remember them. Flag -> takes a value.
+GLOBAL_OPTIONS: Dict[str, bool] = {"-c": True, "--config": True, "-v": False, "--verbose": False, "-vv": False,
+                                   "-q": False, "--quiet": False, "--no-color": False, "--debug": False,
+                                   "--wide": False, "--columns": True}
+
+
+def hoist_global_options(group: click.Group, argv: List[str]) -> List[str]:
+    """Move the group's options that follow the command name in front of it, so click parses them.
+
+    A token stays where it is when the command defines the same option, when it is the value of the
+    command's preceding option, or after `--`.
+    """
+    ctx = click.Context(group)
+    at = next((i for i, token in enumerate(argv) if token in COMMANDS), None)
+    if at is None:
+        return argv
+    if at > 0 and argv[at - 1] in ("-c", "--config", "--columns"):
+        return argv  # the "command name" is an option's value (a config file named like a command)
+    command = group.get_command(ctx, argv[at])
+    own, valued = _option_names(command)
+    front, rest, i = argv[:at], [argv[at]], at + 1
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        if token == "--":
+            rest += argv[i:]
+            break
+        if name in GLOBAL_OPTIONS and name not in own and rest[-1] not in valued:
+            takes_value = GLOBAL_OPTIONS[name] and "=" not in token
+            front += argv[i:i + 2] if takes_value else [token]
+            i += 2 if takes_value else 1
+            continue
+        rest.append(token)
+        i += 1
+    return front + rest
+
+
+def _option_names(command: Optional[click.Command]) -> tuple[set[str], set[str]]:
+    """(every option name of `command` and its subcommands, those that take a value)."""
+    own: set[str] = set()
+    valued: set[str] = set()
+    stack = [command] if command is not None else []
+    while stack:
+        cmd = stack.pop()
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                names = set(param.opts) | set(param.secondary_opts)
+                own |= names
+                if not param.is_flag and not param.count:
+                    valued |= names
+        if isinstance(cmd, click.Group):
+            stack += [c for c in cmd.commands.values()]
+    return own, valued
 
 
 def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
@@ -70,18 +188,15 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("Interrupted; reports already written are complete.", err=True)
         return EXIT_INTERRUPTED
-    except MiError as exc:
+    except Exception as exc:  # MiError: the user's problem; anything else a bug. One line, unless --debug
         if debug:
             traceback.print_exc()
-        click.echo(f"Error: {exc}", err=True)
-        return exc.exit_code
-    except Exception as exc:  # a bug: one line, unless --debug
-        if debug:
-            traceback.print_exc()
-        detail = str(exc).splitlines()[0] if str(exc) else ""
-        click.echo(f"Internal error: {type(exc).__name__}: {detail} (this is a bug in mi; rerun with --debug "
-                   f"for the traceback)", err=True)
-        return EXIT_INTERNAL
+        code, message = describe_error(exc)
+        # Messages quote model-supplied names: control characters made visible, one line.
+        message = visible(message)
+        click.echo(f"Error: {message}" if isinstance(exc, MiError) or code != EXIT_INTERNAL
+                   else message[0].upper() + message[1:], err=True)
+        return code
 
 
 @click.group(cls=MiGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -91,16 +206,25 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
 @click.option("-q", "--quiet", is_flag=True, help="No tables or progress; only errors and requested data.")
 @click.option("--no-color", is_flag=True, help="Plain text, no colours (NO_COLOR is honoured too).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--wide", is_flag=True, help="Tables: every column (by default the terminal shows the essential ones).")
+@click.option("--columns", "columns", metavar="A,B", default="",
+              help="Tables: extra columns to show, by header, e.g. shape,max_rel,mean_abs.")
 @click.version_option(__version__, "-V", "--version", prog_name="mi")
 @click.pass_context
 def cli(ctx: click.Context, config_path: Optional[str], verbose: int, quiet: bool, no_color: bool,
-        debug: bool) -> None:
+        debug: bool, wide: bool, columns: str) -> None:
     """model-inspector: diagnostics for ONNX models (compare, validate, probe, nan-bisect, profile, report).
 
     Exit codes: 0 ran and every gate passed; 1 a gate failed or a defect was found; 2 usage or
     config error; 3 the model or inputs could not be analysed; 4 internal error; 130 interrupted.
     """
-    ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path)
+    ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path,
+                       wide=wide, columns=tuple(c.strip() for c in columns.split(",") if c.strip()))
+    # onnxruntime's coloured log lines repeat errors that reach mi as exceptions (and become its
+    # Error: line): fatal only, unless -v (errors) or -vv (warnings) asks for them.
+    from .core.ortlog import set_log_severity  # imports nothing
+
+    set_log_severity(4 if quiet or not verbose else max(0, 4 - verbose))
     if config_path and ctx.invoked_subcommand:
         apply_config(ctx, config_path, ctx.invoked_subcommand)
 

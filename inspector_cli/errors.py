@@ -4,6 +4,8 @@ Imports nothing from the package, so every module can depend on it.
 """
 from __future__ import annotations
 
+import errno
+
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_USAGE = 2
@@ -54,3 +56,28 @@ class InferenceError(MiError):
 
 class ReportError(MiError):
     """A report cannot be written or read (exit 3 when reading, 2 when the path is unusable)."""
+
+
+class PluginError(MiError):
+    """A plugin raised while processing a tensor or summarising (exit 3)."""
+
+
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def describe_error(exc: BaseException) -> "tuple[int, str]":
+    """Exit code and one line for an exception that reaches a boundary (the CLI, a step of `mi run`).
+
+    An `MiError` is the user's problem and says so in its own words; anything else is a bug in mi,
+    named by its type and first line (the traceback only with --debug).
+    """
+    if isinstance(exc, MiError):
+        return exc.exit_code, str(exc)
+    if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+        # A full disk is the machine's state, not a bug: whatever was being written (a JSONL log, a
+        # dump) is named when the OS says which file it was.
+        where = f"{exc.filename}: " if exc.filename else ""
+        return EXIT_CANNOT_ANALYSE, f"{where}cannot write: no space left on device"
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return EXIT_INTERNAL, (f"internal error: {type(exc).__name__}: {detail} (this is a bug in mi; "
+                           f"rerun with --debug for the traceback)")

@@ -44,11 +44,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .errors import MiError, UsageError
+from .errors import MiError, PluginError, UsageError
+
+if TYPE_CHECKING:
+    from .core.graph import ModelGraph
 
 ENTRY_POINT_GROUP = "mi.plugins"
 BUILTIN: Dict[str, str] = {
@@ -145,10 +148,6 @@ def load_plugin(spec: str) -> Plugin:
     return plugin
 
 
-class PluginError(MiError):
-    """A plugin raised while processing a tensor or summarising (exit 3)."""
-
-
 def call_plugin(plugin: Plugin, method: str, *args: Any) -> Any:
     """Call a plugin method, turning its exceptions into one-line errors naming the plugin."""
     try:
@@ -159,3 +158,16 @@ def call_plugin(plugin: Plugin, method: str, *args: Any) -> Any:
         where = f" on tensor '{args[0]}'" if args and isinstance(args[0], str) else ""
         raise PluginError(f"plugin '{plugin.name}' failed in {method}{where}: {type(exc).__name__}: {exc}",
                           hint="fix the plugin or leave it out") from exc
+
+
+def node_view(graph: "ModelGraph", tensor: str) -> Optional[NodeView]:
+    """The producer of `tensor` as plugins see it (None for graph inputs)."""
+    node = graph.producer.get(tensor)
+    if node is None:
+        return None
+    import onnx
+
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in graph.node_proto(node.name).attribute
+                  if a.type != onnx.AttributeProto.GRAPH}
+    return NodeView(name=node.name, op_type=node.op_type, domain=node.domain, inputs=node.inputs,
+                    outputs=node.outputs, attributes=attributes)

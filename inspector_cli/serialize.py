@@ -7,6 +7,7 @@ Envelope (schema_version 1):
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import tempfile
@@ -108,7 +109,10 @@ def write_atomic(path: Union[str, Path], text_or_writer: Union[str, bytes, Calla
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     binary = isinstance(text_or_writer, bytes)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise ReportError(f"{target}: cannot write the report: {os_error_text(exc)}") from exc
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as handle:
             if callable(text_or_writer):
@@ -119,12 +123,23 @@ def write_atomic(path: Union[str, Path], text_or_writer: Union[str, bytes, Calla
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            # A full disk or a folder gone read-only mid-run: the result could not be kept (exit 3),
+            # named with its path; the previous file, if any, is untouched.
+            raise ReportError(f"{target}: cannot write the report: {os_error_text(exc)}") from exc
         raise
+
+
+def os_error_text(exc: OSError) -> str:
+    """'no space left on device' rather than '[Errno 28] No space left on device: ...'."""
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return "no space left on device"
+    return (exc.strerror or str(exc)).lower()
 
 
 def write_result_json(result: Result, path: Union[str, Path]) -> None:
@@ -132,4 +147,4 @@ def write_result_json(result: Result, path: Union[str, Path]) -> None:
 
 
 __all__ = ["SCHEMA_VERSION", "envelope", "dumps", "result_to_json", "result_from_document", "read_result",
-           "check_writable", "write_atomic", "write_result_json"]
+           "check_writable", "write_atomic", "write_result_json", "os_error_text"]

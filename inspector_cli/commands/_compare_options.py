@@ -80,7 +80,7 @@ def build_runtimes(params: Dict[str, Any], base: Any) -> "tuple[Any, Optional[An
 
 def build_layer_config(params: Dict[str, Any]) -> Any:
     """LayerConfig from the flags, or None without --layers."""
-    from ..config.compare import LayerConfig
+    from ..compare.config import LayerConfig
     from ..diff.gates import parse_gate
     from ..errors import UsageError
 
@@ -91,9 +91,6 @@ def build_layer_config(params: Dict[str, Any]) -> Any:
         if used:
             raise UsageError(f"--{used[0].replace('_', '-')} needs --layers", hint="add --layers all")
         return None
-    for item in isolate:
-        if item.startswith("worst:") and not item[6:].isdigit():
-            raise UsageError(f"--isolate {item}: expected worst:N with a whole number N")
     gates = []
     for flag, (base, _) in LAYER_GATE_HELP.items():
         for value in params.get(f"layer_{flag[6:].replace('-', '_')}") or ():

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
-from typing import Any, Callable, Dict, Iterator, Optional
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import click
 
+from ..errors import EXIT_CANNOT_ANALYSE, UsageError
 from ._state import AppState
 
 RESULT_META_KEY = "inspector_cli.result"
@@ -36,9 +39,49 @@ def check_report_paths(paths: Optional[Dict[str, Optional[str]]] = None) -> None
         for param, flag in REPORT_PARAMS.items():
             if ctx.params.get(param):
                 wanted.setdefault(flag, ctx.params[param])
+    inputs = input_paths(ctx) if ctx is not None else []
     for flag, path in wanted.items():
         if path:
             check_writable(path, flag)
+            refuse_input_overwrite(flag, str(path), inputs)
+
+
+def input_paths(ctx: click.Context) -> List[Path]:
+    """Files and folders the running command reads: every `click.Path(exists=True)` parameter
+    (model, --against, --inputs, --golden, --preprocess, results, suite) and the -c config."""
+    found: List[Path] = []
+    for param in ctx.command.params:
+        kind = param.type
+        if not (isinstance(kind, click.Path) and kind.exists):
+            continue
+        value = ctx.params.get(param.name or "")
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if item and str(item) != "-":
+                found.append(Path(str(item)))
+    config_path = app_state(ctx).config_path
+    if config_path:
+        found.append(Path(config_path))
+    return found
+
+
+def refuse_input_overwrite(flag: str, path: str, inputs: List[Path]) -> None:
+    """A report path that is (or lies inside a folder of) an input would destroy what it reports on:
+    `mi validate m.onnx --json m.onnx`. Symlinks and hard links count as the same file."""
+    if path == "-":
+        return
+    target = Path(path)
+    resolved = target.resolve()
+    for source in inputs:
+        try:
+            same = resolved == source.resolve() or (target.exists() and source.exists()
+                                                    and os.path.samefile(target, source))
+            inside = source.is_dir() and target.is_file() and source.resolve() in resolved.parents
+        except OSError:
+            continue
+        if same or inside:
+            what = "is" if same else "is a file inside"
+            raise UsageError(f"{flag} {path}: {what} the input {source}; refusing to overwrite it",
+                             hint="write the report somewhere else")
 
 
 def write_reports(result: Any, *, json_path: Optional[str] = None, html_path: Optional[str] = None,
@@ -73,17 +116,18 @@ def progress_bar(state: AppState, label: str, *, enabled: bool = True) -> Iterat
     if state.quiet or not enabled or not sys.stderr.isatty():
         yield lambda done, total, item: None
         return
+    from ..render.safe import visible
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from ..render.console import make_console
 
     console = make_console(no_color=state.no_color, stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  TextColumn("{task.fields[item]}"), console=console, transient=True) as bar:
+                  TextColumn("{task.fields[item]}", markup=False), console=console, transient=True) as bar:
         task = bar.add_task(label, total=None, item="")
 
         def update(done: int, total: Optional[int], item: str) -> None:
-            bar.update(task, completed=done, total=total, item=item[-40:])
+            bar.update(task, completed=done, total=total, item=visible(item)[-40:])
 
         yield update
 
@@ -107,8 +151,25 @@ def emit(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *,
                              model_explorer_path=params.get("model_explorer_path"))
     for writer in (extra_writers or {}).values():
         writer(result)
-    return print_result(ctx, result, view_builder, fmt=fmt, to_stdout_json=document if json_path == "-" else None,
+    code = print_result(ctx, result, view_builder, fmt=fmt, to_stdout_json=document if json_path == "-" else None,
                         formatters=formatters)
+    if code == EXIT_CANNOT_ANALYSE:
+        report_cannot_analyse(result, view_builder)
+    return code
+
+
+def report_cannot_analyse(result: Any, view_builder: Callable[[Any], Any]) -> None:
+    """A result that ends in exit 3 (samples that could not run, a model onnxruntime cannot load)
+    says why in one `Error:` line on stderr, whatever -q, --json - or --format hid from stdout."""
+    from ..render.safe import visible
+
+    view = view_builder(result)
+    reason = next((note for note in view.notes if note.lower().startswith("error")), None)
+    if reason is not None:
+        reason = reason.split(":", 1)[1].strip() if ":" in reason else reason
+    else:
+        reason = result.summary()
+    click.echo(f"Error: {visible(reason)}", err=True)
 
 
 def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *, fmt: str = "table",
@@ -138,6 +199,7 @@ def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], 
         click.echo(view_to_csv(view), nl=False)
     elif not state.quiet:
         from ..render.console import make_console, print_view
+        from ..render.fit import Layout
 
-        print_view(view, make_console(no_color=state.no_color))
+        print_view(view, make_console(no_color=state.no_color), Layout(state.wide, state.columns))
     return result.exit_code

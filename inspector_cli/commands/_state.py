@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 
 @dataclass
@@ -12,3 +12,7 @@ class AppState:
     no_color: bool = False
     debug: bool = False
     config_path: Optional[str] = None
+    wide: bool = False
+    """Tables: every column (the terminal shows the essential ones by default)."""
+    columns: Tuple[str, ...] = ()
+    """Tables: extra columns to show by name (e.g. shape, max rel)."""

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 import click
 
 from ..config.suite import StepSpec, Suite
-from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MiError
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, describe_error
 from ..results.base import ModelRef, Result
 from ..results.suite import StepStatus, SuiteResult, SuiteStep
 from ._output import RESULT_META_KEY
@@ -48,15 +48,10 @@ def invoke_step(ctx: click.Context, command: click.Command, kind: str, default_m
         raise KeyboardInterrupt from None
     except click.ClickException as exc:
         code, error = EXIT_USAGE, exc.format_message()
-    except MiError as exc:
+    except Exception as exc:  # an MiError, or a bug in a command: neither takes the other steps down
         if state.debug:
             traceback.print_exc()
-        code, error = exc.exit_code, str(exc)
-    except Exception as exc:  # a bug in a command must not take the other steps down
-        if state.debug:
-            traceback.print_exc()
-        detail = str(exc).splitlines()[0] if str(exc) else ""
-        code, error = EXIT_INTERNAL, f"internal error: {type(exc).__name__}: {detail} (a bug in mi; rerun with --debug)"
+        code, error = describe_error(exc)
     result = ctx.meta.pop(RESULT_META_KEY, None)
     return StepOutcome(code, result if isinstance(result, Result) else None, error, time.perf_counter() - start)
 

@@ -60,12 +60,11 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
       mi compare model.onnx --golden test_data_set_0/
       mi compare fp32.onnx int8.onnx --inputs /shared/data/ --executor ray --address auto
     """
-    from ..config.compare import CompareConfig
+    from ..compare.config import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates
+    from ..errors import UsageError
     from ..render.compare_view import compare_view
     from ..workflows.compare import compare_models
-
-    from ..errors import UsageError
 
     state = app_state(ctx)
     check_report_paths({"--json": params.get("json_path")})
@@ -76,8 +75,6 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     gates = parse_gates({flag: params.get(f"gate_{flag.replace('-', '_')}") or () for flag in GATE_FLAGS})
     runtime_a, runtime_b = build_runtimes(params, build_runtime(params))
     layers = build_layer_config(params)
-    if golden and layers is not None:
-        raise UsageError("--layers needs two models; --golden compares outputs only")
     config = CompareConfig(
         inputs=tuple(params.get("inputs") or ()),
         synthetic=build_synthetic(params),

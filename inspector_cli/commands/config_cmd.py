@@ -5,6 +5,7 @@ from typing import Dict, Optional, Tuple
 
 import click
 
+from ..render.safe import visible
 from ._output import app_state
 
 
@@ -42,7 +43,7 @@ def check(ctx: click.Context, files: Tuple[str, ...]) -> int:
         report = check_file(path, commands)
         problems += len(report.errors)
         for error in report.errors:
-            click.echo(f"Error: {error}", err=True)
+            click.echo(f"Error: {visible(str(error))}", err=True)
         if not state.quiet:
             verdict = "OK" if report.ok else f"{len(report.errors)} problem(s)"
             click.echo(f"{path}: {report.kind}: {verdict}")

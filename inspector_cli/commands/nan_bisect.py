@@ -6,6 +6,7 @@ from typing import Any
 import click
 
 from ._options import ByteSize, executor_options, input_options, model_argument, report_options, runtime_options
+from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
@@ -51,16 +52,12 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
     """
-    from ..config.nan_bisect import NanBisectConfig, Simulate
-    from ..errors import UsageError
+    from ..nanbisect.config import NanBisectConfig, Simulate
     from ..render.nan_bisect_view import nan_bisect_view
     from ..workflows.nan_bisect import nan_bisect as run
-    from ._options import build_runtime, build_synthetic
+    from ._options import build_executor, build_runtime, build_synthetic
 
     state = app_state(ctx)
-    if params.get("resume") and not params.get("jsonl"):
-        raise UsageError("--resume needs --jsonl PATH", hint="the JSONL log says which samples are done")
-    check_report_paths({"--json": params.get("json_path"), "--jsonl": params.get("jsonl")})
     config = NanBisectConfig(
         inputs=tuple(params.get("inputs") or ()),
         synthetic=build_synthetic(params),
@@ -73,19 +70,17 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         repro_dir=params.get("repro_dir"),
         jsonl=params.get("jsonl"),
         resume=bool(params.get("resume")),
-        workers=params["workers"],
-        executor=params.get("executor") or "local",
-        address=params.get("address"),
-        worker_memory=params.get("worker_memory"),
+        executor=build_executor(params),
         examples=params["examples"],
     )
+    check_report_paths({"--json": params.get("json_path"), "--jsonl": params.get("jsonl")})
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     def report_static(issues: Any) -> None:
         # weights holding NaN/Inf are known before any sample runs: say so at once (stderr)
         if not state.quiet:
             for issue in issues:
-                click.echo(f"warning: weight '{issue.tensor}' holds {issue.nan} NaN and {issue.inf} Inf values "
-                           f"(read by {', '.join(issue.consumers[:3]) or 'no node'})", err=True)
+                click.echo(visible(f"warning: weight '{issue.tensor}' holds {issue.nan} NaN and {issue.inf} Inf "
+                                   f"values (read by {', '.join(issue.consumers[:3]) or 'no node'})"), err=True)
 
     with progress_bar(state, "nan-bisect", enabled=show_progress) as progress:
         result = run(model, config, progress=progress, on_static=report_static)

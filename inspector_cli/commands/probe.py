@@ -5,8 +5,8 @@ from typing import Any, Optional
 
 import click
 
-from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options, report_options,
-                       runtime_options)
+from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options,
+                       report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
@@ -72,20 +72,18 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
     fmt, json_path = params["fmt"], params.get("json_path")
     check_report_paths({"--json": json_path})
     if params["show_history"]:
-        from ..workflows.probe_report import list_history
+        from ..probe.report import list_history
 
         return emit(ctx, list_history(params["history_dir"], model), history_list_view, fmt=fmt, json_path=json_path)
     if model is None:
         raise click.UsageError("MODEL is required (except with --history)")
     if params["list_only"]:
         from ..core.graph import load_model
-        from ..workflows.probe_report import list_tensors
+        from ..probe.report import list_tensors
 
         listed = list_tensors(load_model(model), tuple(params.get("select") or ()))
         return emit(ctx, listed, tensor_list_view, fmt=fmt, json_path=json_path)
-    if params.get("reference") and not params["quant_ranges"]:
-        raise click.UsageError("--reference is used by --quant-ranges; add --quant-ranges")
-    from ..config.probe import ProbeConfig
+    from ..probe.config import ProbeConfig
     from ..workflows.probe import probe_model
 
     config = ProbeConfig(

@@ -1,7 +1,7 @@
 """`mi profile`: where the time and memory of a model go, and what another version changed."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import click
 
@@ -25,6 +25,10 @@ from ._output import app_state, check_report_paths, emit, progress_bar
               help="Gate: fail when the p50 end-to-end latency exceeds MS milliseconds.")
 @click.option("--min-speedup", type=click.FloatRange(min=0), metavar="X",
               help="Gate (with --against): fail when OTHER's p50 speed-up over MODEL is below X.")
+@click.option("--group-by", "group_by", metavar="scope[:DEPTH]",
+              help="Show kernel time rolled up by scope first (time share, kernels, FLOP/s), DEPTH levels "
+                   "below the model (default 1; 'scope:leaf' for each node's own scope). The roll-up at depth 1 "
+                   "is always in the JSON.")
 @click.option("--no-memory-stats", is_flag=True,
               help="Skip onnxruntime's per-node memory statistics (saves one extra session).")
 @input_options
@@ -44,12 +48,14 @@ def profile(ctx: click.Context, model: str, **params: Any) -> int:
       mi profile model.onnx --runs 50 --warmup 5
       mi profile fp32.onnx --against int8.onnx --top 20 --min-speedup 1.5
       mi profile model.onnx --trace trace.json --json profile.json
+      mi profile model.onnx --group-by scope:2
     """
-    from ..config.profile import ProfileConfig
+    from ..profile.config import ProfileConfig
     from ..render.profile_view import profile_view
     from ..workflows.profile import profile_model
 
     state = app_state(ctx)
+    group_depth = parse_group_by(params.get("group_by"))
     check_report_paths({"--json": params.get("json_path"), "--trace": params.get("trace_path")})
     config = ProfileConfig(
         inputs=tuple(params.get("inputs") or ()),
@@ -63,9 +69,22 @@ def profile(ctx: click.Context, model: str, **params: Any) -> int:
         max_latency_ms=params.get("max_latency"),
         min_speedup=params.get("min_speedup"),
         memory_stats=not params.get("no_memory_stats"),
+        group_depth=group_depth,
+        group_by=bool(params.get("group_by")),
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "profiling", enabled=show_progress) as progress:
         result = profile_model(model, config, progress=progress)
     return emit(ctx, result, lambda r: profile_view(r, top=config.top), fmt=params["fmt"],
                 json_path=params.get("json_path"))
+
+
+def parse_group_by(value: Optional[str]) -> Optional[int]:
+    """'scope' -> 1, 'scope:3' -> 3, 'scope:leaf' -> None; anything else is a usage error."""
+    if not value:
+        return 1
+    kind, _, depth = value.partition(":")
+    if kind != "scope" or (depth and depth != "leaf" and not (depth.isdigit() and int(depth) >= 1)):
+        raise click.BadParameter(f"'{value}': expected scope, scope:DEPTH (DEPTH >= 1) or scope:leaf",
+                                 param_hint="--group-by")
+    return None if depth == "leaf" else int(depth or 1)

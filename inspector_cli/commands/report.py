@@ -1,7 +1,7 @@
 """`mi report`: re-render saved results (HTML, JUnit, Markdown, ...) or diff two runs. No onnxruntime."""
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import click
 
@@ -15,10 +15,13 @@ from ._output import check_report_paths, emit, print_result, write_reports
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.05, show_default=True,
               help="With --diff: relative worsening that counts as a regression (errors, latency, gap of cosine to 1).")
 @click.option("--title", default=None, help="Title of the HTML report.")
+@click.option("--map", "map_metric", default=None, metavar="METRIC",
+              help="Colour the HTML map (scope tree) by this per-node metric of the result, e.g. flops, "
+                   "activation_bytes, latency_us.")
 @report_options
 @click.pass_context
 def report(ctx: click.Context, results: Tuple[str, ...], diff: bool, tolerance: float, title: str,
-           **params: Any) -> int:
+           map_metric: Optional[str], **params: Any) -> int:
     """Render saved JSON results again, or find regressions between two runs.
 
     \b
@@ -26,6 +29,7 @@ def report(ctx: click.Context, results: Tuple[str, ...], diff: bool, tolerance: 
       mi report r.json --html r.html
       mi report validate.json compare.json profile.json --html all.html --junit all.xml
       mi report old.json new.json --diff          # exit 1 on regression
+      mi report inspect.json --html map.html --map activation_bytes
     """
     from ..render.html import render_html
     from ..render.junit import junit_xml
@@ -40,7 +44,7 @@ def report(ctx: click.Context, results: Tuple[str, ...], diff: bool, tolerance: 
             raise click.UsageError("--diff takes exactly two results: OLD.json NEW.json")
         result = diff_results(loaded[0], loaded[1], tolerance=tolerance, old_source=results[0], new_source=results[1])
         return emit(ctx, result, view_builder(result.kind), fmt=params["fmt"])
-    if len(loaded) == 1 and not title:
+    if len(loaded) == 1 and not title and not map_metric:
         return emit(ctx, loaded[0], view_builder(loaded[0].kind), fmt=params["fmt"])
     if len(loaded) > 1 and (params.get("json_path") or params.get("model_explorer_path")):
         raise click.UsageError("--json and --model-explorer take one result; pass one file (or use --diff)")
@@ -50,6 +54,6 @@ def report(ctx: click.Context, results: Tuple[str, ...], diff: bool, tolerance: 
     elif params.get("junit_path"):
         write_atomic(params["junit_path"], junit_xml(loaded))
     if params.get("html_path"):
-        write_atomic(params["html_path"], render_html(loaded, title=title))
+        write_atomic(params["html_path"], render_html(loaded, title=title, map_metric=map_metric))
     codes = [print_result(ctx, result, view_builder(result.kind), fmt=params["fmt"]) for result in loaded]
     return max(codes)

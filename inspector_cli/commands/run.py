@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import click
 
 from ._options import ByteSize, report_options
+from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit
 from ._state import AppState
 
@@ -79,7 +80,7 @@ def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[
 
     def echo(line: str) -> None:
         if not state.quiet:
-            click.echo(line, err=True)
+            click.echo(visible(line), err=True)
 
     config = {"suite": str(suite.path), "only": list(only), "skip": list(skip), "keep_going": keep_going,
               **({"overrides": {k: v for k, v in overrides.items()}} if overrides else {}),

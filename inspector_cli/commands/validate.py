@@ -56,7 +56,7 @@ def validate(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         return _list_rules(ctx, params["fmt"])
     if model is None:
         raise click.UsageError("missing argument 'MODEL' (or use --list-rules)")
-    from ..config.validate import ValidateConfig, parse_input_range, parse_rule_settings
+    from ..validate.config import ValidateConfig, parse_input_range, parse_rule_settings
     from ..render.sarif import sarif_text
     from ..render.validate_view import validate_view
     from ..results.base import Severity
@@ -106,6 +106,8 @@ def _list_rules(ctx: click.Context, fmt: str) -> int:
         click.echo(view_to_csv(view), nl=False)
     else:
         from ..render.console import make_console, print_view
+        from ..render.fit import Layout
 
-        print_view(view, make_console(no_color=app_state(ctx).no_color))
+        state = app_state(ctx)
+        print_view(view, make_console(no_color=state.no_color), Layout(state.wide, state.columns))
     return 0

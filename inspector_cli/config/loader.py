@@ -47,19 +47,35 @@ class ConfigFile:
 
 
 def load_config_file(path: "str | Path") -> ConfigFile:
-    """Read a config with `yaml.safe_load` (never arbitrary objects) and record key lines."""
+    """Read a config with `yaml.safe_load` (never arbitrary objects) and record key lines.
+
+    Loading is linear in the file's size: the file is composed once, and aliases that would expand
+    to more than `ALIAS_BUDGET` nodes (an "alias bomb") or refer to themselves are refused.
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
+    text = decode_config_bytes(path, path.read_bytes())
+    loader = None
     try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = yaml.SafeLoader(text)  # the reader checks characters here (NUL, other controls)
+        root = loader.get_single_node()
+        if root is not None:
+            check_alias_expansion(path, root)
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
+        if mark is not None:
+            line = mark.line + 1
+        elif isinstance(exc, yaml.reader.ReaderError):
+            line = text.count("\n", 0, exc.position) + 1
+        else:
+            line = 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}:{line}: invalid YAML: {problem}") from exc
+    finally:
+        if loader is not None:
+            loader.dispose()
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -70,6 +86,67 @@ def load_config_file(path: "str | Path") -> ConfigFile:
     if version != CONFIG_VERSION:
         raise config.error(("version",), f"version {version!r} is not supported", hint=f"use version: {CONFIG_VERSION}")
     return config
+
+
+# A config's nodes once every alias is expanded. Real configs reuse a block a few times; a "billion
+# laughs" file (nine levels of nine-way aliases) would expand to 9^9 nodes and every later walk of
+# the data (key lines, interpolation, suites) would follow each expansion.
+ALIAS_BUDGET = 10_000
+
+
+def decode_config_bytes(path: Path, raw: bytes) -> str:
+    """The file as UTF-8 text, or a usage error naming the line and byte offset of the bad byte."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset "
+                          f"{exc.start}", hint="save the config as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def check_alias_expansion(path: Path, root: yaml.Node) -> None:
+    """Refuse self-referring aliases and aliases expanding beyond `ALIAS_BUDGET` nodes.
+
+    The composed tree shares one node object per anchor, so the expanded size of every node is
+    computed once (memoised by identity): linear in the file, whatever the expansion.
+    """
+    sizes: Dict[int, int] = {}
+    active: set = set()
+    stack: List[Tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            active.discard(key)
+            size = 1 + sum(sizes[id(child)] for child in _children(node))
+            if size > ALIAS_BUDGET:
+                raise ConfigError(f"{path}:{node.start_mark.line + 1}: YAML aliases expand to more than "
+                                  f"{ALIAS_BUDGET} values", hint="a config does not need this many; "
+                                  "write the values out or use fewer nested aliases")
+            sizes[key] = size
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: a YAML alias refers to the value that "
+                              "contains it (a recursive structure)")
+        active.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in active:
+                raise ConfigError(f"{path}:{child.start_mark.line + 1}: a YAML alias refers to the value "
+                                  "that contains it (a recursive structure)")
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _children(node: yaml.Node) -> List[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _record_lines(node: Any, prefix: Tuple[str, ...], lines: Dict[Tuple[str, ...], int]) -> None:
@@ -161,6 +238,7 @@ def _store(config: ConfigFile, keys: Tuple[str, ...], param: click.Parameter, va
     items = _as_items(param, value)
     converted = []
     for item in items:
+        _check_scalar(config, keys, param, item)
         item = _relative_path(config, param, item)
         try:
             converted.append(param.type.convert(item, param, None))
@@ -172,6 +250,19 @@ def _store(config: ConfigFile, keys: Tuple[str, ...], param: click.Parameter, va
         if len(converted) != 1:
             raise config.error(keys, "expected a single value, got a list")
         out[param.name or keys[-1]] = converted[0]
+
+
+def _check_scalar(config: ConfigFile, keys: Tuple[str, ...], param: click.Parameter, item: Any) -> None:
+    """YAML types click would pass through unchecked: `json: false` is not a path, a nested list
+    or mapping is not one value."""
+    is_flag = isinstance(param, click.Option) and param.is_flag
+    if isinstance(item, (dict, list)):
+        raise config.error(keys, f"expected a single {param.type.name} value, got a {type(item).__name__}")
+    if isinstance(param.type, click.Path) and not isinstance(item, str):
+        shown = str(item).lower() if isinstance(item, bool) else repr(item)
+        raise config.error(keys, f"expected a path, got {shown}")
+    if isinstance(item, bool) and not is_flag and not isinstance(param.type, click.types.BoolParamType):
+        raise config.error(keys, f"expected a {param.type.name} value, got {str(item).lower()}")
 
 
 def _as_items(param: click.Parameter, value: Any) -> List[Any]:

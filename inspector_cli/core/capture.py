@@ -21,7 +21,7 @@ changing which kernels run.
 from __future__ import annotations
 
 import enum
-import os
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -30,6 +30,7 @@ import numpy as np
 from .binding import BoundRunner
 from .graph import ModelGraph
 from .inputs import SampleSet
+from .memory import available_memory
 from .runner import RuntimeConfig, Session, open_session
 from .types import TensorMap
 
@@ -66,21 +67,6 @@ class CapturePlan:
                 "chunk_sizes": [len(c) for c in self.chunks], "unknown_sizes": self.unknown_sizes}
 
 
-def available_memory() -> int:
-    """Bytes of memory available now (MemAvailable on Linux; total physical memory elsewhere)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
 def default_budget() -> int:
     return int(available_memory() * DEFAULT_BUDGET_SHARE)
 
@@ -93,8 +79,9 @@ def parse_size(text: "str | int") -> int:
     if raw and raw[-1] in units:
         scale, raw = units[raw[-1]], raw[:-1]
     value = float(raw)
-    if value < 0:
-        raise ValueError("negative size")
+    if not math.isfinite(value) or value < 0:
+        # 'inf', 'nan' and '1e400' parse as floats; int() of them would raise OverflowError (exit 4).
+        raise ValueError("not a finite, non-negative size")
     return int(value * scale)
 
 

@@ -16,7 +16,10 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
-from .protoutil import implicit_inputs, infer_tensor_info, iter_tensors, value_info_to_tensor
+from .external_data import check_external_data, external_data_problems  # noqa: F401 (re-exported)
+from .filehash import prefetch as prefetch_sha256
+from .light import light_copy
+from .protoutil import implicit_inputs, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
@@ -98,7 +101,7 @@ class ModelGraph:
 
     @property
     def uses_external_data(self) -> bool:
-        return any(t.data_location == _EXTERNAL for t in iter_tensors(self.model.graph))
+        return any(t.data_location == _EXTERNAL for _, t in iter_all_tensors(self.model.graph))
 
     @property
     def inputs(self) -> List[TensorInfo]:
@@ -124,13 +127,18 @@ class ModelGraph:
     def tensor_info(self, name: str) -> TensorInfo:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
         if self._tensor_info is None:
-            self._tensor_info = infer_tensor_info(self.model)
+            self._tensor_info = infer_tensor_info(light_copy(self.model))
         return self._tensor_info.get(name, TensorInfo(name))
 
     def all_tensor_info(self) -> Dict[str, TensorInfo]:
         self.tensor_info("")
         assert self._tensor_info is not None
         return self._tensor_info
+
+    def set_tensor_info(self, info: Dict[str, TensorInfo]) -> None:
+        """Install tensor types computed elsewhere instead of running shape inference ({} types nothing:
+        for graphs whose contrib ops defeat ONNX shape inference)."""
+        self._tensor_info = info
 
     def node_proto(self, name: str) -> onnx.NodeProto:
         """The NodeProto of a top-level node, by (assigned) name."""
@@ -165,6 +173,7 @@ def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
         raise UsageError(f"{model_path}: no such file", hint="check the model path")
     if model_path.is_dir():
         raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
+    prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     model = parse_model_file(model_path)
     check_external_data(model, model_path)
     return ModelGraph.from_proto(model, model_path)
@@ -183,6 +192,10 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
             f"{model_path}: not a valid ONNX protobuf ({reason})",
             hint="the file is truncated or is not an ONNX model",
         ) from exc
+    bad_text = _non_utf8_name(model)
+    if bad_text is not None:
+        raise ModelLoadError(f"{model_path}: not a valid ONNX protobuf ({bad_text} is not UTF-8 text)",
+                             hint="the file is corrupt")
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         raise ModelLoadError(
             f"{model_path}: parsed, but holds no ONNX model (ir_version={model.ir_version}, "
@@ -192,46 +205,26 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
     return model
 
 
-def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tuple[str, str]]:
-    """(tensor name, problem) for every external-data reference that is unsafe or missing."""
-    folder = model_path.resolve().parent
-    problems: List[Tuple[str, str]] = []
-    for tensor in iter_tensors(model.graph):
-        if tensor.data_location != _EXTERNAL:
-            continue
-        info = {e.key: e.value for e in tensor.external_data}
-        location = info.get("location", "")
-        if not location:
-            problems.append((tensor.name, "external data without a location"))
-            continue
-        target = (folder / location).resolve()
-        if os.path.isabs(location) or not _is_inside(target, folder):
-            problems.append((tensor.name, f"external data location '{location}' resolves outside the model's folder {folder}"))
-            continue
-        if not target.is_file():
-            problems.append((tensor.name, f"external data file '{location}' not found in {folder}"))
-            continue
-        end = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
-        if end > target.stat().st_size:
-            problems.append((tensor.name, f"external data file '{location}' is shorter ({target.stat().st_size} bytes) than the tensor needs ({end})"))
-    return problems
-
-
-def check_external_data(model: onnx.ModelProto, model_path: Path) -> None:
-    problems = external_data_problems(model, model_path)
-    if problems:
-        name, problem = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ModelLoadError(f"{model_path}: tensor '{name}': {problem}{more}",
-                             hint="external data must live inside the model's folder; refusing to read it")
-
-
-def _is_inside(target: Path, folder: Path) -> bool:
-    try:
-        target.relative_to(folder)
-        return True
-    except ValueError:
-        return False
+def _non_utf8_name(model: onnx.ModelProto) -> Optional[str]:
+    """Where a string field holds bytes that are not UTF-8 (protobuf then hands back `bytes`, and
+    every later use of the name would fail), or None."""
+    for graph in [model.graph, *iter_subgraphs(model.graph)]:
+        for kind, items in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info),
+                            ("initializer", graph.initializer)):
+            for item in items:
+                if isinstance(item.name, bytes):
+                    return f"the name of graph {kind} {item.name!r}"
+        for index, node in enumerate(graph.node):
+            for field_name in ("name", "op_type", "domain"):
+                if isinstance(getattr(node, field_name), bytes):
+                    return f"node {index}'s {field_name}"
+            for name in [*node.input, *node.output]:
+                if isinstance(name, bytes):
+                    return f"tensor name {name!r} of node {index}"
+    for opset in model.opset_import:
+        if isinstance(opset.domain, bytes):
+            return "an opset domain"
+    return None
 
 
 def load_external_tensor(graph: ModelGraph, tensor: onnx.TensorProto) -> onnx.TensorProto:

@@ -65,14 +65,32 @@ def positional(index: int) -> str:
     return f"{POSITIONAL}{index}"
 
 
+def numpy_file_error(path: Path, exc: BaseException, kind: str) -> InputDataError:
+    """One error naming the file for whatever numpy, zipfile or zlib raised on a bad sample file.
+
+    A pickled (object) array is refused for safety; anything else (truncated, bad CRC, not a zip,
+    short header) is "truncated or corrupt". Reading never runs pickles (allow_pickle=False).
+    """
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "pickle" in detail.lower() or "object arrays" in detail.lower():
+        return InputDataError(f"{path}: cannot read {kind} without unpickling ({detail})",
+                              hint="save plain numeric arrays; object arrays are refused for safety")
+    return InputDataError(f"{path}: not a readable {kind} file, truncated or corrupt ({detail})")
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
 def _read_npy(path: Path) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise InputDataError(f"{path}: cannot read .npy without unpickling ({exc})",
-                             hint="save plain numeric arrays; object arrays are refused for safety") from exc
-    except (OSError, EOFError) as exc:
-        raise InputDataError(f"{path}: not a readable .npy file ({exc})") from exc
+    except Exception as exc:  # ValueError, EOFError, OSError, struct.error...: all mean a bad file
+        with open(path, "rb") as handle:
+            head = handle.read(len(_NPY_MAGIC))
+        if not head.startswith(_NPY_MAGIC) and not head.startswith(b"\x80"):
+            # numpy calls anything without its magic "pickled data"; a pickle starts with 0x80.
+            raise InputDataError(f"{path}: not a .npy file, truncated or corrupt (no NumPy header)") from exc
+        raise numpy_file_error(path, exc, ".npy") from exc
 
 
 def read_npy(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
@@ -97,11 +115,8 @@ def read_npz(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]
     try:
         with np.load(path, allow_pickle=False) as archive:
             feeds = {key: archive[key] for key in archive.files}
-    except ValueError as exc:
-        raise InputDataError(f"{path}: cannot read .npz without unpickling ({exc})",
-                             hint="save plain numeric arrays; object arrays are refused for safety") from exc
-    except (OSError, EOFError, KeyError) as exc:
-        raise InputDataError(f"{path}: not a readable .npz file ({exc})") from exc
+    except Exception as exc:  # BadZipFile, zlib.error, bad CRC, ValueError, EOFError...: a bad file
+        raise numpy_file_error(path, exc, ".npz") from exc
     names = {s.name for s in specs}
     if feeds and not (set(feeds) & names) and all(_NPZ_POSITIONAL.match(k) for k in feeds):
         return {positional(int(_NPZ_POSITIONAL.match(k).group(1))): v for k, v in feeds.items()}  # type: ignore[union-attr]

@@ -20,23 +20,14 @@ from typing import List, Tuple
 
 import onnx
 
+from .filehash import prefetch as prefetch_sha256
 from .graph import ModelGraph, check_external_data, load_model
+from .protoutil import read_varint
 
 MIN_EXTERNAL_BYTES = 4096
 """Initializers smaller than this stay inline (scales, zero points and shapes are read often)."""
 _MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_RAW_DATA = 7, 5, 9
 _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 13, 14
-
-
-def _varint(buf: "mmap.mmap | bytes", pos: int) -> Tuple[int, int]:
-    result, shift = 0, 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
 
 
 def _encode_varint(value: int) -> bytes:
@@ -57,17 +48,17 @@ def _fields(buf: "mmap.mmap | bytes", start: int, end: int) -> List[Tuple[int, i
     pos = start
     while pos < end:
         begin = pos
-        tag, pos = _varint(buf, pos)
+        tag, pos = read_varint(buf, pos)
         number, wire = tag >> 3, tag & 7
         if wire == 0:
-            _, pos = _varint(buf, pos)
+            _, pos = read_varint(buf, pos)
             payload = pos
         elif wire == 1:
             payload, pos = pos, pos + 8
         elif wire == 5:
             payload, pos = pos, pos + 4
         elif wire == 2:
-            length, payload = _varint(buf, pos)
+            length, payload = read_varint(buf, pos)
             pos = payload + length
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
@@ -129,6 +120,7 @@ def load_model_lazy(path: "str | os.PathLike[str]") -> ModelGraph:
     model_path = Path(path)
     if not model_path.is_file() or model_path.stat().st_size < (1 << 20):
         return load_model(model_path)  # small models: nothing to gain; the ordinary checks apply
+    prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     try:
         data = stripped_model_bytes(model_path)
         model = onnx.ModelProto()

@@ -1,11 +1,14 @@
 """Helpers over raw ONNX protos: nested graphs, stored tensors, value infos and shape inference."""
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import onnx
 
 from .types import Dim, TensorInfo
+
+if TYPE_CHECKING:
+    import mmap
 
 
 def iter_subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -29,6 +32,34 @@ def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.TENSOR:
                     yield attr.t
+
+
+def iter_all_tensors(graph: onnx.GraphProto) -> Iterator[Tuple[str, onnx.TensorProto]]:
+    """(where, tensor) for every place a TensorProto can carry data, at any depth: initializers,
+    sparse initializers (values and indices), and node attributes of type TENSOR, TENSORS,
+    SPARSE_TENSOR and SPARSE_TENSORS (Constant's value/sparse_value among them), in the main graph
+    and every subgraph. The external-data guard walks this, so no place escapes it."""
+    for g in [graph, *iter_subgraphs(graph)]:
+        for tensor in g.initializer:
+            yield "initializer", tensor
+        for sparse in g.sparse_initializer:
+            yield "sparse initializer", sparse.values
+            yield "sparse initializer indices", sparse.indices
+        for node in g.node:
+            where = f"attribute of node '{node.name or node.op_type}'"
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield where, attr.t
+                elif attr.type == onnx.AttributeProto.TENSORS:
+                    for tensor in attr.tensors:
+                        yield where, tensor
+                elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                    yield where, attr.sparse_tensor.values
+                    yield where, attr.sparse_tensor.indices
+                elif attr.type == onnx.AttributeProto.SPARSE_TENSORS:
+                    for sparse in attr.sparse_tensors:
+                        yield where, sparse.values
+                        yield where, sparse.indices
 
 
 def implicit_inputs(node: onnx.NodeProto) -> Tuple[str, ...]:
@@ -90,3 +121,24 @@ def infer_tensor_info(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
     for init in model.graph.initializer:
         info[init.name] = TensorInfo(init.name, init.data_type, tuple(int(d) for d in init.dims))
     return info
+
+
+def read_varint(buf: "bytes | mmap.mmap", pos: int, end: Optional[int] = None) -> Tuple[int, int]:
+    """The protobuf varint at `pos` of `buf`: (value, position after it).
+
+    Raises EOFError when it runs into `end` (default: the end of `buf`) and ValueError when it is
+    longer than the 10 bytes a 64-bit varint can take. The one varint reader of the package.
+    """
+    end = len(buf) if end is None else end
+    value, shift = 0, 0
+    while True:
+        if pos >= end:
+            raise EOFError("the data ends inside a varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")

@@ -50,7 +50,10 @@ def select_tensors(graph: ModelGraph, patterns: Sequence[str], *, allow_empty: b
 def _match_one(graph: ModelGraph, pattern: str, candidates: List[str]) -> List[str]:
     producer = graph.producer
     if pattern == ALL:
-        return list(candidates)
+        # Graph outputs wired straight to an input (no node produces them) are tensors too: a
+        # zero-node model's 'all' is its input, as `mi probe --list` shows.
+        wired = [o.name for o in graph.model.graph.output if o.name not in producer and o.name in graph.input_names]
+        return list(dict.fromkeys([*candidates, *wired]))
     if pattern.startswith("op:"):
         wanted = {p.strip().lower() for p in pattern[3:].split(",") if p.strip()}
         return [t for t in candidates if producer[t].op_type.lower() in wanted]

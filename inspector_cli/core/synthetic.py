@@ -1,12 +1,14 @@
 """Synthetic inputs generated from a model's input specs (`--seed`, `--val-range`, `--shape`)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import InputDataError, UsageError
+from .memory import available_memory
 from .types import TensorInfo, TensorMap, format_shape
 
 DEFAULT_FLOAT_RANGE = (0.0, 1.0)
@@ -41,6 +43,12 @@ class SyntheticSpec:
             if spec.shape is not None and len(fixed) != len(spec.shape):
                 raise UsageError(f"--shape {spec.name}: {len(fixed)} dimensions given, "
                                  f"the input has {len(spec.shape)} {format_shape(spec.shape)}")
+            for axis, (given, declared) in enumerate(zip(fixed, spec.shape or ())):
+                # A static dimension is part of the model's contract: onnxruntime would refuse the
+                # sample later, with a less clear message.
+                if isinstance(declared, int) and declared >= 0 and given != declared:
+                    raise UsageError(f"--shape {spec.name}:{'x'.join(map(str, fixed))}: dimension {axis} is "
+                                     f"{given}, but the model fixes it at {declared} {format_shape(spec.shape)}")
             return fixed
         if spec.shape is None:
             raise InputDataError(f"input '{spec.name}' has an unknown shape",
@@ -68,6 +76,46 @@ class SyntheticSpec:
                 raise InputDataError(f"input '{spec.name}' has type {spec.dtype_name}; synthetic data cannot be generated",
                                      hint="pass real samples with --inputs")
             self.shape_for(spec)
+            self._check_range(spec)
+        self.check_memory(specs)
+
+    def _check_range(self, spec: TensorInfo) -> None:
+        """A value range the input's dtype cannot hold would overflow to inf or wrap around."""
+        dtype = np.dtype(spec.numpy_dtype)
+        lo, hi = self.range_for(spec.name, dtype)
+        if np.issubdtype(dtype, np.floating):
+            limit = float(np.finfo(dtype).max)
+            ok = -limit <= lo and hi <= limit
+        elif np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            ok = info.min <= lo and hi <= info.max
+        else:
+            ok = True
+        if not ok:
+            raise UsageError(f"--val-range {spec.name}:{lo:g},{hi:g}: outside what {dtype.name} input "
+                             f"'{spec.name}' can hold")
+
+    def check_memory(self, specs: Sequence[TensorInfo], budget: Optional[int] = None) -> None:
+        """Refuse, before allocating, a sample larger than the memory budget (half the memory
+        available now): a shape of 10^12 elements must be an error, not a swapping machine."""
+
+        budget = budget if budget is not None else available_memory() // 2
+        sizes = []
+        for spec in specs:
+            if spec.numpy_dtype is None:
+                continue
+            shape = self.shape_for(spec)
+            sizes.append((math.prod(shape) * np.dtype(spec.numpy_dtype).itemsize, spec, shape))
+        total = sum(size for size, _, _ in sizes)
+        if not sizes or total <= budget:
+            return
+        size, spec, shape = max(sizes, key=lambda item: item[0])
+        smaller = list(shape)
+        smaller[max(range(len(shape)), key=lambda axis: shape[axis])] = 1
+        raise InputDataError(
+            f"input '{spec.name}' {format_shape(shape)}: a synthetic sample needs {_human(size)} "
+            f"({np.dtype(spec.numpy_dtype).name}), more than the memory budget of {_human(budget)}",
+            hint=f"give a smaller shape, e.g. --shape {spec.name}:{'x'.join(map(str, smaller))}")
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -87,13 +135,40 @@ def generate_sample(spec: SyntheticSpec, index: int) -> TensorMap:
         assert dtype is not None
         shape = spec.shape_for(tensor)
         lo, hi = spec.range_for(tensor.name, dtype)
-        if dtype == np.bool_:
-            feeds[tensor.name] = rng.integers(0, 2, size=shape).astype(np.bool_)
-        elif np.issubdtype(dtype, np.integer):
-            feeds[tensor.name] = rng.integers(int(lo), int(hi), size=shape, endpoint=True).astype(dtype)
-        else:
-            feeds[tensor.name] = rng.uniform(lo, hi, size=shape).astype(dtype)
+        feeds[tensor.name] = _fill(np.empty(shape, dtype=dtype), _drawer(rng, dtype, lo, hi))
     return feeds
+
+
+def _drawer(rng: np.random.Generator, dtype: np.dtype, lo: float, hi: float) -> Callable[[int], np.ndarray]:
+    """n values of the input's kind: booleans, integers in [lo, hi], or uniform floats in [lo, hi)."""
+    if dtype == np.bool_:
+        return lambda n: rng.integers(0, 2, size=n)
+    if np.issubdtype(dtype, np.integer):
+        return lambda n: rng.integers(int(lo), int(hi), size=n, endpoint=True)
+    return lambda n: rng.uniform(lo, hi, size=n)
+
+
+# Elements drawn at a time: the float64/int64 draws of one chunk are the only temporary, so a sample
+# costs its own bytes (not 2-8x as a whole-array draw then cast would). numpy's generators give the
+# same stream drawn in chunks as in one call, so values are those of a single draw.
+_CHUNK = 1 << 20
+
+
+def _fill(out: np.ndarray, draw: Callable[[int], np.ndarray]) -> np.ndarray:
+    flat = out.reshape(-1)
+    for start in range(0, flat.size, _CHUNK):
+        stop = min(start + _CHUNK, flat.size)
+        flat[start:stop] = draw(stop - start)
+    return out
+
+
+def _human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if value < 1024 or unit == "PB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
 
 
 def parse_val_range(text: str) -> Tuple[str, float, float]:
@@ -104,6 +179,8 @@ def parse_val_range(text: str) -> Tuple[str, float, float]:
         lo, hi = float(lo_text), float(hi_text)
     except ValueError as exc:
         raise UsageError(f"--val-range '{text}': expected [NAME:]LOW,HIGH, e.g. input:0,255") from exc
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise UsageError(f"--val-range '{text}': LOW and HIGH must be finite numbers")
     if hi < lo:
         raise UsageError(f"--val-range '{text}': HIGH is below LOW")
     return name.strip(), lo, hi
@@ -120,6 +197,9 @@ def parse_shape(text: str) -> Tuple[str, Tuple[int, ...]]:
         raise UsageError(f"--shape '{text}': dimensions must be integers, e.g. input:1x3x224x224") from exc
     if any(d < 0 for d in dims):
         raise UsageError(f"--shape '{text}': dimensions must not be negative")
+    if math.prod(dims) >= 1 << 62 or any(d >= 1 << 62 for d in dims):
+        # numpy cannot even describe such a shape (OverflowError); the memory check sees the rest.
+        raise UsageError(f"--shape '{text}': {math.prod(dims):.3g} elements is more than any array can hold")
     return name.strip(), dims
 
 

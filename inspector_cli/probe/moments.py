@@ -41,7 +41,7 @@ class Moments:
         return math.sqrt(max(self.m2, 0.0) / self.count) if self.count else math.nan
 
 
-class Scratch:
+class MomentScratch:
     """One reusable work buffer per dtype, shared by every tensor of a run."""
 
     def __init__(self) -> None:
@@ -55,7 +55,7 @@ class Scratch:
         return buffer[:n]
 
 
-def sample_moments(flat: np.ndarray, scratch: Scratch) -> Tuple[float, float]:
+def sample_moments(flat: np.ndarray, scratch: MomentScratch) -> Tuple[float, float]:
     """(mean, M2) of one sample's finite values (`flat`: contiguous float32 or float64, non-empty)."""
     n = flat.size
     mean = float(flat.sum(dtype=flat.dtype)) / n

@@ -31,7 +31,7 @@ QLINEAR_OUTPUT_PARAMS: Dict[str, Tuple[int, int]] = {
 
 
 @dataclass(frozen=True)
-class QuantSpec:
+class Quantizer:
     """One quantiser: which tensor it sees and its parameters."""
 
     node: str
@@ -75,9 +75,9 @@ def constant_value(graph: ModelGraph, name: str) -> Tuple[Optional[np.ndarray], 
     return None, 0
 
 
-def find_quantizers(graph: ModelGraph) -> Tuple[List[QuantSpec], List[str]]:
+def find_quantizers(graph: ModelGraph) -> Tuple[List[Quantizer], List[str]]:
     """Every QuantizeLinear and QLinear op with constant parameters; notes for those skipped."""
-    specs: List[QuantSpec] = []
+    specs: List[Quantizer] = []
     notes: List[str] = []
     constants = graph.initializer_names
     for node in graph.nodes:
@@ -102,7 +102,7 @@ def _is_constant(graph: ModelGraph, tensor: str) -> bool:
 
 
 def _spec(graph: ModelGraph, node: Any, tensor: str, source: str,
-          params: Tuple[int, int]) -> Tuple[Optional[QuantSpec], str]:
+          params: Tuple[int, int]) -> Tuple[Optional[Quantizer], str]:
     inputs = node.inputs
     scale_name = inputs[params[0]] if len(inputs) > params[0] else ""
     zp_name = inputs[params[1]] if len(inputs) > params[1] else ""
@@ -126,14 +126,14 @@ def _spec(graph: ModelGraph, node: Any, tensor: str, source: str,
     axis = None
     if scale.size > 1:
         axis = int(graph.node_attribute(node.name, "axis", 1) or 1) if node.op_type == "QuantizeLinear" else 1
-    return QuantSpec(node=node.name, op_type=node.op_type, tensor=tensor, source=source, scale=scale,
+    return Quantizer(node=node.name, op_type=node.op_type, tensor=tensor, source=source, scale=scale,
                      zero_point=zero_point, axis=axis, qtype=qtype, qmin=qmin, qmax=qmax), ""
 
 
 class QuantTracker:
     """Saturation and range use of one quantiser over the samples."""
 
-    def __init__(self, spec: QuantSpec) -> None:
+    def __init__(self, spec: Quantizer) -> None:
         self.spec = spec
         self.count = 0
         self.saturated = 0

@@ -20,7 +20,7 @@ from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
 from ..plugins import NodeView, Plugin, call_plugin
 from .quant import QuantTracker
-from .tracker import SampleStats, TensorTracker
+from .tracker import SampleStats, ProbeTracker
 from .triggers import Trigger, first_match
 
 Progress = Callable[[int, Optional[int], str], None]
@@ -43,7 +43,7 @@ class _Stop(Exception):
 class Consumers:
     """Everything fed with captured tensors; rebuilt by `factory` when statistics must restart."""
 
-    trackers: Dict[str, TensorTracker]
+    trackers: Dict[str, ProbeTracker]
     quant: Dict[str, List[QuantTracker]]
     plugins: List[Tuple[Plugin, frozenset]]
     """(plugin, names of the tensors it accepted)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..results.probe import ChannelInfo, SampleRow, TensorStats
 from .channels import ChannelTracker
-from .moments import Moments, Scratch, sample_moments
+from .moments import Moments, MomentScratch, sample_moments
 from .sketch import KeyBuffer, LogHistogram
 
 DISPLAY_BINS = 32
@@ -72,11 +72,11 @@ class Workspace:
     """Buffers shared by all trackers of a run (one tensor is processed at a time)."""
 
     def __init__(self) -> None:
-        self.scratch = Scratch()
+        self.scratch = MomentScratch()
         self.keys = KeyBuffer()
 
 
-class TensorTracker:
+class ProbeTracker:
     """Streaming statistics of one tensor; `update` once per sample, `finish` for the result."""
 
     def __init__(self, name: str, *, op_type: str = "", node: str = "", channel_axis: Optional[int] = 1,
@@ -172,7 +172,7 @@ class TensorTracker:
                 self.zero_sample_ids.append(sample)
         return SampleStats(sample, self.name, size, n, lo, hi, mean, math.sqrt(m2 / n), zeros, nan, inf)
 
-    def merge(self, other: "TensorTracker") -> "TensorTracker":
+    def merge(self, other: "ProbeTracker") -> "ProbeTracker":
         """Fold in the statistics of the samples `other` saw after ours.
 
         Counts, extremes, histograms and channels merge exactly; moments by Chan's update, so a

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .mapping import DATA_MOVEMENT, Group, NodeMapping
+from .mapping import DATA_MOVEMENT, KernelGroup, NodeMapping
 
 
-def _main_kernel(group: Group, kernel_time: Mapping[str, float], op_of: Mapping[str, str]) -> str:
+def _main_kernel(group: KernelGroup, kernel_time: Mapping[str, float], op_of: Mapping[str, str]) -> str:
     """The group's slowest kernel that does more than move data (the default owner)."""
     ranked = sorted(group.kernels, key=lambda k: -kernel_time.get(k, 0.0))
     compute = [k for k in ranked if op_of.get(k) not in DATA_MOVEMENT]

@@ -38,7 +38,7 @@ class OptNode:
 
 
 @dataclass
-class Group:
+class KernelGroup:
     id: int
     original: List[int]
     """Indices into `ModelGraph.nodes` (topological order)."""
@@ -48,7 +48,7 @@ class Group:
 
 @dataclass
 class NodeMapping:
-    groups: List[Group]
+    groups: List[KernelGroup]
     group_of_node: Dict[str, int]
     group_of_kernel: Dict[str, int]
     anchor: Dict[str, int]
@@ -112,14 +112,14 @@ def map_nodes(graph: ModelGraph, optimized: Optional[Sequence[OptNode]], opt_ini
         if t in opt_producer:
             uf.union(orig_producer[t], n_orig + opt_producer[t])
 
-    by_root: Dict[int, Group] = {}
-    groups: List[Group] = []
+    by_root: Dict[int, KernelGroup] = {}
+    groups: List[KernelGroup] = []
 
-    def group_for(index: int) -> Group:
+    def group_for(index: int) -> KernelGroup:
         root = uf.find(index)
         group = by_root.get(root)
         if group is None:
-            group = by_root[root] = Group(id=len(groups), original=[], kernels=[])
+            group = by_root[root] = KernelGroup(id=len(groups), original=[], kernels=[])
             groups.append(group)
         return group
 
@@ -133,7 +133,7 @@ def map_nodes(graph: ModelGraph, optimized: Optional[Sequence[OptNode]], opt_ini
     mapping = NodeMapping(groups=groups, group_of_node={}, group_of_kernel={}, anchor={}, optimized=opt)
     nested = [name for name in ran if name not in opt_names]
     for name in nested:  # kernels of If/Loop/Scan bodies: their time is inside the parent node's
-        groups.append(Group(id=len(groups), original=[], kernels=[name], kind="nested"))
+        groups.append(KernelGroup(id=len(groups), original=[], kernels=[name], kind="nested"))
     if nested:
         mapping.notes.append(f"{len(nested)} kernel(s) ran inside control-flow subgraphs; their time is "
                              "counted in their parent node and left out of the sums")
@@ -142,14 +142,14 @@ def map_nodes(graph: ModelGraph, optimized: Optional[Sequence[OptNode]], opt_ini
 
 
 def _map_by_name(graph: ModelGraph, ran: List[str]) -> NodeMapping:
-    groups = [Group(id=i, original=[i], kernels=[]) for i in range(len(graph.nodes))]
+    groups = [KernelGroup(id=i, original=[i], kernels=[]) for i in range(len(graph.nodes))]
     index = {node.name: i for i, node in enumerate(graph.nodes)}
     for name in ran:
         i = index.get(name)
         if i is None:
             i = _prefix_anchor(name, index)
         if i is None:
-            groups.append(Group(id=len(groups), original=[], kernels=[name]))
+            groups.append(KernelGroup(id=len(groups), original=[], kernels=[name]))
         else:
             groups[i].kernels.append(name)
     mapping = NodeMapping(groups=groups, group_of_node={}, group_of_kernel={}, anchor={})
@@ -198,7 +198,7 @@ def _finish(graph: ModelGraph, mapping: NodeMapping, opt_by_name: Dict[str, OptN
         group.kind = _kind(group, nodes, opt_by_name)
 
 
-def _kind(group: Group, nodes: Sequence, opt_by_name: Dict[str, OptNode]) -> str:
+def _kind(group: KernelGroup, nodes: Sequence, opt_by_name: Dict[str, OptNode]) -> str:
     if not group.kernels:
         return "folded"
     if not group.original:

@@ -30,6 +30,9 @@ def kernel_table(names: Sequence[str], time: np.ndarray, calls: np.ndarray, info
     `time`/`calls` are kernels x kept runs. A kernel's statistics are over the runs it ran in; its
     time per run (see `robust_per_run`) divided by the sum over kernels is its share.
     """
+    if not len(names):
+        # A model with no nodes (an input wired to an output) runs no kernel: nothing to rank.
+        return [], 0.0
     runs = time.shape[1] if time.ndim == 2 else 0
     skip = set(exclude)
     ran = calls > 0

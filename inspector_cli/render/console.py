@@ -1,45 +1,74 @@
-"""Drawing a `View` in the terminal with rich (colours only where the terminal allows)."""
+"""Drawing a `View` in the terminal with rich (colours only where the terminal allows), fitted to its width."""
 from __future__ import annotations
 
 import os
 import sys
 from typing import IO, Optional
 
+from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from .safe import visible
+from .fit import Layout, fit_table, is_nowrap, natural_width, shorten_verdict
 from .table import FAIL, MUTED, OK, WARN, Table, View
 
 STYLES = {OK: "green", FAIL: "bold red", WARN: "yellow", MUTED: "dim"}
+CI_WIDTH = 120  # width when stdout is not a terminal (CI logs, pipes), unless COLUMNS says otherwise
 
 
-def make_console(file: Optional[IO[str]] = None, *, no_color: bool = False, stderr: bool = False) -> Console:
-    """A console honouring --no-color and NO_COLOR; never wraps to a too-narrow width in CI logs."""
+def make_console(file: Optional[IO[str]] = None, *, no_color: bool = False, stderr: bool = False,
+                 width: Optional[int] = None) -> Console:
+    """A console honouring --no-color and NO_COLOR; the terminal's width, or COLUMNS / 120 off a terminal."""
     no_color = no_color or bool(os.environ.get("NO_COLOR"))
     target = file if file is not None else (sys.stderr if stderr else sys.stdout)
-    width = None if target.isatty() else 160
+    if width is None and not target.isatty():
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) >= 40 else CI_WIDTH
     return Console(file=target, no_color=no_color, highlight=False, soft_wrap=False, width=width,
                    color_system=None if no_color else "auto")
 
 
 def rich_table(table: Table) -> RichTable:
-    rt = RichTable(title=table.title, title_justify="left", caption=table.caption, caption_justify="left",
-                   header_style="bold", show_lines=False)
+    """A compact rich table (no vertical borders): columns that must not break do not wrap."""
+    # The title and caption are printed as lines of their own by print_view: inside the table rich
+    # wraps them to the table's width, which splits a one-line title of a narrow table mid-word.
+    rt = RichTable(header_style="bold", show_lines=False, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                   padding=(0, 0, 0, 1))
     for i, column in enumerate(table.columns):
         numeric = table.numeric[i] if i < len(table.numeric) else False
-        rt.add_column(column, justify="right" if numeric else "left", overflow="fold")
+        nowrap = is_nowrap(table, i)
+        rt.add_column(Text(visible(column)), justify="right" if numeric else "left", no_wrap=nowrap,
+                      overflow="ellipsis" if nowrap else "fold",
+                      min_width=max((len(r[i].text) for r in table.rows if i < len(r)), default=1) if nowrap else None)
     for row in table.rows:
         rt.add_row(*[Text(c.text, style=STYLES.get(c.status or "", "")) for c in row])
     return rt
 
 
-def print_view(view: View, console: Console) -> None:
+def print_view(view: View, console: Console, layout: Layout = Layout()) -> None:
+    """Tables fitted to the console's width, then notes, then the verdict as the last line."""
     for table in view.tables:
-        console.print(rich_table(table))
-    for note in view.notes:
+        fitted = fit_table(table, console.width, layout)
+        rt = rich_table(fitted)
+        if fitted.title:  # Text, not str: a str is parsed as rich markup, and a name like "[/x]" would raise
+            console.print(Text(visible(fitted.title), style="italic"))
+        if layout.wide:  # every column, as wide as they need: the table may be wider than the terminal
+            width = console.width  # print(width=...) is capped at the console's width: widen it for this table
+            console.width = max(width, natural_width(fitted))
+            console.print(rt, crop=False)
+            console.width = width
+        else:
+            console.print(rt)
+        if fitted.caption:
+            console.print(Text(visible(fitted.caption), style="dim"))
+    for note in view.safe_notes():
         style = "red" if note.startswith("error") else "yellow" if note.startswith("warning") else ""
         console.print(Text(note, style=style))
     if view.verdict:
         style = "bold green" if view.passed else "bold red" if view.passed is False else "bold"
-        console.print(Text(view.verdict, style=style))
+        before, line = shorten_verdict(view.safe_verdict() or "", console.width)
+        for text in before:
+            console.print(Text(text, style="dim"))
+        console.print(Text(line, style=style), no_wrap=True, overflow="ellipsis")

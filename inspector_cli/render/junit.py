@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from typing import Optional, Sequence
 
 from ..results.base import Result
+from .safe import visible
 
 
 def _num(value: Optional[float]) -> str:
@@ -26,16 +27,17 @@ def junit_xml(results: Sequence[Result]) -> str:
     total = failures = 0
     for result in results:
         checks = result.checks()
-        models = ", ".join(ref.path for ref in result.model_refs())
+        # XML 1.0 cannot hold control characters (ElementTree would write them raw): made visible.
+        models = visible(", ".join(ref.path for ref in result.model_refs()))
         suite = ET.SubElement(root, "testsuite", name=f"mi {result.kind}" + (f" ({models})" if models else ""),
                               tests=str(len(checks)), failures=str(sum(not c.passed for c in checks)), errors="0",
                               skipped="0")
         props = ET.SubElement(suite, "properties")
-        ET.SubElement(props, "property", name="verdict", value=result.summary())
+        ET.SubElement(props, "property", name="verdict", value=visible(result.summary()))
         for check in checks:
-            case = ET.SubElement(suite, "testcase", classname=check.group, name=check.name)
+            case = ET.SubElement(suite, "testcase", classname=visible(check.group), name=visible(check.name))
             if not check.passed:
-                detail = check.message
+                detail = visible(check.message)
                 if check.value is not None or check.threshold is not None:
                     detail += f" (measured {_num(check.value)}, threshold {_num(check.threshold)})"
                 failure = ET.SubElement(case, "failure", message=detail[:500], type="gate")

@@ -8,8 +8,6 @@ from ..results.layers import LayerDiff, LayerSection
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, fmt_value
 
 
-
-
 def _shape(shape: List[int]) -> str:
     return "x".join(str(d) for d in shape) if shape else "?"
 
@@ -23,29 +21,50 @@ def _share(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
 
+# (header, numeric, extra): extra columns show in the terminal only with --wide or --columns.
+LAYER_COLUMNS = [("#", True, False), ("tensor", False, False), ("op", False, False), ("shape", False, True),
+                 ("cosine", True, False), ("SQNR dB", True, False), ("max abs", True, False),
+                 ("mean abs", True, True), ("max rel", True, True), ("NaN/Inf", True, True),
+                 ("paired", False, False), ("note", False, False)]
+ISOLATED_COLUMNS = [("isolated cos", True, True), ("own share", True, True), ("error", False, True)]
+NOISE_COLUMNS = [("Q/DQ SQNR", True, True)]
+WORST_MARKED = 3  # "worst N" marks the N worst layers by cosine
+
+
 def layer_table(section: LayerSection) -> Table:
+    """The layer table: by default #, tensor, op, cosine, SQNR, max abs, paired and a note column."""
     isolated = any(r.isolated is not None for r in section.layers)
     noise = any(r.qdq_noise is not None for r in section.layers)
-    columns = ["#", "tensor", "op", "shape", "cosine", "max abs", "mean abs", "max rel", "SQNR dB", "NaN/Inf",
-               "paired"]
-    if isolated:
-        columns += ["isolated cos", "own share", "error"]
-    if noise:
-        columns += ["Q/DQ SQNR"]
-    numeric = [True, False, False, False, True, True, True, True, True, True, False] + [True, True, False][: 3 * isolated]
-    numeric += [True] * noise
+    spec = LAYER_COLUMNS + ISOLATED_COLUMNS * isolated + NOISE_COLUMNS * noise
     thresholds = ", ".join(f"{t.metric} {t.op} {t.threshold:g}" + (f" on {t.target}" if t.target else "")
                            for t in section.thresholds)
     source = section.thresholds[0].source if section.thresholds else "user"
     table = Table(title=f"layers in the reference's order ({len(section.layers)} compared; layer thresholds: "
                         f"{thresholds or 'none'}{' (default)' if source == 'default' else ''})",
-                  columns=columns, numeric=numeric)
+                  columns=[c[0] for c in spec], numeric=[c[1] for c in spec], extra=[c[2] for c in spec],
+                  elide=[1, 2])
     for row in section.layers:
         table.rows.append(_row(row, section, isolated, noise))
+    notes = []
     if section.first_divergence:
-        table.caption = (f"first divergence: '{section.first_divergence}' "
-                         f"({', '.join(section.first_divergence_metrics)} crosses its threshold)")
+        notes.append(f"first divergence: '{section.first_divergence}' "
+                     f"({', '.join(section.first_divergence_metrics)} crosses its threshold)")
+    notes.append("note: first = first divergence, worst N = Nth worst cosine; own / inherited / mixed = "
+                 "the layer's error is its own / comes from upstream / both (--isolate)")
+    table.caption = "; ".join(notes)
     return table
+
+
+def _marks(row: LayerDiff, section: LayerSection) -> List[str]:
+    marks = []
+    if row.name == section.first_divergence:
+        marks.append("first")
+    worst = section.worst.get("cosine", [])[:WORST_MARKED]
+    if row.name in worst:
+        marks.append(f"worst {worst.index(row.name) + 1}")
+    if row.error_source:
+        marks.append(row.error_source)
+    return marks
 
 
 def _row(row: LayerDiff, section: LayerSection, isolated: bool, noise: bool) -> List[Cell]:
@@ -56,13 +75,15 @@ def _row(row: LayerDiff, section: LayerSection, isolated: bool, noise: bool) -> 
         status = FAIL if name in failed else None
         return Cell(fmt_value(row.dataset.get(name), name), status)
 
-    name = row.name + ("  <- first divergence" if first else "")
     nonfinite = ", ".join(f"{k}={v}" for k, v in row.nonfinite.items()) or "0"
-    paired = f"{row.method} {row.confidence:.2f}"
-    cells = [Cell(str(row.index)), Cell(name, FAIL if first else None), Cell(_short(row.op_a)), Cell(_shape(row.shape_a)),
-             metric("cosine"), metric("max_abs"), metric("mean_abs"), metric("max_rel"), metric("sqnr"),
-             Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),
-             Cell(paired, WARN if row.confidence < 0.9 else MUTED)]
+    # The confidence only when it is not certain: the column stays narrow on the usual rows.
+    paired = row.method if row.confidence >= 0.995 else f"{row.method} {row.confidence:.2f}"
+    marks = _marks(row, section)
+    mark_status = FAIL if first or row.error_source == "own" else WARN if marks else None
+    cells = [Cell(str(row.index)), Cell(row.name, FAIL if first else None), Cell(_short(row.op_a)),
+             Cell(_shape(row.shape_a)), metric("cosine"), metric("sqnr"), metric("max_abs"), metric("mean_abs"),
+             metric("max_rel"), Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),
+             Cell(paired, WARN if row.confidence < 0.9 else MUTED), Cell(",".join(marks), mark_status)]
     if isolated:
         iso = row.isolated or {}
         status = {"own": FAIL, "inherited": OK, "mixed": WARN}.get(row.error_source or "", MUTED)
@@ -95,6 +116,7 @@ def pairing_table(section: LayerSection) -> Table:
 
 def worst_table(section: LayerSection) -> Table:
     table = Table(title="worst layers per metric", columns=["metric", "layers, worst first"], numeric=[False, False])
+    # Names joined with ", " wrap between names, never inside one.
     for metric, names in section.worst.items():
         if names:
             table.add(metric, ", ".join(names))
@@ -126,6 +148,10 @@ def capture_notes(section: LayerSection) -> List[str]:
     if c.isolation_runs:
         notes.append(f"isolation: {c.isolation_runs} run(s); {len((section.isolation or {}).get('isolated', []))} "
                      "layer(s) isolated")
+    skipped = (section.isolation or {}).get("skipped", {})
+    for reason in sorted(set(skipped.values())):
+        names = [name for name, why in skipped.items() if why == reason]
+        notes.append(f"warning: not isolated ({reason}): {', '.join(names)}")
     for check in section.observer:
         state = "identical" if check.identical else f"max |diff| {check.max_abs:.3g}, cosine {check.cosine:.9f}"
         notes.append(f"observer check, model {check.model} ({check.capture}) output '{check.output}': {state}")

@@ -6,6 +6,8 @@ from typing import List, Optional
 
 from ..results.base import Severity
 from ..results.nan_bisect import Group, NanBisectResult, Origin, SampleRecord
+from .fit import elide_middle
+from .safe import visible
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, View, fmt_value
 
 KIND_LABEL = {"origin": "origin", "masked": "masked (--deep)", "fp16-overflow": "fp16 overflow",
@@ -66,7 +68,9 @@ def groups_table(groups: List[Group]) -> Table:
 
 
 def origin_table(record: SampleRecord, origin: Origin) -> Table:
-    title = f"root cause: {origin.node} ({origin.op_type}) on sample {record.sample}"
+    # The title is one line CI greps: a long (or hostile) node name is shortened in the middle; the
+    # full name is in the table below and in JSON/HTML.
+    title = f"root cause: {elide_middle(visible(origin.node), 48)} ({origin.op_type}) on sample {record.sample}"
     table = Table(title=title, columns=["tensor", "role", "dtype", "shape", "min", "max", "zeros", "negatives",
                                         "NaN", "Inf"],
                   numeric=[False, False, False, False, True, True, True, True, True, True])

@@ -77,7 +77,8 @@ def kernel_table(p: ModelProfile, top: int, title: str) -> Table:
     """The `top` kernels by share of the run, with the original nodes they execute."""
     table = Table(title=title, columns=["#", "kernel", "op", "provider", "mean", "p50", "p90", "min", "share",
                                         "GFLOP/s", "FLOP/B", "original nodes"],
-                  numeric=[True, False, False, False, True, True, True, True, True, True, True, False])
+                  numeric=[True, False, False, False, True, True, True, True, True, True, True, False],
+                  extra=[False] * 6 + [True, True, False, False, True, True])  # p90, min, FLOP/B, nodes: --wide
     kinds = {g.id: g for g in p.groups}
     for rank, k in enumerate(p.kernels[:top], start=1):
         table.add(str(rank), k.name, k.op_type, k.provider.replace("ExecutionProvider", ""), fmt_us(k.mean_us),
@@ -192,10 +193,28 @@ def comparison_tables(c: ProfileComparison, top: int) -> List[Table]:
     return tables
 
 
+def rollup_table(p: ModelProfile, top: int, title: str) -> Table:
+    """Kernel time by scope, largest first (the `--group-by scope` table)."""
+    depth = "leaf scopes" if p.group_depth is None else f"depth {p.group_depth}"
+    table = Table(title=f"{title} ({depth})", columns=["scope", "time/run", "share", "kernels", "FLOPs", "GFLOP/s"],
+                  numeric=[False, True, True, True, True, True])
+    for row in p.scope_rollup[:top]:
+        v = row.values
+        share = v.get("share")
+        table.add(row.scope or "(model)", fmt_us(v.get("time_us")), "n/a" if share is None else f"{share:.1%}",
+                  fmt_count(v.get("kernels")), fmt_count(v.get("flops")), fmt_num(v.get("gflops_per_s")))
+    if len(p.scope_rollup) > top:
+        table.caption = f"{len(p.scope_rollup) - top} more scopes in the JSON"
+    return table
+
+
 def profile_view(result: ProfileResult, top: int = 15) -> View:
     """Everything `mi profile` prints: one model's tables, or two models side by side."""
     view = View(passed=result.passed, verdict=result.summary())
     profiles = result.profiles
+    if result.group_by:
+        for p in profiles:
+            view.tables.append(rollup_table(p, top, f"time by scope of {p.model}"))
     if len(profiles) == 1:
         p = profiles[0]
         summary = Table(title=f"profile of {p.model}", columns=["measure", "value"], numeric=[False, False])

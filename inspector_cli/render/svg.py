@@ -8,9 +8,33 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
+from markupsafe import escape as _html_escape
+
+from .safe import visible
+
+
+def escape(text: object) -> Markup:
+    """HTML-escaped, with control characters from model names made visible (see render/safe.py)."""
+    return _html_escape(visible(text))
 
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"]
+LABEL_CHAR_W = 7.0   # px per character of an 11px bold label (a generous estimate: boxes must not touch)
+LABEL_H = 14.0       # px per label row
+
+
+def _free_row(placed: Sequence[Tuple[float, float, float, float]], x0: float, x1: float, want: float,
+              low: float, high: float) -> float:
+    """The baseline nearest `want` (in label-row steps, down first) whose box overlaps no placed box."""
+    def clear(base: float) -> bool:
+        y0, y1 = base - LABEL_H + 2, base + 2
+        return all(x1 <= a0 or x0 >= a1 or y1 <= b0 or y0 >= b1 for a0, b0, a1, b1 in placed)
+
+    for step in range(0, 40):
+        for base in (want + step * LABEL_H, want - step * LABEL_H):
+            if low + LABEL_H - 2 <= base <= high + LABEL_H and clear(base):
+                return base
+    return want
 
 
 def _finite(values: Sequence[Optional[float]]) -> List[float]:
@@ -55,7 +79,7 @@ def bar_chart(items: Sequence[Tuple[str, float]], *, unit: str = "", width: int 
 
 def line_chart(series: Dict[str, Sequence[Optional[float]]], *, labels: Sequence[str] = (), width: int = 960,
                height: int = 260, markers: Optional[Dict[int, str]] = None, y_label: str = "",
-               threshold: Optional[float] = None, title: str = "") -> Markup:
+               threshold: Optional[float] = None, title: str = "", x_label: str = "") -> Markup:
     """Lines over an index axis (e.g. layers in topological order), optional marked points and a threshold."""
     values = [v for seq in series.values() for v in _finite(seq)]
     count = max((len(s) for s in series.values()), default=0)
@@ -87,7 +111,7 @@ def line_chart(series: Dict[str, Sequence[Optional[float]]], *, labels: Sequence
         parts.append(f'<text x="12" y="{top + plot_h / 2:.1f}" class="tick" transform="rotate(-90 12 {top + plot_h / 2:.1f})" '
                      f'text-anchor="middle">{escape(y_label)}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" class="tick">'
-                 f'layer (topological order, {count})</text>')
+                 f'{escape(x_label or f"layer (topological order, {count})")}</text>')
     if threshold is not None and math.isfinite(threshold):
         parts.append(f'<line x1="{left}" y1="{y(threshold):.1f}" x2="{left + plot_w}" y2="{y(threshold):.1f}" class="threshold"/>')
     for color, (name, seq) in zip(PALETTE, series.items()):
@@ -105,16 +129,24 @@ def line_chart(series: Dict[str, Sequence[Optional[float]]], *, labels: Sequence
             parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{" ".join(seg)}">'
                          f"<title>{escape(name)}</title></polyline>")
     first = next(iter(series.values()))
-    for index, text in (markers or {}).items():
+    placed: List[Tuple[float, float, float, float]] = []  # label boxes drawn so far: x0, y0, x1, y1
+    for index, text in sorted((markers or {}).items()):
         if 0 <= index < len(first) and first[index] is not None and math.isfinite(first[index]):  # type: ignore[arg-type]
             cx, cy = x(index), y(first[index])  # type: ignore[arg-type]
             name = labels[index] if index < len(labels) else ""
             parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" class="marker"><title>{escape(text)}: '
                          f'{escape(name)}</title></circle>')
-            right_half = cx > left + plot_w * 0.6  # label on the side with room
-            anchor, tx = ("end", cx - 8) if right_half else ("start", cx + 8)
             short = text if len(text) <= 48 else text[:47] + "…"
-            parts.append(f'<text x="{tx:.1f}" y="{max(cy - 8, 12):.1f}" text-anchor="{anchor}" class="marker-label">'
+            right_half = cx > left + plot_w * 0.6  # label on the side with room
+            box_w = LABEL_CHAR_W * len(short)
+            x0 = cx - 8 - box_w if right_half else cx + 8
+            ty = _free_row(placed, x0, x0 + box_w, max(cy - 8, 12.0), top, top + plot_h)
+            placed.append((x0, ty - LABEL_H + 2, x0 + box_w, ty + 2))
+            if abs(ty - max(cy - 8, 12.0)) > 1:  # moved away from its point: a leader line keeps them together
+                parts.append(f'<line x1="{cx:.1f}" y1="{cy:.1f}" x2="{(x0 + box_w if right_half else x0):.1f}" '
+                             f'y2="{ty - 4:.1f}" class="leader"/>')
+            anchor, tx = ("end", cx - 8) if right_half else ("start", cx + 8)
+            parts.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" class="marker-label">'
                          f'{escape(short)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))

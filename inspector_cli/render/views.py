@@ -18,6 +18,8 @@ VIEW_BUILDERS: Dict[str, str] = {
     "probe-list": "inspector_cli.render.probe_view:tensor_list_view",
     "probe-history": "inspector_cli.render.probe_view:history_list_view",
     "inputs": "inspector_cli.render.inputs_view:inputs_view",
+    "sequence": "inspector_cli.render.sequence_view:sequence_view",
+    "inspect": "inspector_cli.render.inspect_view:inspect_view",
 }
 
 

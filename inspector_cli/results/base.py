@@ -6,7 +6,7 @@ Results are plain data: frozen dataclasses that serialise with `to_dict` and com
 from __future__ import annotations
 
 import enum
-import hashlib
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
@@ -52,12 +52,12 @@ class ModelRef:
                    graph_name=model.graph.name)
 
 
-def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def file_sha256(path: Path) -> str:
+    """The file's sha256; usually already computed in the background since the model was loaded
+    (core/filehash.py)."""
+    from ..core.filehash import sha256
+
+    return sha256(path)
 
 
 @dataclass(frozen=True)
@@ -186,8 +186,6 @@ class Result:
 
 def result_class(kind: str) -> Type[Result]:
     """The result class registered for `kind` (importing the result modules on first use)."""
-    from . import load_all_kinds
-
     load_all_kinds()
     if kind not in _KINDS:
         raise KeyError(kind)
@@ -195,7 +193,16 @@ def result_class(kind: str) -> Type[Result]:
 
 
 def known_kinds() -> List[str]:
-    from . import load_all_kinds
-
     load_all_kinds()
     return sorted(_KINDS)
+
+
+# One module per result kind; each registers its class by defining `kind`.
+RESULT_MODULES = ("compare", "report_diff", "suite", "inputs", "profile", "probe", "validate", "nan_bisect",
+                  "sequence", "inspect")
+
+
+def load_all_kinds() -> None:
+    """Import every result module, so that each kind is registered."""
+    for name in RESULT_MODULES:
+        importlib.import_module(f"{__package__}.{name}")

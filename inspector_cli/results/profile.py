@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
+from .scopes import RollupRow, ScopeMap
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,10 @@ class ModelProfile:
     timings: Dict[str, float] = field(default_factory=dict)
     """Seconds spent in each post-processing step (parse, map, aggregate, critical_path, ...)."""
     notes: List[str] = field(default_factory=list)
+    scope_rollup: List[RollupRow] = field(default_factory=list)
+    """Kernel time by scope (time_us, share, kernels, flops, gflops_per_s), largest first."""
+    group_depth: Optional[int] = None
+    """Depth of `scope_rollup` below the model (None: each node's own scope)."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +252,10 @@ class ProfileResult(Result):
     gates: List[GateOutcome] = field(default_factory=list)
     findings: List[Finding] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
+    scope_map: Optional[ScopeMap] = None
+    """Scopes of the last profiled model (the one `node_values` describes), for roll-ups and the HTML map."""
+    group_by: bool = False
+    """--group-by scope was given: the terminal shows the roll-up first."""
 
     @property
     def passed(self) -> bool:

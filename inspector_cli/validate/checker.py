@@ -219,7 +219,7 @@ def install_tensor_info(ctx: Context, inferred: Optional[onnx.ModelProto]) -> No
             info[vi.name] = ti
     for init in ctx.graph.model.graph.initializer:
         info[init.name] = TensorInfo(init.name, init.data_type, tuple(int(d) for d in init.dims))
-    ctx.graph._tensor_info = info  # the graph's lazily computed cache; filled here, computed once
+    ctx.graph.set_tensor_info(info)  # the graph's lazily computed cache; filled here, computed once
 
 
 def _parse_inference_errors(text: str) -> List[Tuple[str, str, str, str]]:

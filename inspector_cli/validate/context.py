@@ -13,12 +13,12 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import onnx
 
-from ..config.validate import ValidateConfig
 from ..core.graph import ModelGraph
 from ..core.types import TensorInfo
 from ..core.weights import initializer_array
 from ..results.base import Finding
 from .catalog import RULES
+from .config import ValidateConfig
 
 
 @dataclass

@@ -6,6 +6,7 @@ simply not a protobuf.
 """
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
@@ -13,7 +14,7 @@ from typing import Optional, Tuple
 import onnx
 
 from ..core.graph import external_data_problems, parse_model_file
-from ..core.protoutil import iter_subgraphs
+from ..core.protoutil import iter_subgraphs, read_varint
 from ..errors import ModelLoadError
 from .context import Reporter
 
@@ -61,7 +62,7 @@ def load_checked(path: Path, reporter: Reporter) -> Optional[Loaded]:
                                      f"requires (IR >= {needed})", hint=f"set model.ir_version = {needed}",
                             ir_version=model.ir_version, required=needed)
     for tensor, problem in external_data_problems(model, path):
-        rule = "MI109" if "outside" in problem else "MI108"
+        rule = "MI109" if "outside" in problem or "unsafe" in problem else "MI108"
         reporter.report(rule, f"tensor '{tensor}': {problem}", tensor=tensor)
         loaded.weights_readable = False
     return loaded
@@ -133,7 +134,10 @@ def _diagnose(path: Path, size: int, exc: ModelLoadError, reporter: Reporter) ->
         reason = exc.message.split(": ", 1)[-1]
         reporter.report("MI102", f"{path.name}: {reason}", hint=None if state == "ok" else detail, size_bytes=size)
         return
-    if not model.HasField("graph") and not model.opset_import and model.ir_version <= 0:
+    corrupt = _invalid_text(model)
+    if corrupt:  # parse_model_file refuses names that are not UTF-8; say which, as MI102
+        reporter.report("MI102", f"{path.name} is corrupt: {corrupt} is not valid UTF-8", size_bytes=size)
+    elif not model.HasField("graph") and not model.opset_import and model.ir_version <= 0:
         reporter.report("MI102", f"{path.name} decodes as a protobuf but has none of an ONNX model's fields "
                                  "(no ir_version, graph or opset_import)", size_bytes=size)
     elif model.ir_version <= 0:
@@ -164,61 +168,48 @@ def _text_preview(head: bytes) -> Optional[str]:
     return (first[:60] + "...") if len(first) > 60 else first
 
 
-def _varint(handle, limit: int) -> Optional[Tuple[int, int]]:
-    """(value, bytes read), or None when the file ends inside the varint."""
-    value, shift, count = 0, 0, 0
-    while True:
-        if handle.tell() >= limit:
-            return None
-        byte = handle.read(1)[0]
-        count += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, count
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
 def walk_fields(path: Path, size: int) -> Tuple[str, str]:
     """Walk the top-level protobuf fields without reading their payloads.
 
     Returns ('ok', ''), ('truncated', what ran past the end) or ('invalid', why).
     """
-    with open(path, "rb") as handle:
-        while handle.tell() < size:
-            start = handle.tell()
+    if size == 0:
+        return "ok", ""
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        pos = 0
+        while pos < size:
+            start = pos
             try:
-                key = _varint(handle, size)
+                key, pos = read_varint(buf, pos, size)
+            except EOFError:
+                return "truncated", f"the file ends inside a field key at byte {start}"
             except ValueError:
                 return "invalid", f"byte {start}: malformed field key"
-            if key is None:
-                return "truncated", f"the file ends inside a field key at byte {start}"
-            number, wire = key[0] >> 3, key[0] & 7
+            number, wire = key >> 3, key & 7
             if wire not in _WIRE_TYPES or number == 0:
                 return "invalid", f"byte {start}: wire type {wire} of field {number} is not valid protobuf"
             field_name = _MODEL_FIELDS.get(number, f"#{number}")
             if wire == 0:
                 try:
-                    if _varint(handle, size) is None:
-                        return "truncated", f"the file ends inside field '{field_name}' at byte {start}"
+                    _, pos = read_varint(buf, pos, size)
+                except EOFError:
+                    return "truncated", f"the file ends inside field '{field_name}' at byte {start}"
                 except ValueError:
                     return "invalid", f"byte {start}: malformed varint in field '{field_name}'"
                 continue
             if wire == 2:
                 try:
-                    length = _varint(handle, size)
+                    need, pos = read_varint(buf, pos, size)
+                except EOFError:
+                    return "truncated", f"the file ends inside the length of field '{field_name}' at byte {start}"
                 except ValueError:
                     return "invalid", f"byte {start}: malformed length of field '{field_name}'"
-                if length is None:
-                    return "truncated", f"the file ends inside the length of field '{field_name}' at byte {start}"
-                need = length[0]
             else:
                 need = 8 if wire == 1 else 4
-            remaining = size - handle.tell()
+            remaining = size - pos
             if need > remaining:
                 return "truncated", (f"field '{field_name}' at byte {start} declares {need} bytes but only "
-                                     f"{remaining} remain (the file should be at least {handle.tell() + need} "
+                                     f"{remaining} remain (the file should be at least {pos + need} "
                                      f"bytes, it has {size})")
-            handle.seek(need, 1)
+            pos += need
     return "ok", ""

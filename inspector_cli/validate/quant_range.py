@@ -10,8 +10,8 @@ from typing import List, Tuple
 
 import numpy as np
 
-from ..config.validate import InputRange
 from ..core.graph import NodeInfo
+from .config import InputRange
 from .context import Context
 from .quant import QRANGE, quant_type, type_name
 

@@ -16,24 +16,13 @@ from typing import Iterator, List, Optional, Tuple
 import numpy as np
 
 from ..core.graph import ModelGraph, NodeInfo
+from ..core.quantparams import dequantize
 from ..core.weights import initializer_array
 from ..results.validate import WeightCheck
 from .context import Context
 
 MISMATCH_DB = 10.0
 _SUFFIXES = ("_quantized", "_quant", "_q")
-
-
-def dequantize(q: np.ndarray, scale: np.ndarray, zp: Optional[np.ndarray], axis: int) -> np.ndarray:
-    """(q - zp) * scale in float64, per-tensor or along `axis` (1-D scale)."""
-    values = q.astype(np.float64)
-    s = scale.astype(np.float64)
-    z = zp.astype(np.float64) if zp is not None else np.zeros_like(s)
-    if s.ndim == 1 and s.size > 1:
-        shape = [1] * values.ndim
-        shape[axis % values.ndim] = s.size
-        s, z = s.reshape(shape), z.reshape(shape)
-    return (values - z) * s
 
 
 def sqnr_db(reference: np.ndarray, candidate: np.ndarray) -> float:

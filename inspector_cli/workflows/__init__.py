@@ -1,11 +1,9 @@
-"""Workflows: one function per analysis, returning a result; no printing, no exiting."""
+"""Workflows: one orchestrator module per command, returning a result; no printing, no exiting.
+
+The engines live in top-level packages (compare/, nan_bisect/, probe/, profile/, validate/).
+"""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from ..progress import Progress, no_progress
 
-Progress = Callable[[int, Optional[int], str], None]
-"""progress(done, total or None, label): called after each unit of work."""
-
-
-def no_progress(done: int, total: Optional[int], label: str) -> None:
-    """The default progress callback: does nothing."""
+__all__ = ["Progress", "no_progress"]

@@ -13,13 +13,13 @@ import numpy as np
 
 from ..config.inputs import InputsConfig
 from ..core.graph import load_model
-from ..core.input_formats import folder_member_suffixes
+from ..core.input_formats import folder_member_suffixes, numpy_file_error
 from ..core.inputs import SampleRef, SampleSet, discover_samples, open_samples
 from ..core.types import TensorInfo, format_shape
-from ..errors import UsageError
+from ..errors import InputDataError, UsageError
+from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.inputs import InputsResult, InputStats
-from . import Progress, no_progress
 
 
 class InputTally:
@@ -142,15 +142,23 @@ def infer_specs(ref: SampleRef) -> List[TensorInfo]:
         return [TensorInfo(p.stem) for p in files]
     suffix = path.suffix.lower()
     if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
-            return [TensorInfo(key) for key in archive.files]
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                return [TensorInfo(key) for key in archive.files]
+        except Exception as exc:  # BadZipFile, truncated: the file named, exit 3
+            raise numpy_file_error(path, exc, ".npz") from exc
     if suffix == ".npy":
         return [TensorInfo("input")]
     if suffix == ".pb":
         import onnx
 
+        from google.protobuf.message import DecodeError
+
         tensor = onnx.TensorProto()
-        tensor.ParseFromString(path.read_bytes())
+        try:
+            tensor.ParseFromString(path.read_bytes())
+        except DecodeError as exc:
+            raise InputDataError(f"{path}: not a readable ONNX TensorProto ({exc})") from exc
         return [TensorInfo(tensor.name or path.stem)]
     raise UsageError(f"{path}: images and .bin dumps need --model (it says their dtype and shape)",
                      hint="mi inputs show DATA --model model.onnx")

@@ -7,30 +7,28 @@ the optional per-sample rows.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple
 
-from ..config.probe import ProbeConfig
 from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
+from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, open_samples
-from ..core.runner import RuntimeConfig
 from ..core.select import select_tensors
 from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
-from ..plugins import NodeView, call_plugin, load_plugin
+from ..plugins import call_plugin, load_plugin
+from ..probe.batch import lost_finding, probe_blocks
+from ..probe.config import ProbeConfig
 from ..probe.dump import finish_dump, open_dump
-from ..probe.quant import QuantSpec, QuantTracker, constant_value, find_quantizers
+from ..probe.quant import Quantizer, QuantTracker, constant_value, find_quantizers
+from ..probe.report import build_findings, check_since, quant_results, record_history
 from ..probe.runner import Hit, capture_chunks
 from ..probe.triggers import parse_triggers
+from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
-from . import Progress, no_progress
-from .probe_batch import lost_finding, probe_blocks
-from .probe_report import build_findings, check_since, quant_results, record_history
 
-ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 
 
 @dataclass
@@ -42,46 +40,16 @@ class ProbePlan:
     chunks: List[List[str]]
     samples: SampleSet
     capture: Dict[str, object]
-    quant: List[QuantSpec]
+    quant: List[Quantizer]
     notes: List[str]
     input_shapes: Dict[str, Tuple[int, ...]]
 
-
-def as_graph(model: ModelArg) -> ModelGraph:
-    return model if isinstance(model, ModelGraph) else load_model(model)
-
-
-def node_view(graph: ModelGraph, tensor: str) -> Optional[NodeView]:
-    """The producer of `tensor` as plugins see it (None for graph inputs)."""
-    node = graph.producer.get(tensor)
-    if node is None:
-        return None
-    import onnx
-
-    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in graph.node_proto(node.name).attribute
-                  if a.type != onnx.AttributeProto.GRAPH}
-    return NodeView(name=node.name, op_type=node.op_type, domain=node.domain, inputs=node.inputs,
-                    outputs=node.outputs, attributes=attributes)
-
-
-SPINNING = "session.intra_op.allow_spinning"
-
-
-def quiet_runtime(runtime: RuntimeConfig) -> RuntimeConfig:
-    """The runtime with onnxruntime's idle worker threads not spinning (unless the user chose).
-
-    Between two runs the probe's statistics use the same cores; spinning workers compete with them
-    (measured: a third less wall time on ResNet-50 with 2 cores).
-    """
-    if any(key == SPINNING for key, _ in runtime.session_config):
-        return runtime
-    return runtime.replace(session_config=(*runtime.session_config, (SPINNING, "0")))
 
 
 def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
     """Select the tensors, find the quantisers and the samples, and split the capture into chunks."""
     notes: List[str] = []
-    quant: List[QuantSpec] = []
+    quant: List[Quantizer] = []
     if config.quant_ranges:
         quant, skipped = find_quantizers(graph)
         notes.extend(skipped)
@@ -112,7 +80,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
     Returns a `ProbeResult`; raises `MiError` subclasses only when no result is possible.
     """
     config = config or ProbeConfig()
-    config = replace(config, runtime=quiet_runtime(config.runtime))
+    config = replace(config, runtime=config.runtime.without_spinning())
     triggers = parse_triggers(config.break_on)
     if config.dump_dir and not triggers:
         raise UsageError("--dump needs --break-on: it writes the sample that met the condition")

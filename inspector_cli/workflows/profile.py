@@ -1,13 +1,13 @@
 """`profile_model`: per-node latency, aggregates, critical path, cost and memory of one or two models."""
 from __future__ import annotations
 
-import os
+import dataclasses
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple
 
-from ..config.profile import ProfileConfig
-from ..core.graph import ModelGraph, load_model
+from ..core.graph import ModelGraph
+from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import match_names, rename_feeds
 from ..core.runner import Session
@@ -15,19 +15,17 @@ from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
 from ..profile import measure
 from ..profile.analysis import Analysis, AnalysisInput, analyse
+from ..profile.config import ProfileConfig
 from ..profile.memory import parameters
+from ..progress import Progress, no_progress
 from ..results.base import Finding, GateOutcome, ModelRef
-from ..results.profile import ProfileComparison, ProfileResult
-from . import Progress, no_progress
+from ..inspection.rollups import model_scope_map, profile_rollup
+from ..results.profile import ModelProfile, ProfileComparison, ProfileResult
+from ..results.scopes import ScopeMap
 
-ModelArg = Union[str, "os.PathLike[str]", ModelGraph]
 SAVE_OPTIMIZED_LIMIT = 1 << 30
 """Above this many weight bytes the optimised graph is not saved (it would copy every weight to disk);
 kernels are then mapped to original nodes by name."""
-
-
-def _graph(model: ModelArg) -> ModelGraph:
-    return model if isinstance(model, ModelGraph) else load_model(model)
 
 
 def _load_feeds(samples: SampleSet, count: int) -> Tuple[List[TensorMap], List[str]]:
@@ -51,7 +49,7 @@ def profile_model(model: ModelArg, config: Optional[ProfileConfig] = None, *,
         raise UsageError("--runs must be at least 1")
     if config.min_speedup is not None and not config.against:
         raise UsageError("--min-speedup needs --against OTHER.onnx", hint="it gates the second model's speed-up")
-    graphs = [_graph(model)] + ([_graph(config.against)] if config.against else [])
+    graphs = [as_graph(model)] + ([as_graph(config.against)] if config.against else [])
     samples = open_samples(config.inputs, graphs[0].inputs, config.synthetic)
     feeds_a, warnings = _load_feeds(samples, config.runs)
     warnings = list(samples.notes) + warnings
@@ -83,11 +81,25 @@ def profile_model(model: ModelArg, config: Optional[ProfileConfig] = None, *,
         prefix = "" if len(analyses) == 1 else ("A: " if index == 0 else "B: ")
         findings.extend(Finding(rule=f.rule, severity=f.severity, message=prefix + f.message, node=f.node,
                                 hint=f.hint, data=f.data) for f in analysis.findings)
+    profiles, smap = _with_rollups(graphs, [a.profile for a in analyses], config.group_depth)
     return ProfileResult(
         models=[ModelRef.of(g, "reference" if i == 0 else "candidate") for i, g in enumerate(graphs)],
         config=config.to_dict(), runtime=config.runtime.to_dict(), inputs=samples.describe(),
-        profiles=[a.profile for a in analyses], comparison=comparison,
-        gates=_gates(config, analyses, comparison, e2e), findings=findings, warnings=warnings)
+        profiles=profiles, comparison=comparison,
+        gates=_gates(config, analyses, comparison, e2e), findings=findings, warnings=warnings,
+        scope_map=smap, group_by=config.group_by)
+
+
+def _with_rollups(graphs: Sequence[ModelGraph], profiles: Sequence[ModelProfile], depth: Optional[int]
+                  ) -> Tuple[List[ModelProfile], ScopeMap]:
+    """Each profile with its kernel time by scope; the scope map of the last model."""
+    out: List[ModelProfile] = []
+    smap = None
+    for graph, profile in zip(graphs, profiles):
+        smap = model_scope_map(graph)
+        out.append(dataclasses.replace(profile, scope_rollup=profile_rollup(smap, profile, depth), group_depth=depth))
+    assert smap is not None
+    return out, smap
 
 
 def _feeds_for_b(graph_a: ModelGraph, graph_b: ModelGraph, feeds: Sequence[TensorMap],

@@ -13,16 +13,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
 
-from ..config.validate import ValidateConfig
 from ..core.graph import ModelGraph, load_model
 from ..errors import UsageError
+from ..progress import Progress, no_progress
 from ..results.base import Finding, ModelRef, file_sha256
 from ..results.validate import AgainstSection, ValidateResult
 from ..validate import against, checker, hints, integrity, quant, quant_range, runtime
 from ..validate.catalog import RULES
+from ..validate.config import ValidateConfig
 from ..validate.context import Context, Reporter
 from ..validate.loading import Loaded, load_checked
-from . import Progress, no_progress
 
 FAMILY_ORDER = ("loading", "checker", "integrity", "runtime", "quantisation", "hints", "against")
 FAMILY_PREFIX = {"checker": "2", "integrity": "3", "runtime": "4", "quantisation": "5", "hints": "6"}

@@ -1,0 +1,174 @@
+"""The output comparison as an executor job: in this process, in local workers or on Ray.
+
+Each worker opens both models once and, per sample, runs them and reduces every output pair to
+its sums (`PairStats`, a few hundred bytes); the arrays never leave the worker. The driver folds
+the sums into the trackers in sample order, exactly as the in-process loop does, so data-set
+metrics, worst/mean values, gate tallies and per-sample rows are the same bits whatever ran them.
+
+A sample that raises (unreadable file, inference error) stops the run with that error, in every
+engine, as before. A sample whose worker died twice is reported as an error finding (MI804)
+naming it; the other samples are compared and reported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..batching import ItemFailure, batch_runtime, check_executor, fixed_shards, lost_samples_finding, shared_samples
+from ..core.inputs import SampleRef, SampleSet
+from ..core.io_match import NameMatching
+from ..core.lazyload import load_model_lazy
+from ..core.runner import RuntimeConfig, open_session
+from ..diff.engine import TensorTracker
+from ..diff.metrics import PairStats, compare_arrays, shapes_compatible
+from ..errors import UsageError
+from ..executor.base import Job, Runner, WorkItem
+from ..executor.factory import make_executor
+from ..progress import Progress
+from ..results.base import Finding
+from .config import CompareConfig
+from .plan import ComparePlan, run_pair
+
+SHARD_SAMPLES = 8
+WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.compare.batch")
+
+
+@dataclass(frozen=True)
+class ReducedOutput:
+    """One output pair on one sample: its layout, and its sums (None when the shapes differ)."""
+
+    dtype_a: str
+    dtype_b: str
+    shape_a: Tuple[int, ...]
+    shape_b: Tuple[int, ...]
+    stats: Optional[PairStats]
+
+
+@dataclass(frozen=True)
+class ReducedSample:
+    outputs: List[ReducedOutput]
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass
+class CompareJob(Job):
+    """Picklable: workers load both models from their paths and read samples by reference."""
+
+    model_a: str
+    model_b: str
+    runtime_a: RuntimeConfig
+    runtime_b: RuntimeConfig
+    outputs: NameMatching
+    inputs: NameMatching
+    samples: SampleSet
+    """Specs and reader options only; items carry their own `SampleRef`."""
+    topk: Tuple[int, ...]
+    plan: Optional[ComparePlan] = field(default=None, repr=False)
+    """The caller's `ComparePlan` (graphs already loaded), used when opened in the same process."""
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["plan"] = None
+        return state
+
+    def open(self) -> "CompareRunner":
+        plan = self.plan
+        if plan is None:
+            plan = ComparePlan(load_model_lazy(self.model_a), load_model_lazy(self.model_b), self.outputs,
+                               self.inputs, self.samples)
+        return CompareRunner(self, plan)
+
+
+class CompareRunner(Runner):
+    def __init__(self, job: CompareJob, plan: ComparePlan) -> None:
+        self.job, self.plan = job, plan
+        self.session_a = open_session(plan.graph_a, job.runtime_a, label=f"A {plan.graph_a.display_name}")
+        self.session_b = open_session(plan.graph_b, job.runtime_b, label=f"B {plan.graph_b.display_name}")
+
+    def run_item(self, item: WorkItem) -> Any:
+        ref: SampleRef = item.payload
+        try:
+            feeds = self.job.samples.load(ref)
+            out_a, out_b, notes = run_pair(self.session_a, self.session_b, self.plan, feeds, item.key)
+            reduced = [_reduce(out_a[p.a], out_b[p.b], self.job.topk) for p in self.plan.outputs.pairs]
+        except Exception as exc:  # noqa: BLE001 - re-raised by the driver, as in a single-process run
+            return ItemFailure.of(exc, item.key)
+        return ReducedSample(reduced, list(notes))
+
+    def close(self) -> None:
+        self.session_a = self.session_b = None  # type: ignore[assignment]
+
+
+def _reduce(a: np.ndarray, b: np.ndarray, topk: Sequence[int]) -> ReducedOutput:
+    a, b = np.asarray(a), np.asarray(b)
+    stats = compare_arrays(a, b, topk=topk) if shapes_compatible(a.shape, b.shape) else None
+    return ReducedOutput(str(a.dtype), str(b.dtype), tuple(a.shape), tuple(b.shape), stats)
+
+
+def fold(tracker: TensorTracker, sample: str, out: ReducedOutput) -> None:
+    """Add one reduced sample to a tracker: the same updates as `TensorTracker.add` on the arrays."""
+    if out.stats is None:
+        # the tracker only looks at layout on a shape mismatch: hand it zero-size stand-ins
+        a = np.broadcast_to(np.zeros((), np.dtype(out.dtype_a)), out.shape_a)
+        b = np.broadcast_to(np.zeros((), np.dtype(out.dtype_b)), out.shape_b)
+        tracker.add(sample, a, b)
+        return
+    if not tracker.dtype_a:
+        tracker.dtype_a, tracker.dtype_b = out.dtype_a, out.dtype_b
+        tracker.shape_a, tracker.shape_b = list(out.shape_a), list(out.shape_b)
+    tracker.samples += 1
+    tracker.add_stats(sample, out.stats)
+
+
+def compare_outputs(plan: ComparePlan, config: CompareConfig, trackers: Sequence[TensorTracker], progress: Progress,
+                    ) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """Run every sample on both models through the configured executor, folding into `trackers`.
+
+    Returns the notes (input casts) and the samples lost to worker deaths, with why.
+    """
+    spec = config.executor
+    check_executor(spec)
+    if not spec.in_process and (plan.graph_a.path is None or plan.graph_b.path is None):
+        raise UsageError("--workers needs both models as files", hint="save them, or leave --workers out")
+    executor = make_executor(spec, WARM_MODULES)
+    samples: SampleSet = plan.samples if spec.in_process else shared_samples(plan.samples)
+    job = CompareJob(
+        model_a=str(plan.graph_a.path.resolve()) if plan.graph_a.path else "",
+        model_b=str(plan.graph_b.path.resolve()) if plan.graph_b.path else "",
+        runtime_a=batch_runtime(config.runtime_a, spec), runtime_b=batch_runtime(config.runtime_of_b, spec),
+        outputs=plan.outputs, inputs=plan.inputs, samples=samples.subset([]), topk=tuple(config.topk),
+        plan=plan if spec.in_process else None)
+    notes: List[str] = []
+    lost: List[Tuple[str, str]] = []
+    total = len(samples)
+    items = (WorkItem(ref.id, ref) for ref in samples.refs)
+    try:
+        for done, outcome in enumerate(executor.map(job, fixed_shards(items, SHARD_SAMPLES)), start=1):
+            _take(outcome, trackers, notes, lost)
+            progress(done, total, outcome.key)
+    except BaseException:
+        executor.abort()
+        raise
+    finally:
+        executor.close()
+    return notes, lost
+
+
+def _take(outcome: Any, trackers: Sequence[TensorTracker], notes: List[str], lost: List[Tuple[str, str]]) -> None:
+    if not outcome.ok:
+        lost.append((outcome.key, outcome.error or "failed"))
+        return
+    value = outcome.value
+    if isinstance(value, ItemFailure):
+        raise value.error()
+    for tracker, out in zip(trackers, value.outputs):
+        fold(tracker, outcome.key, out)
+    notes.extend(n for n in value.notes if n not in notes)
+
+
+def lost_finding(lost: Sequence[Tuple[str, str]]) -> Finding:
+    """MI804: the samples no worker could finish (the others are compared and reported)."""
+    return lost_samples_finding("MI804", lost, "compared")
+

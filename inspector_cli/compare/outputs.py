@@ -1,0 +1,79 @@
+"""From trackers to a result: output diffs, gate outcomes, findings and the `CompareResult`."""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from ..diff.engine import TensorTracker
+from ..results.base import Finding, GateOutcome, ModelRef, Severity
+from ..results.compare import CompareResult, OutputDiff, SampleMetrics
+from ..results.layers import LayerSection
+from .config import CompareConfig
+from .plan import ComparePlan
+
+
+def output_diff(tracker: TensorTracker, matched_by: str) -> OutputDiff:
+    return OutputDiff(
+        name=tracker.name, name_b=tracker.name_b, matched_by=matched_by,
+        dtype_a=tracker.dtype_a, dtype_b=tracker.dtype_b, shape_a=tracker.shape_a, shape_b=tracker.shape_b,
+        samples=tracker.samples, dataset=tracker.dataset_metrics(), worst=tracker.worst_metrics(),
+        mean=tracker.mean_metrics(), nonfinite=tracker.total.nonfinite(), kl_mode=tracker.total.kl_mode,
+        shape_mismatch_samples=tracker.shape_mismatch_samples,
+        per_sample=[SampleMetrics(**row) for row in tracker.per_sample],
+    )
+
+
+def gate_outcomes(tracker: TensorTracker, scope: str = "output") -> List[GateOutcome]:
+    outcomes = []
+    for tally in tracker.tallies:
+        gate = tally.gate
+        outcomes.append(GateOutcome(
+            gate=gate.describe(), metric=gate.metric, op=gate.op, threshold=gate.threshold,
+            tensor=tracker.name, passed=tally.failed == 0, worst=tally.worst, failed_samples=tally.failed,
+            total_samples=tally.evaluated, examples=list(tally.examples), applicable=tally.evaluated > 0,
+            scope=scope))
+    return outcomes
+
+
+def tracker_findings(tracker: TensorTracker, what: str = "output") -> List[Finding]:
+    findings = []
+    if tracker.shape_mismatch_samples:
+        findings.append(Finding(
+            rule="MI801", severity=Severity.ERROR, tensor=tracker.name,
+            message=f"{what} '{tracker.name}': shapes differ ({tracker.shape_a} vs {tracker.shape_b}) "
+                    f"on {tracker.shape_mismatch_samples} sample(s)"))
+    mismatch = tracker.total.nonfinite_mismatch
+    if mismatch:
+        nf = tracker.total.nonfinite()
+        findings.append(Finding(
+            rule="MI802", severity=Severity.ERROR, tensor=tracker.name,
+            message=f"{what} '{tracker.name}': {mismatch} NaN/Inf value(s) not matched by the other model "
+                    f"(A: {nf['nan_a']} NaN, {nf['inf_a']} Inf; B: {nf['nan_b']} NaN, {nf['inf_b']} Inf)",
+            hint="run 'mi nan-bisect' on the model that produces them"))
+    return findings
+
+
+def build_result(plan: ComparePlan, config: CompareConfig, trackers: Sequence[TensorTracker],
+                 notes: Sequence[str], *, layers: Optional[LayerSection] = None,
+                 extra_gates: Sequence[GateOutcome] = ()) -> CompareResult:
+    methods = {p.a: p.method for p in plan.outputs.pairs}
+    findings: List[Finding] = []
+    for name in plan.outputs.unmatched_a:
+        findings.append(Finding(rule="MI803", severity=Severity.ERROR, tensor=name,
+                                message=f"output '{name}' of the first model has no counterpart in the second",
+                                hint="pair it with --map A_NAME=B_NAME"))
+    for name in plan.outputs.unmatched_b:
+        findings.append(Finding(rule="MI803", severity=Severity.WARNING, tensor=name,
+                                message=f"output '{name}' of the second model has no counterpart in the first"))
+    gates: List[GateOutcome] = []
+    for tracker in trackers:
+        findings.extend(tracker_findings(tracker))
+        gates.extend(gate_outcomes(tracker))
+    gates.extend(extra_gates)
+    warnings = list(plan.outputs.warnings) + list(plan.inputs.warnings) + list(plan.samples.notes) + list(notes)
+    return CompareResult(
+        models=[ModelRef.of(plan.graph_a, "reference"), ModelRef.of(plan.graph_b, "candidate")],
+        config=config.to_dict(), runtime=config.runtime.to_dict(), inputs=plan.samples.describe(),
+        outputs=[output_diff(t, methods[t.name]) for t in trackers], gates=gates, findings=findings,
+        warnings=warnings, unmatched_a=list(plan.outputs.unmatched_a), unmatched_b=list(plan.outputs.unmatched_b),
+        samples=len(plan.samples), layers=layers,
+    )

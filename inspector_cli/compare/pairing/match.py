@@ -1,0 +1,280 @@
+"""Pairing the tensors of two different graphs of one network, each pair with a method and a confidence.
+
+Layers, in order:
+1. the user's map (`--map a=b`, YAML `map:`): taken as given;
+2. chains (see semantic.py) are visited in the reference's topological order and located in the
+   candidate graph by **name** (the chain's tensor or node names, aliases included) and by
+   **structure** (a chain of the same op family whose inputs are the partners of this chain's
+   inputs, with the same number of elements; attributes, small constants and weights break ties);
+3. inside two located chains, tensors pair from the chain ends backwards while op types agree;
+   where one side fused ops the other runs separately (Conv+BatchNormalization+Relu vs one
+   Conv whose quantisation clamps at zero), the ends pair as **fused** and the unfused interior
+   stays unpaired with that reason.
+
+A pair's method says what had to be looked through: `map`, `fused`, `qdq` (the candidate's value
+is a Q->DQ re-materialisation or a QOperator output, read dequantised), `cast` / `identity`,
+`name` (same name, nothing in between) or `structural` (different names, same graph position).
+Nothing is paired by position alone: candidates that stay ambiguous are reported unpaired.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from ...core.graph import ModelGraph
+from ...errors import UsageError
+from .score import MIN_CONFIDENCE, Candidate, best_candidates, chain_signature_score
+from .semantic import COMMUTATIVE, Chain, SemanticGraph, TensorView
+
+__all__ = ["MIN_CONFIDENCE", "TensorPair", "Unpaired", "TensorMatching", "match_tensors", "parse_tensor_map"]
+METHODS = ("map", "name", "qdq", "cast", "identity", "fused", "structural")
+
+
+@dataclass(frozen=True)
+class TensorPair:
+    """A tensor of the reference (A) and the candidate (B) holding the same quantity."""
+
+    a: str
+    b: str
+    view_a: TensorView
+    view_b: TensorView
+    method: str
+    confidence: float
+    located_by: str
+    """'map', 'name' or 'structure': how B's chain was found."""
+    evidence: str
+    op_a: str
+    op_b: str
+    chain_end: bool = True
+    """False for a tensor inside a fused chain of A (compared only with --granularity tensor)."""
+
+
+@dataclass(frozen=True)
+class Unpaired:
+    tensor: str
+    op: str
+    reason: str
+
+
+@dataclass
+class TensorMatching:
+    pairs: List[TensorPair]
+    unpaired_a: List[Unpaired]
+    unpaired_b: List[Unpaired]
+    notes: List[str] = field(default_factory=list)
+
+    def counts(self) -> Dict[str, int]:
+        found = Counter(p.method for p in self.pairs)
+        return {m: found[m] for m in METHODS if found[m]}
+
+
+class _Matcher:
+    def __init__(self, a: SemanticGraph, b: SemanticGraph) -> None:
+        self.a, self.b = a, b
+        self.partner: Dict[str, str] = {}
+        self.used_b: Set[str] = set()
+        self.pairs: Dict[str, TensorPair] = {}
+        self.reasons: Dict[str, str] = {}
+        self.fused_b: Dict[str, str] = {}
+        self.done_chains_b: Set[int] = set()
+        self.b_by_input: Dict[str, List[Chain]] = {}
+        for chain in b.chains:
+            for tensor in chain.inputs:
+                self.b_by_input.setdefault(tensor, []).append(chain)
+        self.b_name_to_canon = dict(b.canon)
+
+    # ---- anchors ------------------------------------------------------------------------------------
+    def anchor(self, a: str, b: str) -> None:
+        self.partner[a] = b
+        self.used_b.add(b)
+
+    def user_pair(self, a_name: str, b_name: str) -> None:
+        ca, cb = self.a.canonical(a_name), self.b.canonical(b_name)
+        self.anchor(ca, cb)
+        chain_a, chain_b = self.a.chain_of.get(ca), self.b.chain_of.get(cb)
+        self.pairs[ca] = TensorPair(
+            a=ca, b=cb, view_a=self.a.exact_view(a_name), view_b=self.b.exact_view(b_name), method="map",
+            confidence=1.0, located_by="map", evidence=f"--map {a_name}={b_name}",
+            op_a=chain_a.ops(self.a.step_of.get(ca)) if chain_a else "?",
+            op_b=chain_b.ops(self.b.step_of.get(cb)) if chain_b else "?",
+            chain_end=chain_a is None or chain_a.end == ca)
+        if chain_b is not None:
+            self.done_chains_b.add(chain_b.index)
+
+    # ---- candidates ---------------------------------------------------------------------------------
+    def candidates(self, chain: Chain) -> Dict[int, Candidate]:
+        found: Dict[int, Candidate] = {}
+
+        def get(c: Chain) -> Candidate:
+            return found.setdefault(c.index, Candidate(c))
+
+        for step, tensor in enumerate(chain.tensors):
+            for name in self.a.names_of(tensor):
+                cb = self.b_name_to_canon.get(name)
+                target = self.b.chain_of.get(cb) if cb else None
+                if target is not None:
+                    cand = get(target)
+                    cand.name_hits.add("end" if step == len(chain.tensors) - 1 else "step")
+                    cand.hit_names.append(name)
+        for node in chain.nodes:
+            other = self.b.graph.node_by_name.get(node.name)
+            if other is not None and node.original_name:
+                target = self.b.chain_of.get(self.b.canonical(other.outputs[0])) if other.outputs else None
+                if target is not None:
+                    get(target).name_hits.add("node")
+        partners = [self.partner.get(t) for t in chain.inputs]
+        if chain.inputs and all(partners):
+            for target in self.b_by_input.get(partners[0], []):  # type: ignore[arg-type]
+                get(target)
+        for cand in found.values():
+            cand.inputs = self.compare_inputs(chain, cand.chain, partners)
+            if not cand.name_hits:
+                cand.claimed_by = self.claimed_by_name(chain, cand.chain)
+        return found
+
+    def claimed_by_name(self, chain: Chain, other: Chain) -> Optional[str]:
+        """A reference tensor of another chain that carries the name of one of `other`'s tensors: the
+        name says `other` belongs there, so structure alone must not take it."""
+        for tensor in other.tensors:
+            for name in self.b.names_of(tensor):
+                ca = self.a.canon.get(name)
+                owner = self.a.chain_of.get(ca) if ca else None
+                if owner is not None and owner.index != chain.index:
+                    return name
+        return None
+
+    def compare_inputs(self, chain: Chain, other: Chain, partners: Sequence[Optional[str]]) -> str:
+        if len(chain.inputs) != len(other.inputs):
+            return "mismatch" if all(partners) else "unknown"
+        known = [(p, q) for p, q in zip(partners, other.inputs) if p is not None]
+        if chain.family in COMMUTATIVE:
+            if all(partners):
+                return "match" if sorted(partners) == sorted(other.inputs) else "mismatch"  # type: ignore[type-var]
+            return "unknown" if all(p in other.inputs for p, _ in known) else "mismatch"
+        if all(p == q for p, q in known):
+            return "match" if len(known) == len(partners) else "unknown"
+        return "mismatch"
+
+    # ---- the pass -----------------------------------------------------------------------------------
+    def run(self) -> None:
+        for chain in self.a.chains:
+            if any(t in self.pairs for t in chain.tensors):
+                continue
+            cands = [c for c in self.candidates(chain).values() if c.chain.index not in self.done_chains_b]
+            for cand in cands:
+                chain_signature_score(self.a, self.b, chain, cand)
+            paired = all(t in self.partner for t in chain.inputs)
+            accepted, reason = best_candidates(self.a, self.b, chain, cands, paired)
+            if accepted is None:
+                for tensor in chain.tensors:
+                    self.reasons.setdefault(tensor, reason)
+                continue
+            self.align(chain, accepted)
+
+    def align(self, chain: Chain, cand: Candidate) -> None:
+        other = cand.chain
+        self.done_chains_b.add(other.index)
+        i, j = len(chain.nodes) - 1, len(other.nodes) - 1
+        steps: List[Tuple[int, int, bool]] = []
+        while i > 0 and j > 0 and chain.nodes[i].op_type == other.nodes[j].op_type:
+            steps.append((i, j, False))
+            i, j = i - 1, j - 1
+        fused = i > 0 or j > 0
+        steps.append((i, j, fused))
+        for k in range(i):
+            self.reasons[chain.tensors[k]] = f"fused into '{chain.tensors[i]}' ({chain.ops(i)}) to match " \
+                                             f"{other.ops(j)} in the other model"
+        for k in range(j):
+            self.fused_b[other.tensors[k]] = f"fused: {other.ops(j)} matches {chain.ops(i)} of the reference"
+        for si, sj, is_fused in steps:
+            self.add_pair(chain, si, other, sj, cand, is_fused)
+        for ea, eb in zip(chain.extra_outputs, other.extra_outputs):
+            self.add_pair_tensors(ea, eb, chain, other, cand, False, chain.ops(), other.ops(), True)
+
+    def add_pair(self, chain: Chain, i: int, other: Chain, j: int, cand: Candidate, fused: bool) -> None:
+        end = i == len(chain.nodes) - 1
+        whole = fused or end  # a chain's last tensor stands for the whole chain
+        self.add_pair_tensors(chain.tensors[i], other.tensors[j], chain, other, cand, fused,
+                              chain.ops(i) if whole else chain.nodes[i].op_type,
+                              other.ops(j) if whole else other.nodes[j].op_type, end)
+
+    def add_pair_tensors(self, ta: str, tb: str, chain: Chain, other: Chain, cand: Candidate, fused: bool,
+                         op_a: str, op_b: str, end: bool) -> None:
+        if tb in self.used_b and self.partner.get(ta) != tb:
+            self.reasons[ta] = f"its counterpart '{tb}' is already paired"
+            return
+        self.anchor(ta, tb)
+        view_a, view_b = self.a.view(ta), self.b.view(tb)
+        kinds = set(self.b.kinds.get(view_b.expose, ())) | set(self.a.kinds.get(view_a.expose, ()))
+        for name in cand.hit_names:
+            if self.b.canonical(name) == tb:
+                kinds |= set(self.b.kinds.get(name, ()))
+        if fused:
+            method = "fused"
+        elif view_a.quant or view_b.quant or "qdq" in kinds:
+            method = "qdq"
+        elif "cast" in kinds:
+            method = "cast"
+        elif "identity" in kinds:
+            method = "identity"
+        else:
+            method = "name" if cand.located_by == "name" and (ta == tb or ta in self.b.names_of(tb)) else "structural"
+        self.pairs[ta] = TensorPair(a=ta, b=tb, view_a=view_a, view_b=view_b, method=method,
+                                    confidence=round(cand.confidence, 3), located_by=cand.located_by,
+                                    evidence=cand.evidence, op_a=op_a, op_b=op_b, chain_end=end)
+
+
+def parse_tensor_map(entries: Sequence[Tuple[str, str]], a: ModelGraph, b: ModelGraph) -> List[Tuple[str, str]]:
+    """The user's map entries that name intermediate tensors (outputs and inputs are paired elsewhere)."""
+    known_a = set(a.producer) | set(a.input_names)
+    known_b = set(b.producer) | set(b.input_names)
+    pairs = []
+    for x, y in entries:
+        if x in a.output_names or x in a.input_names:
+            continue
+        if x not in known_a:
+            raise UsageError(f"--map {x}={y}: the first model has no tensor '{x}'",
+                             hint="name a tensor of MODEL_A ('mi probe MODEL --list' shows them)")
+        if y not in known_b:
+            raise UsageError(f"--map {x}={y}: the second model has no tensor '{y}'",
+                             hint="name a tensor of MODEL_B")
+        pairs.append((x, y))
+    return pairs
+
+
+def match_tensors(a: SemanticGraph, b: SemanticGraph, *, inputs: Sequence[Tuple[str, str]] = (),
+                  user_map: Sequence[Tuple[str, str]] = (), selected: Optional[Set[str]] = None) -> TensorMatching:
+    """Pair A's data tensors with B's (see the module doc); `selected` limits which of A's canonical
+    tensors are reported (all are still matched, so that structure propagates)."""
+    matcher = _Matcher(a, b)
+    for x, y in inputs:
+        matcher.anchor(a.canonical(x), b.canonical(y))
+        quantised = b.view(b.canonical(y))
+        if quantised.quant is not None and (selected is None or x in selected):
+            # The candidate quantises its input: that rounding is its first error, worth a row.
+            matcher.pairs[x] = TensorPair(a=x, b=y, view_a=TensorView(x, x), view_b=quantised, method="qdq",
+                                          confidence=1.0, located_by="name", evidence="model input, quantised by the candidate",
+                                          op_a="input", op_b="QuantizeLinear")
+    for x, y in user_map:
+        matcher.user_pair(x, y)
+    matcher.run()
+    order = {t: i for i, c in enumerate(a.chains) for t in c.tensors}
+    pairs = sorted((p for t, p in matcher.pairs.items() if selected is None or t in selected),
+                   key=lambda p: (order.get(p.a, -1), a.step_of.get(p.a, 0)))
+    unpaired_a = []
+    for chain in a.chains:
+        for step, tensor in enumerate(chain.tensors):
+            if tensor in matcher.pairs or (selected is not None and tensor not in selected):
+                continue
+            reason = matcher.reasons.get(tensor, "no counterpart found")
+            unpaired_a.append(Unpaired(tensor, chain.nodes[step].op_type, reason))
+    paired_b = {p.b for p in matcher.pairs.values()}
+    unpaired_b = []
+    for chain in b.chains:
+        for step, tensor in enumerate(chain.tensors):
+            if tensor in paired_b:
+                continue
+            reason = matcher.fused_b.get(tensor, "no counterpart in the reference")
+            unpaired_b.append(Unpaired(tensor, chain.nodes[step].op_type, reason))
+    return TensorMatching(pairs, unpaired_a, unpaired_b)

@@ -1,0 +1,174 @@
+"""Isolated error: the candidate's own computation of a layer, fed with the reference's inputs.
+
+For a paired layer, the candidate model's *producing subgraph* is the set of its nodes between
+the tensors that are paired (the cut) and the layer's tensor. Running that subgraph on the
+reference's values of the cut tensors gives the layer's output as the candidate would compute
+it from perfect inputs; compared with the reference, that is the error the layer itself adds.
+The accumulated error (the ordinary layer comparison) minus it is what the layer inherited.
+
+All isolated layers go into one model (each subgraph's internal tensors prefixed, the cut
+tensors and weights shared), so one session and one run per sample isolate every layer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..core.expose import nodes_between
+from ..core.quantparams import QuantSpec
+from .pairing.match import TensorPair
+from .pairing.semantic import FLOAT_TYPES, SemanticGraph
+
+
+@dataclass(frozen=True)
+class IsolationFeed:
+    """One input of the isolation model: which reference tensor supplies it, and in what form."""
+
+    name: str
+    source: str
+    """The reference (A) tensor whose captured value is fed (a paired layer or a model input)."""
+    elem_type: int
+    shape: Tuple[int, ...]
+    quant: Optional[QuantSpec] = None
+    """Set when the candidate consumes integers here (QOperator models): the value is quantised."""
+
+
+@dataclass
+class IsolationPlan:
+    model: onnx.ModelProto
+    feeds: List[IsolationFeed]
+    outputs: Dict[str, str]
+    """Reference layer -> isolation-model output holding the candidate's isolated value of it."""
+    skipped: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def sources(self) -> List[str]:
+        return list(dict.fromkeys(f.source for f in self.feeds))
+
+
+def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequence[TensorPair],
+                    input_sources: Dict[str, str]) -> IsolationPlan:
+    """The isolation model of `targets` in candidate graph `b`.
+
+    `pairs` are every compared pair (their candidate tensors form the cut); `input_sources` maps the
+    candidate's graph inputs to the reference's.
+    """
+    graph = b.graph
+    owner: Dict[str, str] = {}
+    for pair in pairs:
+        for name in b.names_of(pair.b):
+            owner.setdefault(name, pair.a)
+    for b_input, a_input in input_sources.items():
+        for name in b.names_of(b.canonical(b_input)):
+            owner.setdefault(name, a_input)
+    protos = {n.name: n for n in graph.model.graph.node}
+    nodes: List[onnx.NodeProto] = []
+    feeds: Dict[str, IsolationFeed] = {}
+    outputs: Dict[str, str] = {}
+    skipped: Dict[str, str] = {}
+    used_inits: Set[str] = set()
+    for index, target in enumerate(targets):
+        if target.op_a == "input":
+            skipped[target.a] = "a model input: its own error is the candidate's input quantisation (Q/DQ noise)"
+            continue
+        own = set(b.names_of(target.b))
+        cut = {name for name in owner if name not in own}
+        names = nodes_between(graph, cut, [target.view_b.expose])
+        if not names:
+            skipped[target.a] = "nothing of the candidate lies between it and the paired tensors"
+            continue
+        produced = {o for n in names for o in graph.node_by_name[n].outputs if o}
+        needed = [t for n in names for t in graph.node_by_name[n].all_inputs if t and t not in produced]
+        missing = [t for t in needed if t not in cut and t not in graph.initializer_names]
+        if missing:
+            skipped[target.a] = f"its subgraph reads '{missing[0]}', which has no counterpart"
+            continue
+        new_feeds = {}
+        for tensor in needed:
+            if tensor in graph.initializer_names or tensor in feeds:
+                continue
+            feed = _feed(b, tensor, owner[tensor])
+            if feed is None:
+                break
+            new_feeds[tensor] = feed
+        else:
+            feeds.update(new_feeds)
+            prefix = f"iso{index}/"
+            for name in names:
+                nodes.append(_renamed(protos[name], prefix, produced))
+            used_inits.update(t for t in needed if t in graph.initializer_names)
+            outputs[target.a] = prefix + target.view_b.expose
+            continue
+        skipped[target.a] = "the shape or type of an input of its subgraph is unknown"
+    initializers = [t for t in graph.model.graph.initializer if t.name in used_inits]
+    inputs = [helper.make_tensor_value_info(f.name, f.elem_type, list(f.shape)) for f in feeds.values()]
+    sub = helper.make_graph(nodes, "mi_isolation", inputs, [onnx.ValueInfoProto(name=o) for o in outputs.values()],
+                            initializers)
+    model = helper.make_model(sub, opset_imports=list(graph.model.opset_import), ir_version=graph.model.ir_version)
+    model.functions.extend(graph.model.functions)
+    return IsolationPlan(model, list(feeds.values()), outputs, skipped)
+
+
+def _feed(b: SemanticGraph, tensor: str, source: str) -> Optional[IsolationFeed]:
+    info = b.graph.tensor_info(tensor)
+    if not info.elem_type or not info.is_static:
+        return None
+    quant = b.quant_of.get(tensor) if info.elem_type not in FLOAT_TYPES else None
+    if info.elem_type not in FLOAT_TYPES and quant is None:
+        return None
+    return IsolationFeed(tensor, source, info.elem_type, tuple(int(d) for d in info.shape or ()), quant)  # type: ignore[arg-type]
+
+
+def _renamed(node: onnx.NodeProto, prefix: str, produced: Set[str]) -> onnx.NodeProto:
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.name = prefix + node.name
+    for i, name in enumerate(copy.input):
+        if name in produced:
+            copy.input[i] = prefix + name
+    for i, name in enumerate(copy.output):
+        if name:
+            copy.output[i] = prefix + name
+    return copy
+
+
+def feed_value(value: np.ndarray, feed: IsolationFeed, sem: SemanticGraph) -> np.ndarray:
+    """The reference's value (float) in the form the candidate consumes at this cut tensor."""
+    from ..core.types import numpy_dtype_for
+
+    shaped = np.asarray(value, dtype=np.float32).reshape(feed.shape)
+    dtype = numpy_dtype_for(feed.elem_type)
+    if feed.quant is None:
+        return shaped.astype(dtype, copy=False)
+    scale = np.asarray(sem.array(feed.quant.scale), dtype=np.float32)
+    zero = sem.array(feed.quant.zero_point) if feed.quant.zero_point else np.zeros((), dtype)
+    info = np.iinfo(dtype)  # type: ignore[arg-type]
+    quantised = np.rint(shaped / scale) + np.asarray(zero, dtype=np.float32)
+    return np.clip(quantised, info.min, info.max).astype(dtype)
+
+
+def qdq_noise_affine(sem: SemanticGraph, spec: QuantSpec) -> Optional[Tuple[float, float, int, int]]:
+    """(scale, zero point, qmin, qmax) of a per-tensor quantisation, for the pure Q/DQ noise."""
+    scale, zero = sem.array(spec.scale), sem.array(spec.zero_point) if spec.zero_point else None
+    if scale is None or np.size(scale) != 1:
+        return None
+    dtype = zero.dtype if zero is not None else np.dtype(np.uint8)
+    info = np.iinfo(dtype)
+    return float(np.asarray(scale).reshape(())), float(np.asarray(zero if zero is not None else 0).reshape(())), \
+        int(info.min), int(info.max)
+
+
+def fake_quantize(values: np.ndarray, affine: Tuple[float, float, int, int], out: np.ndarray) -> np.ndarray:
+    """DQ(Q(values)) with the given per-tensor parameters, in float32 (written to `out`)."""
+    scale, zero, lo, hi = affine
+    np.divide(values, np.float32(scale), out=out)
+    np.rint(out, out=out)
+    np.add(out, np.float32(zero), out=out)
+    np.clip(out, lo, hi, out=out)
+    np.subtract(out, np.float32(zero), out=out)
+    np.multiply(out, np.float32(scale), out=out)
+    return out

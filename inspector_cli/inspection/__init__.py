@@ -1,0 +1,1 @@
+"""`mi inspect`'s engine, below workflows: the scope tree as result data, node facts, patterns, the diff."""

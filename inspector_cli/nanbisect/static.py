@@ -1,0 +1,53 @@
+"""The static pass: weights (initializers and Constant nodes) that already hold NaN/Inf.
+
+It needs no inference, so it is reported at once, before any sample runs.
+"""
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+from onnx import AttributeProto, numpy_helper
+
+from ..core.graph import ModelGraph, load_external_tensor
+from ..core.weights import nonfinite_initializers
+from ..results.nan_bisect import WeightIssue
+from .values import FP16_MAX
+
+
+def nonfinite_weights(graph: ModelGraph) -> List[WeightIssue]:
+    """Initializers and top-level Constant values holding NaN/Inf, with the nodes reading them."""
+    issues = [WeightIssue(tensor=w.tensor, nan=w.nan, inf=w.inf, size=w.size, consumers=list(w.consumers))
+              for w in nonfinite_initializers(graph)]
+    for node in graph.nodes:
+        if node.op_type != "Constant":
+            continue
+        for attr in graph.node_proto(node.name).attribute:
+            if attr.type != AttributeProto.TENSOR:
+                continue
+            try:
+                value = numpy_helper.to_array(load_external_tensor(graph, attr.t))
+            except (ValueError, TypeError, KeyError):
+                continue
+            if value.dtype.kind != "f" or np.isfinite(value).all():
+                continue
+            out = node.outputs[0]
+            issues.append(WeightIssue(tensor=out, nan=int(np.isnan(value).sum()), inf=int(np.isinf(value).sum()),
+                                      size=int(value.size),
+                                      consumers=[c.name for c in graph.consumers.get(out, [])]))
+    return issues
+
+
+def fp16_unsafe_weights(graph: ModelGraph) -> List[str]:
+    """`--simulate fp16`: weights with values beyond the fp16 range (they become Inf when converted)."""
+    from ..core.weights import iter_initializers
+
+    notes: List[str] = []
+    for tensor, value in iter_initializers(graph):
+        if value is None or value.dtype.kind != "f" or value.size == 0:
+            continue
+        finite = value[np.isfinite(value)]
+        if finite.size and float(np.abs(finite).max()) > FP16_MAX:
+            notes.append(f"weight '{tensor.name}' holds values up to |x| = {float(np.abs(finite).max()):.6g}, "
+                         f"beyond the fp16 range ({FP16_MAX:g}): it becomes Inf when converted")
+    return notes

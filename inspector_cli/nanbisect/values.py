@@ -1,0 +1,83 @@
+"""What counts as a bad value, and value statistics of tensors.
+
+Checks are fast on clean tensors: the float64 sum of a tensor is non-finite exactly when some
+element is (finite float32/float16 values cannot overflow a float64 sum), so the element-wise
+test runs only when the sum says there is something to find.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from ..results.nan_bisect import TensorStats
+
+FP16_MAX = 65504.0
+FP16_TINY = 2.0 ** -24
+"""Smallest positive fp16 (subnormal), about 5.96e-8: smaller magnitudes become 0."""
+
+
+class Predicate(str, enum.Enum):
+    """The property whose birth is searched: any NaN/Inf, or NaN only (where an Inf became NaN)."""
+
+    NONFINITE = "nonfinite"
+    NAN = "nan"
+
+
+def is_float(array: Any) -> bool:
+    return isinstance(array, np.ndarray) and array.dtype.kind == "f"
+
+
+def is_bad(array: Any, predicate: Predicate = Predicate.NONFINITE) -> bool:
+    if not is_float(array) or array.size == 0:
+        return False
+    total = np.sum(array, dtype=np.float64)
+    if np.isfinite(total):
+        return False
+    if predicate == Predicate.NAN:
+        return bool(np.isnan(array).any())
+    return True
+
+
+def nonfinite_counts(array: Any) -> Dict[str, int]:
+    """{'nan': n, 'inf': m} of a tensor (zeros for non-float tensors)."""
+    if not is_bad(array):
+        return {"nan": 0, "inf": 0}
+    return {"nan": int(np.isnan(array).sum()), "inf": int(np.isinf(array).sum())}
+
+
+def tensor_stats(name: str, array: Any, source: str = "computed") -> TensorStats:
+    """Min/max over finite values, counts of zeros, negatives, NaN and Inf."""
+    if not isinstance(array, np.ndarray):
+        return TensorStats(name=name, dtype=type(array).__name__, shape=[], count=0, source=source)
+    shape = [int(d) for d in array.shape]
+    if array.dtype.kind not in "fiub" or array.size == 0:
+        return TensorStats(name=name, dtype=str(array.dtype), shape=shape, count=int(array.size), source=source)
+    nan = inf = 0
+    values = array
+    if array.dtype.kind == "f" and is_bad(array):
+        finite = np.isfinite(array)
+        nan = int(np.isnan(array).sum())
+        inf = int(array.size - finite.sum() - nan)
+        values = array[finite]
+    lo: Optional[float] = float(values.min()) if values.size else None
+    hi: Optional[float] = float(values.max()) if values.size else None
+    zeros = int(np.count_nonzero(array == 0))
+    negatives = int(np.count_nonzero(array < 0)) if array.dtype.kind in "fi" else 0
+    return TensorStats(name=name, dtype=str(array.dtype), shape=shape, count=int(array.size), nan=nan, inf=inf,
+                       zeros=zeros, negatives=negatives, min=lo, max=hi, source=source)
+
+
+def fp16_range(array: Any) -> Optional[Dict[str, float]]:
+    """How an fp32 tensor would fare in fp16: max |x|, elements above 65504, non-zero elements that
+    would flush to zero, and non-zero elements in all. None for non-float tensors."""
+    if not is_float(array) or array.size == 0:
+        return None
+    magnitude = np.abs(array[np.isfinite(array)]) if is_bad(array) else np.abs(array)
+    if magnitude.size == 0:
+        return None
+    nonzero = magnitude[magnitude > 0]
+    return {"max_abs": float(magnitude.max()), "overflow": int(np.count_nonzero(magnitude > FP16_MAX)),
+            "underflow": int(np.count_nonzero(nonzero < FP16_TINY)), "nonzero": int(nonzero.size),
+            "total": int(array.size)}

@@ -1,0 +1,254 @@
+"""`mi probe` over blocks of samples: in this process, in local workers or on Ray.
+
+The samples are cut into fixed blocks of `BLOCK_SAMPLES` in data-set order (the same cut for
+every engine and worker count). A worker opens the model once and keeps its capture session; per
+block it runs the usual probe (`ProbeRunner`: chunks, triggers, restarts) into fresh trackers and
+sends them back: a *partial* of a few KiB per tensor (histograms travel as their non-empty
+buckets). The driver merges the partials in block order, so every statistic is added in the same
+order, to the same bits, whatever ran the blocks; in this process the blocks run one after another
+through the same code. A trigger stops the run at the first block (in order) that met it.
+
+A block whose worker died twice is left out and reported (MI827) with its samples.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..batching import ItemFailure, batch_runtime, check_executor, lost_samples_finding, shared_samples
+from ..core.binding import BoundRunner
+from ..core.capture import CaptureTarget
+from ..core.graph import ModelGraph, load_model
+from ..core.inputs import SampleRef, SampleSet
+from ..core.runner import RuntimeConfig, open_session
+from ..core.types import TensorMap
+from ..errors import UsageError
+from ..executor.base import Job, Runner, Shard, WorkItem
+from ..executor.factory import make_executor
+from ..plugins import NodeView, call_plugin, load_plugin, mergeable, node_view
+from ..progress import Progress
+from ..results.base import Finding
+from .config import ProbeConfig
+from .quant import Quantizer, QuantTracker
+from .runner import Consumers, Hit, ProbeRunner
+from .tracker import ProbeTracker, Workspace
+from .triggers import parse_triggers
+
+BLOCK_SAMPLES = 16
+WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.probe.batch")
+
+
+@dataclass(frozen=True)
+class Block:
+    start: int
+    """Index of the block's first sample in the data set."""
+    refs: Tuple[SampleRef, ...]
+
+
+@dataclass
+class BlockPartial:
+    """What one block measured: mergeable statistics, and the trigger met in it (if any)."""
+
+    start: int
+    consumers: Consumers
+    done: int
+    hit: Optional[Hit] = None
+    restarted: bool = False
+
+
+@dataclass
+class ProbeJob(Job):
+    """Picklable: workers load the model from `model_path` and read samples by reference."""
+
+    model_path: str
+    config: ProbeConfig
+    runtime: RuntimeConfig
+    tensors: List[str]
+    chunks: List[List[str]]
+    quant: List[Quantizer]
+    samples: SampleSet
+    graph: Optional[ModelGraph] = field(default=None, repr=False)
+    progress: Optional[Progress] = field(default=None, repr=False)
+    """In this process only: per-sample progress inside a block."""
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["graph"] = state["progress"] = None
+        return state
+
+    def open(self) -> "ProbeBlockRunner":
+        return ProbeBlockRunner(self, self.graph if self.graph is not None else load_model(self.model_path))
+
+
+class HeldProbeRunner(ProbeRunner):
+    """A `ProbeRunner` whose capture sessions outlive it (held by the worker between blocks)."""
+
+    def __init__(self, held: "HeldSessions", *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held = held
+
+    def _capture(self, index: int, target: CaptureTarget, samples: SampleSet,
+                 on_chunk: Callable[[str, int, List[TensorMap]], None],
+                 progress: Callable[[int, Optional[int], str], None]) -> None:
+        runner = self.held.get(index, target.chunks[0])
+        for position, (sample_id, feeds) in enumerate(samples, start=1):
+            on_chunk(sample_id, 0, [runner.run(feeds, sample=sample_id)])
+            progress(position, len(samples), sample_id)
+
+
+class HeldSessions:
+    """One capture session per chunk, created once; with several chunks only the last one used is
+    kept (so memory stays bounded by one chunk, as in a single-process run)."""
+
+    def __init__(self, graph: ModelGraph, runtime: RuntimeConfig, chunks: int) -> None:
+        self.graph, self.runtime, self.chunks = graph, runtime, chunks
+        self._runners: Dict[int, BoundRunner] = {}
+
+    def get(self, index: int, names: Sequence[str]) -> BoundRunner:
+        if index not in self._runners:
+            self._runners.clear()
+            session = open_session(self.graph, self.runtime, extra_outputs=list(names), keep_outputs=False,
+                                   label=self.graph.display_name)
+            self._runners[index] = BoundRunner(session, list(names), reuse=False)
+        return self._runners[index]
+
+
+class ProbeBlockRunner(Runner):
+    def __init__(self, job: ProbeJob, graph: ModelGraph) -> None:
+        self.job, self.graph = job, graph
+        self.nodes: Dict[str, Optional[NodeView]] = {t: node_view(graph, t) for t in job.tensors}
+        self.triggers = parse_triggers(job.config.break_on)
+        self.workspace = Workspace()
+        self.held = HeldSessions(graph, job.runtime, len(job.chunks))
+        self.block_start = 0
+
+    def consumers(self) -> Consumers:
+        """Fresh trackers, quantiser checks and plugins for one block."""
+        config = self.job.config
+        trackers = {}
+        for name in self.job.tensors:
+            node = self.graph.producer.get(name)
+            trackers[name] = ProbeTracker(name, op_type=node.op_type if node else "(input)",
+                                           node=node.name if node else "", channel_axis=config.channel_axis,
+                                           keep_rows=config.per_sample, workspace=self.workspace,
+                                           hist_sample=config.hist_sample)
+            trackers[name].first_index = self.block_start
+        quant: Dict[str, List[QuantTracker]] = {}
+        for spec in self.job.quant:
+            if spec.source != "weight":
+                quant.setdefault(spec.tensor, []).append(QuantTracker(spec))
+        plugins = [load_plugin(spec) for spec in config.plugins]
+        accepted = [(p, frozenset(t for t in self.job.tensors if call_plugin(p, "accepts", t, self.nodes.get(t))))
+                    for p in plugins]
+        return Consumers(trackers, quant, accepted)
+
+    def run_item(self, item: WorkItem) -> Any:
+        try:
+            return self._run_block(item.payload)
+        except Exception as exc:  # noqa: BLE001 - re-raised by the driver, as in a single-process run
+            return ItemFailure.of(exc, item.key)
+
+    def _run_block(self, block: Block) -> BlockPartial:
+        self.block_start = block.start
+        samples = self.job.samples.subset(list(block.refs))
+        if not self.job.chunks:
+            return BlockPartial(block.start, self.consumers(), len(block.refs))
+        report = self.job.progress
+        runs = len(self.job.chunks) * len(block.refs)
+
+        def progress(done: int, _total: Optional[int], sample: str) -> None:
+            if report is not None:
+                report(block.start + (done * len(block.refs)) // runs, None, sample)
+
+        runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, self.job.chunks, samples, self.consumers,
+                                 self.nodes, self.triggers, progress=progress)
+        hit = runner.run()
+        return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted)
+
+    def close(self) -> None:
+        self.held = HeldSessions(self.graph, self.job.runtime, 0)
+
+
+def merge_consumers(into: Consumers, other: Consumers) -> None:
+    """Fold a later block's statistics into `into` (same tensors, quantisers and plugins)."""
+    for name, tracker in into.trackers.items():
+        tracker.merge(other.trackers[name])
+    for name, trackers in into.quant.items():
+        for mine, theirs in zip(trackers, other.quant[name]):
+            mine.merge(theirs)
+    for (mine, _), (theirs, _) in zip(into.plugins, other.plugins):
+        call_plugin(mine, "merge", theirs)
+
+
+@dataclass
+class BlockRun:
+    """The merged outcome of every block."""
+
+    consumers: Consumers
+    done: int
+    hit: Optional[Hit] = None
+    restarted: bool = False
+    lost: List[Tuple[str, str]] = field(default_factory=list)
+
+
+def probe_blocks(graph: ModelGraph, plan: Any, config: ProbeConfig, progress: Progress) -> BlockRun:
+    """Probe every block through the configured executor and merge the partials in block order."""
+    spec = config.executor
+    check_executor(spec)
+    plugins = [load_plugin(s) for s in config.plugins]
+    single = [p.name for p in plugins if not mergeable(p)]
+    if single and not spec.in_process:
+        raise UsageError(f"--plugin {single[0]} has no merge(): it runs in this process only",
+                         hint="leave --workers and --executor out, or give the plugin a merge method")
+    if not spec.in_process and graph.path is None:
+        raise UsageError("--workers needs the model as a file", hint="save it, or leave --workers out")
+    samples: SampleSet = plan.samples if spec.in_process else shared_samples(plan.samples)
+    # a plugin that cannot merge sees every sample in one block (this process only)
+    size = max(1, len(samples.refs)) if single else BLOCK_SAMPLES
+    blocks = [Block(start, tuple(samples.refs[start:start + size])) for start in range(0, len(samples.refs), size)]
+    total = len(samples.refs)
+    job = ProbeJob(model_path=str(graph.path.resolve()) if graph.path else "", config=config,
+                   runtime=batch_runtime(config.runtime, spec), tensors=list(plan.tensors),
+                   chunks=[list(c) for c in plan.chunks], quant=list(plan.quant), samples=samples.subset([]),
+                   graph=graph if spec.in_process else None,
+                   progress=(lambda done, _total, sample: progress(done, total, sample)) if spec.in_process else None)
+    executor = make_executor(spec, WARM_MODULES)
+    merged: Optional[BlockRun] = None
+    lost: List[Tuple[str, str]] = []
+    try:
+        for index, outcome in enumerate(executor.map(job, [Shard(i, (WorkItem(f"block {i}", b),))
+                                                           for i, b in enumerate(blocks)])):
+            block = blocks[index]
+            if not outcome.ok:
+                lost.extend((ref.id, outcome.error or "failed") for ref in block.refs)
+                continue
+            if isinstance(outcome.value, ItemFailure):
+                raise outcome.value.error()
+            partial: BlockPartial = outcome.value
+            if merged is None:
+                merged = BlockRun(partial.consumers, 0)
+            else:
+                merge_consumers(merged.consumers, partial.consumers)
+            merged.done += partial.done
+            merged.restarted = merged.restarted or partial.restarted
+            progress(min(total, block.start + len(block.refs)), total, block.refs[-1].id)
+            if partial.hit is not None:
+                hit = partial.hit
+                merged.hit = Hit(hit.trigger, hit.stats, block.start + hit.sample_index)
+                executor.abort()  # the run stops at the first trigger, in sample order: later blocks are moot
+                break
+    except BaseException:
+        executor.abort()
+        raise
+    finally:
+        executor.close()
+    if merged is None:  # no block survived: empty statistics
+        merged = BlockRun(ProbeBlockRunner(replace(job, graph=graph), graph).consumers(), 0)
+    merged.lost = lost
+    return merged
+
+
+def lost_finding(lost: Sequence[Tuple[str, str]]) -> Finding:
+    """MI827: samples of blocks no worker could finish (the others are probed and reported)."""
+    return lost_samples_finding("MI827", lost, "probed")
+

@@ -1,0 +1,48 @@
+"""`RemedyConfig`: the options of `--fallback-plan` (compare, nan-bisect), beside its engine like every command's config."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from ..errors import ConfigError
+from .evaluate import Target, parse_target
+
+
+@dataclass(frozen=True)
+class RemedyConfig:
+    """What a fallback plan must reach and how far it may go.
+
+    `targets` are strings such as 'cosine>=0.995' or 'top1>=0.99' (parsed and checked here, so the
+    Python API refuses what the CLI refuses); `max_nodes` bounds the float set, `max_runs` the
+    full-model evaluations; `write_model` / `exclude_list` are where the patched model and the node list go.
+    """
+
+    targets: Tuple[str, ...] = ("cosine>=0.995",)
+    max_nodes: int = 10
+    max_runs: int = 30
+    sensitivity_top: int = 12
+    prune: bool = True
+    write_model: Optional[Path] = None
+    exclude_list: Optional[Path] = None
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise ConfigError("--target: give at least one target, e.g. --target 'cosine>=0.995'")
+        for text in self.targets:
+            parse_target(text)  # raises a one-line usage error naming the target
+        if self.max_nodes < 1:
+            raise ConfigError(f"--max-nodes: must be at least 1, got {self.max_nodes}")
+        if self.max_runs < 3:
+            raise ConfigError(f"--max-runs: must be at least 3 (reference, baseline, one step), got {self.max_runs}")
+        if self.exclude_list is not None and Path(self.exclude_list).suffix.lower() not in (".json", ".yaml", ".yml"):
+            raise ConfigError(f"--exclude-list {self.exclude_list}: write .json, .yaml or .yml")
+
+    def parsed_targets(self) -> Tuple[Target, ...]:
+        return tuple(parse_target(text) for text in self.targets)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"targets": list(self.targets), "max_nodes": self.max_nodes, "max_runs": self.max_runs,
+                "sensitivity_top": self.sensitivity_top, "prune": self.prune,
+                "write_model": str(self.write_model) if self.write_model else None,
+                "exclude_list": str(self.exclude_list) if self.exclude_list else None}

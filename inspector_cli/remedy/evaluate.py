@@ -1,0 +1,141 @@
+"""Targets ('cosine>=0.995') and the evaluator that runs model variants on the samples.
+
+One *run* is one model variant evaluated on every sample (a session build plus one inference per
+sample); the engines count runs, because that is what their cost is made of.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..core.runner import RuntimeConfig, Session
+from ..core.types import TensorMap
+from ..diff.metrics import METRICS, PairStats, compare_arrays, metric_value_ok
+from ..errors import UsageError
+
+_TARGET = re.compile(r"^\s*(?:(?P<output>[^:]+):)?\s*(?P<metric>[a-z0-9_]+)\s*(?P<op>>=|<=)\s*(?P<value>\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """`metric op threshold` on one output (None: every output), measured over all samples at once."""
+
+    metric: str
+    op: str
+    threshold: float
+    output: Optional[str] = None
+
+    def describe(self) -> str:
+        return f"{self.output + ':' if self.output else ''}{self.metric}{self.op}{self.threshold:g}"
+
+    def shortfall(self, value: Optional[float]) -> float:
+        """How far `value` is from meeting the target (0 when met; large for NaN)."""
+        if value is None:
+            return 0.0
+        if math.isnan(value):
+            return 1e9
+        gap = self.threshold - value if self.op == ">=" else value - self.threshold
+        return max(0.0, float(gap))
+
+
+def parse_target(text: str) -> Target:
+    """'cosine>=0.995', 'top1>=0.99', 'logits:max_abs<=0.1' -> Target (metric names of diff.metrics)."""
+    match = _TARGET.match(text)
+    if match is None:
+        raise UsageError(f"--target '{text}': expected METRIC>=NUMBER or OUTPUT:METRIC<=NUMBER, e.g. cosine>=0.995")
+    metric, op = match["metric"], match["op"]
+    if metric not in METRICS:
+        raise UsageError(f"--target '{text}': unknown metric '{metric}'", hint=f"metrics: {', '.join(METRICS)}")
+    expected = ">=" if METRICS[metric].higher_is_better else "<="
+    if op != expected:
+        raise UsageError(f"--target '{text}': {metric} is bounded with {expected}")
+    try:
+        threshold = float(match["value"])
+    except ValueError as exc:
+        raise UsageError(f"--target '{text}': '{match['value']}' is not a number") from exc
+    return Target(metric, op, threshold, match["output"])
+
+
+@dataclass
+class Evaluation:
+    """Data-set-level metrics of a candidate against the reference, per output, and its verdict."""
+
+    metrics: Dict[str, Dict[str, Optional[float]]]
+    nonfinite_samples: List[str]
+    latency_ms: float
+    """Median wall time of one inference over the samples."""
+    shortfall: float = 0.0
+    meets: bool = False
+
+    def value(self, target: Target) -> Optional[float]:
+        """The worst value of the target's metric over the outputs it applies to."""
+        values = [m.get(target.metric) for name, m in self.metrics.items()
+                  if target.output is None or target.output == name]
+        values = [v for v in values if v is not None]
+        if not values:
+            return None
+        return min(values) if target.op == ">=" else max(values)
+
+    def summary(self, targets: Sequence[Target]) -> Dict[str, Optional[float]]:
+        return {t.describe(): self.value(t) for t in targets}
+
+
+@dataclass
+class Evaluator:
+    """Runs model variants on `samples` and compares their outputs with `reference` outputs."""
+
+    samples: Sequence[TensorMap]
+    sample_ids: Sequence[str]
+    targets: Sequence[Target]
+    runtime: RuntimeConfig = RuntimeConfig()
+    reference: List[TensorMap] = field(default_factory=list)
+    runs: int = 0
+    inferences: int = 0
+    session_builds: int = 0
+    seconds: float = 0.0
+
+    def outputs(self, model: "bytes | str", label: str = "model") -> List[TensorMap]:
+        """All outputs of `model` on every sample (counts one run)."""
+        start = time.perf_counter()
+        session = Session(model, self.runtime, label=label)
+        self.session_builds += 1
+        self.runs += 1
+        results: List[TensorMap] = []
+        self._times: List[float] = []
+        for sample_id, feeds in zip(self.sample_ids, self.samples):
+            t0 = time.perf_counter()
+            results.append(session.run(feeds, sample=sample_id))
+            self._times.append(time.perf_counter() - t0)
+            self.inferences += 1
+        self.seconds += time.perf_counter() - start
+        return results
+
+    def set_reference(self, model: "bytes | str") -> None:
+        self.reference = self.outputs(model, label="reference")
+
+    def evaluate(self, model: "bytes | str", label: str = "candidate") -> Evaluation:
+        """Metrics of `model` against the reference, with the targets' verdict."""
+        candidate = self.outputs(model, label=label)
+        latency = float(np.median(self._times)) * 1000.0 if self._times else 0.0
+        return self.judge(candidate, latency)
+
+    def judge(self, candidate: Sequence[Mapping[str, np.ndarray]], latency_ms: float = 0.0) -> Evaluation:
+        stats: Dict[str, PairStats] = {}
+        bad: List[str] = []
+        for sample_id, ref, cand in zip(self.sample_ids, self.reference, candidate):
+            for name, value in ref.items():
+                pair = compare_arrays(value, cand[name])
+                stats[name] = stats[name].merge(pair) if name in stats else pair
+                if not np.isfinite(np.asarray(cand[name], dtype=np.float64)).all() and sample_id not in bad:
+                    bad.append(sample_id)
+        metrics = {name: s.metrics() for name, s in stats.items()}
+        result = Evaluation(metrics, bad, latency_ms)
+        result.shortfall = sum(t.shortfall(result.value(t)) for t in self.targets) + (1e6 if bad else 0.0)
+        result.meets = not bad and all(
+            metric_value_ok(t.metric, result.value(t), t.threshold) for t in self.targets)
+        return result

@@ -1,0 +1,234 @@
+"""Fallback plan for a QDQ model: the fewest nodes to keep in float so that every target holds.
+
+1. Rank candidates: by a given own-error list (the isolation results of `compare --layers
+   --isolate`; without one, by the deployed weight SQNR, lowest first), then measure, for the top
+   `sensitivity_top`, the output metrics with only that node's
+   Q/DQ removed (`qdq_patch.bypass_qdq`); order by measured gain (drop of the targets' shortfall).
+2. Greedy, verified: add nodes in that order and re-run the patched model after each step while the
+   run budget allows it, else gallop (1, 2, 4, ... nodes) and bisect the prefix; stop when all
+   targets hold or at `max_nodes`.
+3. Prune: try the plan without each node (latest first); a node whose removal keeps the targets goes.
+Every step is recorded (node, metrics, latency), so the trade-off curve comes with the plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import onnx
+
+from ..core.runner import RuntimeConfig
+from ..core.types import TensorMap
+from ..errors import InferenceError
+from .evaluate import Evaluation, Evaluator, Target
+from .naming import fp32_node_names
+from .qdq_patch import bypass_qdq, quantised_nodes
+
+
+@dataclass(frozen=True)
+class FallbackStep:
+    """One evaluated float set: the node added (or removed, when pruning) and what it gave."""
+
+    action: str
+    node: str
+    float_nodes: List[str]
+    metrics: Dict[str, Optional[float]]
+    meets: bool
+    latency_ms: float
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"action": self.action, "node": self.node, "float_nodes": list(self.float_nodes),
+                "metrics": dict(self.metrics), "meets": self.meets, "latency_ms": self.latency_ms}
+
+
+@dataclass
+class FallbackPlan:
+    """The plan: nodes to keep in float (names as the quantiser knows them), its evidence and cost."""
+
+    nodes: List[str]
+    """Node names in the QDQ model."""
+    fp32_nodes: List[str]
+    """The same nodes named as in the fp32 model (what `nodes_to_exclude` needs; equal for onnxruntime's
+    quantize_static, paired structurally for models from other tools)."""
+    found: bool
+    targets: List[str]
+    baseline: Dict[str, Optional[float]]
+    final: Dict[str, Optional[float]]
+    sensitivity: Dict[str, Dict[str, Optional[float]]]
+    skipped: Dict[str, str]
+    """Candidates whose patched model onnxruntime could not load or run, with the reason."""
+    steps: List[FallbackStep]
+    runs: int
+    inferences: int
+    seconds: float
+    baseline_latency_ms: float
+    final_latency_ms: float
+    model: Optional[onnx.ModelProto] = field(default=None, repr=False)
+
+    def exclude_list(self) -> Dict[str, Any]:
+        """The document of `--exclude-list`: feed `nodes_to_exclude` to quantize_static."""
+        return {"nodes_to_exclude": list(self.fp32_nodes), "qdq_nodes": list(self.nodes),
+                "targets": list(self.targets), "found": self.found,
+                "metrics": dict(self.final)}
+
+    def write_exclude_list(self, path: "str | Path") -> Path:
+        """JSON, or YAML when the name ends in .yaml/.yml."""
+        import json
+
+        path = Path(path)
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            path.write_text(yaml.safe_dump(self.exclude_list(), sort_keys=False))
+        else:
+            path.write_text(json.dumps(self.exclude_list(), indent=2) + "\n")
+        return path
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"nodes": list(self.nodes), "fp32_nodes": list(self.fp32_nodes), "found": self.found,
+                "targets": list(self.targets), "baseline": dict(self.baseline), "final": dict(self.final),
+                "sensitivity": dict(self.sensitivity), "skipped": dict(self.skipped),
+                "steps": [s.to_dict() for s in self.steps], "runs": self.runs, "inferences": self.inferences,
+                "seconds": self.seconds, "baseline_latency_ms": self.baseline_latency_ms,
+                "final_latency_ms": self.final_latency_ms}
+
+
+class _Search:
+    def __init__(self, fp32: onnx.ModelProto, qdq: onnx.ModelProto, evaluator: Evaluator) -> None:
+        self.fp32, self.qdq, self.ev = fp32, qdq, evaluator
+        self.fp32_names: Dict[str, str] = {}
+        self.cache: Dict[frozenset, Evaluation] = {}
+        self.steps: List[FallbackStep] = []
+
+    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "") -> Evaluation:
+        key = frozenset(nodes)
+        if key not in self.cache:
+            model = bypass_qdq(self.qdq, nodes, self.fp32, self.fp32_names)
+            self.cache[key] = self.ev.evaluate(model.SerializeToString(), label=f"float {len(nodes)} nodes")
+        result = self.cache[key]
+        if action:
+            self.steps.append(FallbackStep(action, node, list(nodes), result.summary(self.ev.targets),
+                                           result.meets, result.latency_ms))
+        return result
+
+
+def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[TensorMap],
+                  targets: Sequence[Target], *, sample_ids: Optional[Sequence[str]] = None,
+                  own_errors: Optional[Mapping[str, float]] = None, max_nodes: int = 10,
+                  sensitivity_top: int = 12, max_runs: int = 30, prune: bool = True,
+                  runtime: RuntimeConfig = RuntimeConfig()) -> FallbackPlan:
+    """The fallback plan of `qdq` against the outputs of `fp32` on `samples` (see module docstring).
+
+    `own_errors`: node -> own (isolated) error, larger = worse; nodes missing from it rank last.
+    `max_runs` bounds the evaluations (the reference and baseline runs included); the plan found
+    within it is returned, with `found` False when the targets were not reached.
+    """
+    ids = list(sample_ids) if sample_ids is not None else [f"sample{i}" for i in range(len(samples))]
+    ev = Evaluator(samples, ids, targets, runtime)
+    ev.set_reference(fp32.SerializeToString())
+    search = _Search(fp32, qdq, ev)
+    baseline = ev.evaluate(qdq.SerializeToString(), label="quantised")
+    search.cache[frozenset()] = baseline
+    search.fp32_names = fp32_node_names(fp32, qdq, quantised_nodes(qdq))
+    candidates = _rank(quantised_nodes(qdq), own_errors) if own_errors else _static_rank(qdq, fp32, search.fp32_names)
+    sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
+    skipped: Dict[str, str] = {}
+    order: List[str] = []
+    if not baseline.meets:
+        budget = max(1, min(sensitivity_top, max_runs - ev.runs - 2))
+        gains = {}
+        for node in candidates[:budget]:
+            try:
+                result = search.evaluate([node])
+            except (InferenceError, ValueError) as exc:  # a patch onnxruntime refuses: not a candidate
+                skipped[node] = str(exc).splitlines()[0][:300]
+                continue
+            sensitivity[node] = result.summary(targets)
+            gains[node] = baseline.shortfall - result.shortfall
+        # measured gain first; unmeasured candidates keep their own-error order behind them
+        order = sorted(gains, key=lambda n: -gains[n]) + [n for n in candidates if n not in gains
+                                                          and n not in skipped]
+        order = order[:max_nodes]
+    plan = _greedy(search, order, max_runs) if order else []
+    if prune and search.evaluate(plan).meets:
+        plan = _prune(search, plan, max_runs)
+    final = search.evaluate(plan)
+    model = bypass_qdq(qdq, plan, fp32, search.fp32_names)
+    return FallbackPlan(
+        nodes=plan, fp32_nodes=[search.fp32_names.get(n, n) for n in plan], found=final.meets,
+        targets=[t.describe() for t in targets],
+        baseline=baseline.summary(targets), final=final.summary(targets), sensitivity=sensitivity, skipped=skipped,
+        steps=search.steps, runs=ev.runs, inferences=ev.inferences, seconds=ev.seconds,
+        baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model)
+
+
+def own_errors_from_layers(qdq: onnx.ModelProto, rows: Iterable[Tuple[str, Optional[float]]]) -> Dict[str, float]:
+    """node -> own error from (tensor of the QDQ model, isolated cosine) pairs, e.g. the layer rows
+    of `compare --layers --isolate` (`name_b`, `isolated["cosine"]`): the tensor's producer, looked
+    through Q/DQ pairs, gets 1 - cosine (the worst of its tensors when it has several)."""
+    producer = {o: n for n in qdq.graph.node for o in n.output if o}
+    errors: Dict[str, float] = {}
+    for tensor, cosine in rows:
+        node = producer.get(tensor)
+        while node is not None and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            node = producer.get(node.input[0])
+        if node is None or cosine is None or not node.name:
+            continue
+        errors[node.name] = max(errors.get(node.name, 0.0), 1.0 - float(cosine))
+    return errors
+
+
+def _rank(candidates: List[str], own_errors: Optional[Mapping[str, float]]) -> List[str]:
+    if not own_errors:
+        return candidates
+    known = [n for n in candidates if n in own_errors]
+    known.sort(key=lambda n: -float(own_errors[n]))
+    return known + [n for n in candidates if n not in own_errors]
+
+
+def _static_rank(qdq: onnx.ModelProto, fp32: onnx.ModelProto, fp32_names: Mapping[str, str]) -> List[str]:
+    """Without an own-error list: weights with the lowest deployed SQNR first (no runs needed), then
+    the other quantised nodes in graph order."""
+    from .perchannel import weight_advice
+
+    advice = sorted(weight_advice(qdq, fp32, fp32_names=fp32_names), key=lambda a: a.sqnr_deployed)
+    ranked = [a.node for a in advice]
+    return ranked + [n for n in quantised_nodes(qdq) if n not in ranked]
+
+
+def _greedy(search: _Search, order: List[str], max_runs: int) -> List[str]:
+    """The shortest prefix of `order` meeting the targets (or all of it when none does)."""
+    remaining = max_runs - search.ev.runs
+    if remaining >= len(order):  # enough budget: one step at a time, the full trade-off curve
+        for k in range(1, len(order) + 1):
+            if search.evaluate(order[:k], "add", order[k - 1]).meets:
+                return order[:k]
+        return order
+    low, high = 0, None  # prefix of `low` nodes fails; of `high` nodes meets
+    k = 1
+    while k <= len(order) and search.ev.runs < max_runs:
+        if search.evaluate(order[:k], "add", order[k - 1]).meets:
+            high = k
+            break
+        low = k
+        k = min(2 * k, len(order)) if k < len(order) else k + 1
+    if high is None:
+        return order[:low] if low else order
+    while high - low > 1 and search.ev.runs < max_runs:
+        mid = (low + high) // 2
+        if search.evaluate(order[:mid], "bisect", order[mid - 1]).meets:
+            high = mid
+        else:
+            low = mid
+    return order[:high]
+
+
+def _prune(search: _Search, plan: List[str], max_runs: int) -> List[str]:
+    for node in list(reversed(plan[:-1])):
+        if search.ev.runs >= max_runs:
+            break
+        trial = [n for n in plan if n != node]
+        if search.evaluate(trial, "remove", node).meets:
+            plan = trial
+    return plan

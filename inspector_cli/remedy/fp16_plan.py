@@ -1,0 +1,161 @@
+"""fp16 fallback: the nodes to keep in fp32 so that no sample overflows and the targets hold.
+
+Written as `node_block_list` for onnxconverter_common's float16 converter, and verified by
+converting with it (the converter puts Casts around the blocked nodes: that converted model is the
+patched model). The search:
+1. run the fp32 model with every float tensor exposed; a node is a *source* when one of its outputs
+   leaves the fp16 range (|x| > 65504) on some sample; a source and every consumer of its outputs
+   must run in fp32 (a Cast to fp16 of an out-of-range value is already Inf);
+2. convert, run (every fp16 tensor exposed, see `evaluate_fp16`); while a sample still overflows
+   or a target fails, add the first node (topological order) whose fp16 output is non-finite and
+   that is not blocked yet;
+3. minimise: drop each listed node in turn when the model stays finite and on target without it,
+   so removing any node left in the list brings an overflow (or a missed target) back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..core.runner import RuntimeConfig, Session
+from ..core.types import TensorMap
+from .evaluate import Evaluation, Evaluator, Target
+
+FP16_MAX = 65504.0
+
+
+@dataclass
+class Fp16Plan:
+    """The block list, whether it works, and the converted (patched) model."""
+
+    node_block_list: List[str]
+    found: bool
+    sources: List[str]
+    baseline_nonfinite_samples: List[str]
+    final: Dict[str, Optional[float]]
+    runs: int
+    steps: List[Dict[str, Any]] = field(default_factory=list)
+    model: Optional[onnx.ModelProto] = field(default=None, repr=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"node_block_list": list(self.node_block_list), "found": self.found, "sources": list(self.sources),
+                "baseline_nonfinite_samples": list(self.baseline_nonfinite_samples), "final": dict(self.final),
+                "runs": self.runs, "steps": list(self.steps)}
+
+
+def convert_fp16(fp32: onnx.ModelProto, node_block_list: Sequence[str]) -> onnx.ModelProto:
+    """onnxconverter_common's float16 conversion (inputs and outputs kept in fp32)."""
+    from onnxconverter_common import float16
+
+    model = onnx.ModelProto.FromString(fp32.SerializeToString())
+    return float16.convert_float_to_float16(model, keep_io_types=True, node_block_list=list(node_block_list))
+
+
+def _with_all_outputs(model: onnx.ModelProto, names: Sequence[str]) -> bytes:
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    present = {o.name for o in copy.graph.output}
+    copy.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in present)
+    return copy.SerializeToString()
+
+
+def _node_outputs(model: onnx.ModelProto) -> List[str]:
+    return [o for n in model.graph.node for o in n.output if o]
+
+
+def _overflow_sources(fp32: onnx.ModelProto, samples: Sequence[TensorMap], runtime: RuntimeConfig) -> List[str]:
+    names = _node_outputs(fp32)
+    session = Session(_with_all_outputs(fp32, names), runtime, label="fp32")
+    hot: Set[str] = set()
+    for feeds in samples:
+        values = session.run(feeds)
+        for name in names:
+            value = values.get(name)
+            if value is not None and np.issubdtype(value.dtype, np.floating) and value.size \
+                    and float(np.nanmax(np.abs(value))) > FP16_MAX:
+                hot.add(name)
+    blocked: List[str] = []
+    for node in fp32.graph.node:
+        if any(o in hot for o in node.output) or any(i in hot for i in node.input):
+            blocked.append(node.name)
+    return blocked
+
+
+def _first_nonfinite_node(model: onnx.ModelProto, samples: Sequence[TensorMap], runtime: RuntimeConfig,
+                          exclude: Set[str]) -> Optional[str]:
+    names = _node_outputs(model)
+    session = Session(_with_all_outputs(model, names), runtime, label="fp16")
+    order = {n.name: i for i, n in enumerate(model.graph.node)}
+    producer = {o: n.name for n in model.graph.node for o in n.output}
+    first: Optional[str] = None
+    for feeds in samples:
+        values = session.run(feeds)
+        for name in names:
+            value = values.get(name)
+            node = producer[name]
+            if node in exclude or value is None or not np.issubdtype(value.dtype, np.floating):
+                continue
+            if not np.isfinite(value).all() and (first is None or order[node] < order[first]):
+                first = node
+    return first
+
+
+def evaluate_fp16(ev: Evaluator, model: onnx.ModelProto) -> Evaluation:
+    """Targets on the outputs, and overflow anywhere: every fp16 tensor is exposed, because onnxruntime's
+    CPU provider computes chains of fp16 ops in fp32 unless their values are materialised (a GPU
+    stores them in fp16); a sample with a non-finite fp16 tensor counts as overflowing."""
+    names = _node_outputs(model)
+    outputs = ev.outputs(_with_all_outputs(model, names), label="fp16")
+    result = ev.judge(outputs)
+    for sample_id, values in zip(ev.sample_ids, outputs):
+        bad = any(np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all() for v in values.values())
+        if bad and sample_id not in result.nonfinite_samples:
+            result.nonfinite_samples.append(sample_id)
+    if result.nonfinite_samples:
+        result.meets = False
+    return result
+
+
+def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], targets: Sequence[Target] = (),
+                        *, max_nodes: int = 32, runtime: RuntimeConfig = RuntimeConfig()) -> Fp16Plan:
+    """The minimal fp32 block list of `fp32` converted to fp16 (see module docstring)."""
+    ids = [f"sample{i}" for i in range(len(samples))]
+    ev = Evaluator(samples, ids, targets, runtime)
+    ev.set_reference(fp32.SerializeToString())
+    steps: List[Dict[str, Any]] = []
+
+    def check(block: Sequence[str], action: str, node: str = "") -> bool:
+        result = evaluate_fp16(ev, convert_fp16(fp32, block))
+        steps.append({"action": action, "node": node, "node_block_list": list(block),
+                      "nonfinite_samples": list(result.nonfinite_samples), "meets": result.meets})
+        check.last = result  # type: ignore[attr-defined]
+        return result.meets
+
+    check([], "baseline")
+    baseline_bad = list(check.last.nonfinite_samples)  # type: ignore[attr-defined]
+    sources = _overflow_sources(fp32, samples, runtime) if not check.last.meets else []  # type: ignore[attr-defined]
+    block = list(sources)
+    ok = check.last.meets or check(block, "sources")  # type: ignore[attr-defined]
+    fp32_names = [n.name for n in fp32.graph.node]
+    while not ok and len(block) < max_nodes:
+        node = _first_nonfinite_node(convert_fp16(fp32, block), samples, runtime, set())
+        if node is None or node not in fp32_names or node in block:
+            # no overflow left to chase (a target fails on precision): block the next node in order
+            node = next((n for n in fp32_names if n not in block), None)
+            if node is None:
+                break
+        block.append(node)
+        ok = check(block, "add", node)
+    if ok:
+        for node in list(reversed(block)):
+            trial = [n for n in block if n != node]
+            if check(trial, "remove", node):
+                block = trial
+    order = {n: i for i, n in enumerate(fp32_names)}
+    block.sort(key=lambda n: order.get(n, len(order)))
+    model = convert_fp16(fp32, block)
+    final = evaluate_fp16(ev, model)
+    return Fp16Plan(block, final.meets, sources, baseline_bad, final.summary(targets), ev.runs, steps, model)

@@ -1,0 +1,308 @@
+"""Patching a QDQ model: keep chosen nodes in float, or re-quantise a weight per channel.
+
+Works on a copy of any QDQ model, whatever quantiser produced it. Keeping node N in float means:
+N's inputs read the float value before their QuantizeLinear (weights: the fp32 model's weight when
+the fp32 model is given, else the dequantised integers), and the Q -> DQ pairs after N's outputs
+are bypassed. A quantiser whose range starts at 0 often stands in for a Relu the quantiser removed
+(onnxruntime folds Conv -> Relu -> Q into Conv -> Q with zero point 0); when the fp32 model shows
+that Relu/Clip, the bypass puts it back, so the patched model still computes the fp32 function.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+CLAMP_OPS = frozenset({"Relu", "Clip"})
+WEIGHT_AXIS = {"Conv": 0, "ConvTranspose": 1, "Gemm": 0, "MatMul": 1}
+"""Output-channel axis of the weight (Gemm assumes transB=1, the layout exporters write)."""
+
+
+class GraphIndex:
+    """Producers, consumers and initializers of a graph, for one patching pass."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.graph = graph
+        self.producer: Dict[str, onnx.NodeProto] = {o: n for n in graph.node for o in n.output if o}
+        self.consumers: Dict[str, List[onnx.NodeProto]] = {}
+        for node in graph.node:
+            for name in node.input:
+                if name:
+                    self.consumers.setdefault(name, []).append(node)
+        self.inits: Dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
+        self.by_name: Dict[str, onnx.NodeProto] = {n.name: n for n in graph.node if n.name}
+
+    def array(self, name: str) -> Optional[np.ndarray]:
+        tensor = self.inits.get(name)
+        return None if tensor is None else numpy_helper.to_array(tensor)
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    return onnx.ModelProto.FromString(model.SerializeToString())
+
+
+def int_attribute(node: onnx.NodeProto, name: str, default: int) -> int:
+    for a in node.attribute:
+        if a.name == name:
+            return int(helper.get_attribute_value(a))
+    return default
+
+
+def dequantize_initializer(index: GraphIndex, dq: onnx.NodeProto) -> np.ndarray:
+    """The float value of a DequantizeLinear of stored integers (per-tensor or per-axis)."""
+    q = index.array(dq.input[0])
+    scale = index.array(dq.input[1])
+    zero = index.array(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
+    assert q is not None and scale is not None
+    values = q.astype(np.float64) - (0 if zero is None else zero.astype(np.float64)).reshape(
+        axis_shape(q, scale, int_attribute(dq, "axis", 1)))
+    steps = scale.astype(np.float64).reshape(axis_shape(q, scale, int_attribute(dq, "axis", 1)))
+    return (values * steps).astype(np.float32)
+
+
+def axis_shape(values: np.ndarray, params: np.ndarray, axis: int) -> Tuple[int, ...]:
+    if params.size <= 1 or values.ndim == 0:
+        return ()
+    shape = [1] * values.ndim
+    shape[axis % values.ndim] = params.size
+    return tuple(shape)
+
+
+def quantised_nodes(model: onnx.ModelProto) -> List[str]:
+    """Names of the compute nodes that have a DequantizeLinear input or a QuantizeLinear consumer."""
+    index = GraphIndex(model.graph)
+    names: List[str] = []
+    for node in model.graph.node:
+        if node.op_type in QDQ_OPS or not node.name:
+            continue
+        fed = any(index.producer.get(t) is not None and index.producer[t].op_type == "DequantizeLinear"
+                  for t in node.input if t)
+        feeds = any(c.op_type == "QuantizeLinear" for o in node.output for c in index.consumers.get(o, []))
+        if fed or feeds:
+            names.append(node.name)
+    return names
+
+
+def fp32_weight(fp32: Optional[onnx.ModelProto], node: str, position: int,
+                shape: Sequence[int]) -> Optional[np.ndarray]:
+    """The fp32 model's initializer at input `position` of its node named `node`, when the shape fits."""
+    if fp32 is None:
+        return None
+    index = GraphIndex(fp32.graph)
+    source = index.by_name.get(node)
+    if source is None or position >= len(source.input):
+        return None
+    value = index.array(source.input[position])
+    if value is None or tuple(value.shape) != tuple(shape):
+        return None
+    return value.astype(np.float32)
+
+
+class _Patcher:
+    def __init__(self, model: onnx.ModelProto, fp32: Optional[onnx.ModelProto],
+                 fp32_names: Optional[Mapping[str, str]] = None) -> None:
+        self.model = _copy(model)
+        self.fp32_names = dict(fp32_names or {})
+        self.fp32 = fp32
+        self.index = GraphIndex(self.model.graph)
+        self.fp32_index = GraphIndex(fp32.graph) if fp32 is not None else None
+        self.float_of: Dict[str, str] = {}
+
+    def float_source(self, q: onnx.NodeProto) -> str:
+        """A float tensor equal to the value quantised by `q`, restoring a Relu/Clip folded into it."""
+        src = q.input[0]
+        if src in self.float_of:
+            return self.float_of[src]
+        name = src
+        ref = self.fp32_index.producer.get(src) if self.fp32_index is not None else None
+        mine = self.index.producer.get(src)
+        if ref is None and self._starts_at_zero(q) and (mine is None or mine.op_type not in CLAMP_OPS):
+            # no fp32 tensor of that name (a renamed model): a range starting at 0 is taken as a folded Relu
+            name = f"{src}__float"
+            self.model.graph.node.append(helper.make_node("Relu", [src], [name], name=f"{q.name}__relu"))
+        elif ref is not None and ref.op_type in CLAMP_OPS and (mine is None or mine.op_type != ref.op_type):
+            name = f"{src}__float"
+            clamp = onnx.NodeProto()
+            clamp.CopyFrom(ref)
+            clamp.name = f"{ref.name}__restored"
+            del clamp.input[:]
+            clamp.input.extend([src] + list(ref.input[1:]))
+            del clamp.output[:]
+            clamp.output.append(name)
+            for extra in ref.input[1:]:  # Clip's min/max initializers
+                if extra and extra not in self.index.inits and self.fp32_index is not None:
+                    tensor = self.fp32_index.inits.get(extra)
+                    if tensor is not None:
+                        self.model.graph.initializer.append(tensor)
+                        self.index.inits[extra] = tensor
+            self.model.graph.node.append(clamp)
+        self.float_of[src] = name
+        return name
+
+    def _starts_at_zero(self, q: onnx.NodeProto) -> bool:
+        zero = self.index.array(q.input[2]) if len(q.input) > 2 and q.input[2] else None
+        if zero is None or zero.size != 1:
+            return False
+        info = np.iinfo(zero.dtype) if np.issubdtype(zero.dtype, np.integer) else None
+        return info is not None and int(zero.reshape(())) == info.min
+
+    def keep_float(self, node_name: str) -> None:
+        node = self.index.by_name.get(node_name)
+        if node is None:
+            raise KeyError(f"node '{node_name}' is not in the QDQ model")
+        for i, tensor in enumerate(list(node.input)):
+            dq = self.index.producer.get(tensor)
+            if dq is None or dq.op_type != "DequantizeLinear":
+                continue
+            if dq.input[0] in self.index.inits:
+                current = dequantize_initializer(self.index, dq)
+                value = fp32_weight(self.fp32, self.fp32_names.get(node_name, node_name), i, current.shape)
+                value = current if value is None else value
+                name = f"{node_name}__input{i}_float"
+                tensor_proto = numpy_helper.from_array(value.astype(np.float32), name)
+                self.model.graph.initializer.append(tensor_proto)
+                self.index.inits[name] = tensor_proto
+                node.input[i] = name
+            else:
+                q = self.index.producer.get(dq.input[0])
+                if q is not None and q.op_type == "QuantizeLinear":
+                    node.input[i] = self.float_source(q)
+        for out in node.output:
+            for q in list(self.index.consumers.get(out, [])):
+                if q.op_type != "QuantizeLinear":
+                    continue
+                source = self.float_source(q)
+                for dq in list(self.index.consumers.get(q.output[0], [])):
+                    if dq.op_type == "DequantizeLinear":
+                        dq.op_type, dq.domain = "Identity", ""
+                        del dq.attribute[:]
+                        del dq.input[:]
+                        dq.input.append(source)
+
+    def finish(self) -> onnx.ModelProto:
+        _prune_and_sort(self.model.graph)
+        return self.model
+
+
+def bypass_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.ModelProto] = None,
+               fp32_names: Optional[Mapping[str, str]] = None) -> onnx.ModelProto:
+    """A copy of `qdq` with `nodes` kept in float (see module docstring); raises KeyError for unknown
+    nodes. `fp32_names` maps QDQ node names to the fp32 model's where they differ (`naming`)."""
+    patcher = _Patcher(qdq, fp32, fp32_names)
+    for name in nodes:
+        patcher.keep_float(name)
+    return patcher.finish()
+
+
+def weight_input(index: GraphIndex, node: onnx.NodeProto) -> Optional[Tuple[int, onnx.NodeProto]]:
+    """(input position, DequantizeLinear) of the node's quantised weight: a >=2-D integer initializer."""
+    for i, tensor in enumerate(node.input):
+        dq = index.producer.get(tensor)
+        if dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in index.inits:
+            value = index.array(dq.input[0])
+            if value is not None and value.ndim >= 2:
+                return i, dq
+    return None
+
+
+def per_channel_int8(weight: np.ndarray, axis: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 per-channel quantisation (range [-127, 127], zero point 0): (integers, scales)."""
+    moved = np.moveaxis(weight.astype(np.float64), axis, 0).reshape(weight.shape[axis], -1)
+    scales = np.abs(moved).max(axis=1) / 127.0
+    scales[scales == 0] = 1.0
+    shape = axis_shape(weight, scales, axis)
+    q = np.clip(np.round(weight / scales.reshape(shape)), -127, 127).astype(np.int8)
+    return q, scales.astype(np.float32)
+
+
+def requantize_per_channel(qdq: onnx.ModelProto, node_name: str, fp32: Optional[onnx.ModelProto] = None
+                           ) -> onnx.ModelProto:
+    """A copy of `qdq` with `node_name`'s weight re-quantised per output channel (symmetric int8) from
+    the fp32 weight (or the dequantised one); its int32 bias is re-quantised to match."""
+    model = _copy(qdq)
+    index = GraphIndex(model.graph)
+    node = index.by_name.get(node_name)
+    if node is None:
+        raise KeyError(f"node '{node_name}' is not in the QDQ model")
+    found = weight_input(index, node)
+    if found is None:
+        raise ValueError(f"node '{node_name}' has no quantised weight")
+    position, dq = found
+    current = dequantize_initializer(index, dq)
+    weight = fp32_weight(fp32, node_name, position, current.shape)
+    weight = current if weight is None else weight
+    axis = WEIGHT_AXIS.get(node.op_type, 0)
+    if node.op_type == "Gemm" and int_attribute(node, "transB", 0) == 0:
+        axis = 1
+    q, scales = per_channel_int8(weight, axis)
+    base = f"{node_name}__pc"
+    model.graph.initializer.extend([numpy_helper.from_array(q, f"{base}_w"),
+                                    numpy_helper.from_array(scales, f"{base}_w_scale"),
+                                    numpy_helper.from_array(np.zeros(scales.size, np.int8), f"{base}_w_zero")])
+    model.graph.node.append(helper.make_node("DequantizeLinear", [f"{base}_w", f"{base}_w_scale", f"{base}_w_zero"],
+                                             [f"{base}_w_float"], name=f"{base}_w_DequantizeLinear", axis=axis))
+    node.input[position] = f"{base}_w_float"
+    _requantize_bias(model, index, node, scales, base, fp32)
+    _prune_and_sort(model.graph)
+    return model
+
+
+def _requantize_bias(model: onnx.ModelProto, index: GraphIndex, node: onnx.NodeProto, w_scales: np.ndarray,
+                     base: str, fp32: Optional[onnx.ModelProto]) -> None:
+    """Bias of Conv/Gemm as int32 with scale input_scale * weight_scale[c], as integer kernels expect."""
+    if len(node.input) < 3 or not node.input[2]:
+        return
+    bias_dq = index.producer.get(node.input[2])
+    act_dq = index.producer.get(node.input[0])
+    if bias_dq is None or bias_dq.op_type != "DequantizeLinear" or act_dq is None \
+            or act_dq.op_type != "DequantizeLinear":
+        return
+    act_scale = index.array(act_dq.input[1])
+    if act_scale is None or act_scale.size != 1:
+        return
+    current = dequantize_initializer(index, bias_dq)
+    bias = fp32_weight(fp32, node.name, 2, current.shape)
+    bias = current if bias is None else bias
+    scales = (float(act_scale.reshape(())) * w_scales.astype(np.float64)).astype(np.float32)
+    q = np.round(bias / scales).astype(np.int32)
+    model.graph.initializer.extend([numpy_helper.from_array(q, f"{base}_b"),
+                                    numpy_helper.from_array(scales, f"{base}_b_scale"),
+                                    numpy_helper.from_array(np.zeros(scales.size, np.int32), f"{base}_b_zero")])
+    model.graph.node.append(helper.make_node("DequantizeLinear", [f"{base}_b", f"{base}_b_scale", f"{base}_b_zero"],
+                                             [f"{base}_b_float"], name=f"{base}_b_DequantizeLinear", axis=0))
+    node.input[2] = f"{base}_b_float"
+
+
+def _prune_and_sort(graph: onnx.GraphProto) -> None:
+    """Drop nodes and initializers nothing reads any more, then order the nodes topologically."""
+    producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    needed: Set[int] = set()
+    stack = [o.name for o in graph.output]
+    while stack:  # the nodes graph outputs depend on (node order is not topological yet)
+        index = producer.get(stack.pop())
+        if index is not None and index not in needed:
+            needed.add(index)
+            stack.extend(t for t in graph.node[index].input if t)
+    available: Set[str] = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+    ordered: List[onnx.NodeProto] = []
+    pending = [n for i, n in enumerate(graph.node) if i in needed]
+    while pending:
+        rest = []
+        for node in pending:
+            if all(t in available for t in node.input):
+                ordered.append(node)
+                available.update(node.output)
+            else:
+                rest.append(node)
+        if len(rest) == len(pending):
+            raise ValueError(f"patched graph has a cycle or a missing input at node '{rest[0].name}'")
+        pending = rest
+    del graph.node[:]
+    graph.node.extend(ordered)
+    used = {t for n in ordered for t in n.input}
+    inits = [t for t in graph.initializer if t.name in used or t.name in {o.name for o in graph.output}]
+    del graph.initializer[:]
+    graph.initializer.extend(inits)

@@ -1,0 +1,42 @@
+"""`SequenceConfig`: how `mi compare/nan-bisect/probe --sequence` step a model (beside its engine, as every command's config)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from ..core.runner import RuntimeConfig
+from ..diff.gates import Gate
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    """How to step the models. Every field has a CLI flag in phase 2 (`--state`, `--init-state`, ...)."""
+
+    state: Tuple[Tuple[str, str], ...] = ()
+    init_state: Optional[Path] = None
+    steps: Optional[int] = None
+    chunk: Optional[int] = None
+    gates: Tuple[Gate, ...] = ()
+    decision_output: Optional[str] = None
+    """Output whose argmax (last axis; > 0.5 for one value) is the step's decision; default: the first
+    floating step output."""
+    journal: Optional[Path] = None
+    resume: bool = False
+    checkpoint_every: int = 100
+    bundle_dir: Optional[Path] = None
+    """Where the non-finite step's inputs + state are written (nan-bisect hand-off)."""
+    stop_on_nonfinite: bool = True
+    attribute: bool = True
+    runtime: RuntimeConfig = RuntimeConfig()
+    timeline_points: int = 512
+    block: int = 64
+    """Steps reduced together (never more than `checkpoint_every`, so checkpoints fall on block ends)."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"state": [f"{a}={b}" for a, b in self.state], "init_state": str(self.init_state) if self.init_state else None,
+                "steps": self.steps, "chunk": self.chunk, "gates": [g.describe() for g in self.gates],
+                "decision_output": self.decision_output, "journal": str(self.journal) if self.journal else None,
+                "resume": self.resume, "checkpoint_every": self.checkpoint_every,
+                "bundle_dir": str(self.bundle_dir) if self.bundle_dir else None,
+                "stop_on_nonfinite": self.stop_on_nonfinite, "runtime": self.runtime.to_dict()}

@@ -1,0 +1,224 @@
+"""Decode mode for causal LMs: greedy decoding of A and B from one prompt, the KV cache fed back.
+
+Step 0 feeds the whole prompt with an empty cache (past length 0); every later step feeds one
+token. `attention_mask` (ones over past + new tokens) and `position_ids` (past .. past+new-1) are
+derived when the model has them. Free-running: each model continues from its own tokens, so the
+texts can part; teacher-forced: both are fed A's tokens, so each step's logits stay comparable.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..core.runner import RuntimeConfig
+from ..core.types import TensorMap
+from ..diff.gates import Gate, check_gate_targets
+from ..errors import InputDataError, UsageError
+from ..results.base import ModelRef
+from ..results.sequence import DecodeSummary, Divergence, SequenceResult
+from .journal import StepJournal
+from .loop import Progress
+from .metrics import KEEP, step_metrics
+from .run import wiring_rows
+from .model import SteppedModel, open_stepped
+from .stats import SequenceStats
+from .wiring import check_same_wiring, initial_state
+
+DERIVED = ("attention_mask", "position_ids")
+
+
+class DecodeMode(str, enum.Enum):
+    FREE_RUNNING = "free-running"
+    TEACHER_FORCED = "teacher-forced"
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Greedy decoding settings (phase 2 flags: --steps, --teacher-forced, --state, gates)."""
+
+    steps: int = 32
+    mode: DecodeMode = DecodeMode.FREE_RUNNING
+    state: Tuple[Tuple[str, str], ...] = ()
+    logits_output: Optional[str] = None
+    """Default: the output named 'logits', else the first step output."""
+    token_input: Optional[str] = None
+    """Default: 'input_ids', else the only integer step input."""
+    gates: Tuple[Gate, ...] = ()
+    journal: Optional[Path] = None
+    runtime: RuntimeConfig = RuntimeConfig()
+    attribute: bool = True
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"steps": self.steps, "mode": self.mode.value, "state": [f"{a}={b}" for a, b in self.state],
+                "logits_output": self.logits_output, "token_input": self.token_input,
+                "gates": [g.describe() for g in self.gates], "journal": str(self.journal) if self.journal else None,
+                "runtime": self.runtime.to_dict()}
+
+
+def read_prompt(path: "str | Path") -> List[int]:
+    """Token ids from JSON (a list, or {"input_ids": [...]}) or .npy (1-D or [1, n] integers)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such prompt file")
+    if path.suffix.lower() == ".npy":
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise InputDataError(f"{path}: not a readable .npy of token ids ({exc})") from exc
+        if array.dtype.kind not in "iu" or array.ndim not in (1, 2) or (array.ndim == 2 and array.shape[0] != 1):
+            raise InputDataError(f"{path}: token ids must be integers of shape [n] or [1, n], got "
+                                 f"{array.dtype} {list(array.shape)}")
+        tokens = [int(t) for t in array.reshape(-1)]
+    else:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputDataError(f"{path}: not JSON token ids ({exc})") from exc
+        if isinstance(data, dict):
+            data = data.get("input_ids")
+        if isinstance(data, list) and len(data) == 1 and isinstance(data[0], list):
+            data = data[0]
+        if not isinstance(data, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in data):
+            raise InputDataError(f"{path}: expected a JSON list of token ids, e.g. [464, 3290, 318]")
+        tokens = list(data)
+    if not tokens:
+        raise InputDataError(f"{path}: the prompt holds no tokens")
+    return tokens
+
+
+class _Decoder:
+    """One model's side of the decode: its cache, its past length and the derived inputs."""
+
+    def __init__(self, model: SteppedModel, token_input: str) -> None:
+        self.model, self.token_input = model, token_input
+        self.state: Optional[TensorMap] = None
+        self.past = 0
+
+    def feeds(self, tokens: Sequence[int]) -> TensorMap:
+        ids = np.asarray([list(tokens)], dtype=np.int64)
+        feeds: TensorMap = {self.token_input: ids}
+        names = set(self.model.wiring.step_inputs)
+        if "attention_mask" in names:
+            feeds["attention_mask"] = np.ones((1, self.past + len(tokens)), dtype=np.int64)
+        if "position_ids" in names:
+            feeds["position_ids"] = np.arange(self.past, self.past + len(tokens), dtype=np.int64)[None]
+        dtypes = self.model.dtypes
+        return {k: (v.astype(dtypes[k]) if dtypes.get(k) is not None else v) for k, v in feeds.items()}
+
+    def step(self, tokens: Sequence[int], step: int) -> Tuple[TensorMap, TensorMap, TensorMap]:
+        """Run on `tokens`; returns (feeds, state fed in, outputs) and advances the cache."""
+        feeds = self.feeds(tokens)
+        if self.state is None:
+            self.state, _ = initial_state(self.model.wiring, self.model.inputs, feeds)
+        state = self.state
+        outputs = self.model.run(feeds, state, step)
+        self.state = self.model.wiring.feed_back(outputs)
+        self.past += len(tokens)
+        return feeds, state, outputs
+
+
+def _pick(model: SteppedModel, config: DecodeConfig) -> Tuple[str, str]:
+    step_inputs = list(model.wiring.step_inputs)
+    token = config.token_input or ("input_ids" if "input_ids" in step_inputs else None)
+    if token is None:
+        ints = [t.name for t in model.inputs if t.name in step_inputs and t.numpy_dtype is not None
+                and t.numpy_dtype.kind in "iu" and t.name not in DERIVED]
+        token = ints[0] if len(ints) == 1 else None
+    if token is None or token not in step_inputs:
+        raise UsageError(f"model A: cannot tell which input takes the token ids (step inputs: {', '.join(step_inputs)})",
+                         hint="name it input_ids, or give the token input explicitly")
+    extra = [n for n in step_inputs if n not in (token,) + DERIVED]
+    if extra:
+        raise UsageError(f"model A: input '{extra[0]}' is neither the tokens, a derived input ({', '.join(DERIVED)}) "
+                         f"nor wired state", hint=f"wire it with --state {extra[0]}=OUTPUT")
+    outputs = list(model.wiring.step_outputs)
+    logits = config.logits_output or ("logits" if "logits" in outputs else (outputs[0] if outputs else None))
+    if logits is None or logits not in outputs:
+        raise UsageError(f"model A: no logits output among {', '.join(outputs) or 'the step outputs'}")
+    return token, logits
+
+
+def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | str | Path",
+                   config: DecodeConfig = DecodeConfig(), progress: Optional[Progress] = None) -> SequenceResult:
+    """Greedy-decode `config.steps` tokens with A and B from `prompt` (token ids or a prompt file)."""
+    tokens = read_prompt(prompt) if isinstance(prompt, (str, Path)) else [int(t) for t in prompt]
+    a = model_a if isinstance(model_a, SteppedModel) else open_stepped(model_a, config.state, config.runtime, "A")
+    b = model_b if isinstance(model_b, SteppedModel) else open_stepped(model_b, config.state, config.runtime, "B")
+    check_same_wiring(a.wiring, b.wiring)
+    token_input, logits = _pick(a, config)
+    check_gate_targets(config.gates, [logits])
+    stats = SequenceStats([logits], [p.output for p in a.wiring.pairs], config.gates, logits)
+    dec_a, dec_b = _Decoder(a, token_input), _Decoder(b, token_input)
+    tokens_a: List[int] = []
+    tokens_b: List[int] = []
+    divergence: Optional[Divergence] = None
+    journal = StepJournal(config.journal) if config.journal else None
+    if journal is not None:
+        journal.start(fresh=True)
+    next_a, next_b = list(tokens), list(tokens)
+    try:
+        for step in range(config.steps):
+            feeds_a, state_a, out_a = dec_a.step(next_a, step)
+            feeds_b, state_b, out_b = dec_b.step(next_b, step)
+            last_a, last_b = out_a[logits][:, -1], out_b[logits][:, -1]
+            tok_a, tok_b = int(last_a.reshape(-1, last_a.shape[-1])[0].argmax()), int(last_b.reshape(-1, last_b.shape[-1])[0].argmax())
+            tokens_a.append(tok_a)
+            tokens_b.append(tok_b)
+            record = {"step": step, "outputs": {logits: step_metrics(last_a, last_b, distribution=True)},
+                      "states": {p.output: step_metrics(out_a[p.output], out_b[p.output], distribution=False)
+                                 for p in a.wiring.pairs if out_a[p.output].shape == out_b[p.output].shape},
+                      "decision": [[tok_a], [tok_b]], "tokens": [tok_a, tok_b]}
+            failed, differs = stats.fold(record)
+            if divergence is None and (failed if config.gates else differs):
+                divergence = _attribute(b, feeds_b, state_a, state_b, out_a, logits, step, failed, differs, config)
+            if journal is not None:
+                journal.append(record)
+            next_a = [tok_a]
+            next_b = [tok_a] if config.mode == DecodeMode.TEACHER_FORCED else [tok_b]
+            if progress:
+                progress(step, config.steps)
+    finally:
+        if journal is not None:
+            journal.close()
+    same = sum(1 for x, y in zip(tokens_a, tokens_b) if x == y)
+    first = next((i for i, (x, y) in enumerate(zip(tokens_a, tokens_b)) if x != y), None)
+    summary = DecodeSummary(config.mode.value, len(tokens), len(tokens_a), tokens_a, tokens_b,
+                            same / len(tokens_a) if tokens_a else 1.0, first)
+    return SequenceResult(
+        models=[ModelRef.of(a.graph, role="A"), ModelRef.of(b.graph, role="B")], mode="decode",
+        wiring=wiring_rows(a.wiring), steps=len(tokens_a), outputs=stats.output_summaries(),
+        states=stats.state_summaries(), gates=stats.gate_outcomes(), first_gate_failure=stats.first_gate_failure,
+        decision_output=logits, first_decision_difference=stats.first_decision_difference,
+        decision_agreement=stats.agreement(), divergence=divergence, decode=summary,
+        timeline=stats.timeline_result(), source={"prompt": str(prompt) if isinstance(prompt, (str, Path)) else None,
+                                                  "prompt_tokens": list(tokens)},
+        journal=str(config.journal) if config.journal else None, config=config.to_dict(), notes=list(a.wiring.notes))
+
+
+def _attribute(b: SteppedModel, feeds_b: TensorMap, state_a: TensorMap, state_b: TensorMap, out_a: TensorMap,
+               logits: str, step: int, failed: List[str], differs: bool, config: DecodeConfig) -> Divergence:
+    """B's step replayed with A's cache: does B then choose A's token / pass the gates?"""
+    trigger = "gate" if failed else "token"
+    detail = failed[0] if failed else f"token differs at decode step {step}"
+    drift = [step_metrics(state_a[k], state_b[k], distribution=False).get("cosine")
+             for k in state_a if state_a[k].shape == state_b[k].shape and state_a[k].size]
+    drift_value = min((d for d in drift if d is not None), default=None)
+    if not config.attribute or step == 0:
+        # Step 0 starts from the same empty cache: nothing was carried, the step itself differs.
+        return Divergence(step, trigger, detail, "step" if step == 0 else "unknown", state_cosine=drift_value)
+    replay = b.run(feeds_b, b.cast(state_a), step)
+    last_a, last_r = out_a[logits][:, -1], replay[logits][:, -1]
+    metrics = step_metrics(last_a, last_r, distribution=True)
+    agrees = int(last_a.reshape(-1, last_a.shape[-1])[0].argmax()) == int(last_r.reshape(-1, last_r.shape[-1])[0].argmax())
+    if failed:
+        from ..diff.metrics import metric_value_ok
+
+        agrees = agrees and all(metric_value_ok(g.metric, metrics.get(g.metric), g.threshold) for g in config.gates)
+    return Divergence(step, trigger, detail, "state" if agrees else "step",
+                      replay={k: v for k, v in metrics.items() if k in KEEP}, replay_agrees=agrees,
+                      state_cosine=drift_value)

@@ -1,0 +1,62 @@
+"""Per-step metrics of one tensor pair, the step's decision, and the flags the loop reads from them."""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from ..diff.metrics import PairStats, _accumulate_elements, compare_arrays, shapes_compatible
+
+KEEP = ("cosine", "max_abs", "mean_abs", "rmse", "max_rel", "sqnr", "top1", "top5", "kl")
+DISTRIBUTION = ("kl", "top1", "top5")
+
+
+def step_metrics(a: np.ndarray, b: np.ndarray, distribution: bool = False) -> Dict[str, Any]:
+    """The kept metrics of one pair at one step (None values dropped), with non-finite counts.
+
+    Element metrics only by default: top-1 agreement is the step's decision, and KL/top-k on the
+    last axis cost more than a small streaming model's inference."""
+    if not shapes_compatible(a.shape, b.shape):
+        return {"shape_mismatch": 1}
+    stats = None if distribution else _finite_element_stats(a, b)
+    if stats is None:
+        stats = compare_arrays(a, b, distribution=distribution)
+    values = stats.metrics()
+    out: Dict[str, Any] = {k: values[k] for k in KEEP if values.get(k) is not None}
+    if stats.nonfinite_mismatch:
+        out["nonfinite_mismatch"] = stats.nonfinite_mismatch
+    if stats.nan_a or stats.inf_a:
+        out["nonfinite_a"] = stats.nan_a + stats.inf_a
+    if stats.nan_b or stats.inf_b:
+        out["nonfinite_b"] = stats.nan_b + stats.inf_b
+    return out
+
+
+def _finite_element_stats(a: np.ndarray, b: np.ndarray) -> Optional[PairStats]:
+    """compare_arrays' element sums without its NaN/Inf bookkeeping, or None when a value is not finite.
+
+    The same arithmetic (diff/metrics._accumulate_elements), minus the isfinite masks: a NaN or Inf
+    anywhere makes a sum non-finite, and then the exact path runs. Saves half the per-step cost on
+    small streaming models."""
+    if a.dtype.kind != "f" or b.dtype.kind != "f":
+        return None
+    stats = PairStats(samples=1)
+    _accumulate_elements(stats, a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1))
+    if not (math.isfinite(stats.sum_sq_err) and math.isfinite(stats.sum_a2) and math.isfinite(stats.sum_b2)
+            and math.isfinite(stats.sum_rel)):
+        return None
+    return stats
+
+
+def flags(record: Dict[str, Any], key: str) -> bool:
+    """Whether any compared tensor of the record has `key` (a non-finite count, a shape mismatch)."""
+    return any(key in m or "shape_mismatch" in m for part in ("outputs", "states") for m in record[part].values())
+
+
+def decision_of(value: np.ndarray) -> List[int]:
+    """Argmax on the last axis (flattened over the rest); a single value per row is thresholded at 0.5."""
+    rows = value.reshape(-1, value.shape[-1] if value.ndim else 1)
+    if rows.shape[1] == 1:
+        return [int(v) for v in (rows[:, 0] > 0.5)]
+    return [int(v) for v in rows.argmax(axis=1)]

@@ -1,0 +1,185 @@
+"""`nan_bisect`: the static pass, then every sample screened and its NaN/Inf explained."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from ..batching import batch_runtime, check_executor, executor_plan, shared_samples
+from ..core.capture import default_budget, plan_capture
+from ..core.graph import ModelGraph
+from ..core.model_arg import ModelArg, as_graph
+from ..core.inputs import SampleSet, open_samples
+from ..errors import UsageError
+from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
+from ..executor.factory import make_executor
+from ..nanbisect.batch import JsonlLog, Summary
+from ..nanbisect.config import NanBisectConfig, Simulate
+from ..nanbisect.findings import build_findings
+from ..nanbisect.job import NanBisectJob, error_record
+from ..nanbisect.locate import Locator
+from ..nanbisect.model import PreparedModel
+from ..nanbisect.repro import write_bundle
+from ..nanbisect.static import fp16_unsafe_weights, nonfinite_weights
+from ..progress import Progress, no_progress
+from ..results.base import ModelRef, file_sha256
+from ..results.nan_bisect import NanBisectResult, WeightIssue
+
+
+
+def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
+               progress: Progress = no_progress,
+               on_static: Optional[Callable[[List[WeightIssue]], None]] = None) -> NanBisectResult:
+    """Find where NaN/Inf values are born, for every configured sample.
+
+    Runs the static pass over the weights, then screens each sample (streamed; in this process or
+    in `config.executor.workers` worker processes) and explains every sample whose outputs hold NaN/Inf:
+    the origin node, its input statistics and a rule-based hint. Each sample's record is appended
+    to `config.jsonl` as it completes. Ctrl-C stops the run and returns what was done
+    (`interrupted=True`). `on_static` receives the weights holding NaN/Inf as soon as they are
+    known, before any sample runs. Raises `MiError` only when no result is possible.
+    """
+    config = config or NanBisectConfig()
+    started = time.monotonic()
+    check_executor(config.executor)
+    executor = make_executor(config.executor, WARM_MODULES)  # workers import while we load the model
+    try:
+        return _prepare_and_run(model, config, progress, on_static, executor, started)
+    except BaseException:
+        executor.abort()  # an error before or after the batch: do not wait for the workers
+        raise
+    finally:
+        executor.close()
+
+
+def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progress,
+                     on_static: Optional[Callable[[List[WeightIssue]], None]], executor: Executor,
+                     started: float) -> NanBisectResult:
+    owned = not isinstance(model, ModelGraph)
+    graph = as_graph(model)
+    hashing = _hash_in_background(graph)
+    static = nonfinite_weights(graph)
+    if on_static is not None and static:
+        on_static(static)
+    warnings: List[str] = fp16_unsafe_weights(graph) if config.simulate == Simulate.FP16 else []
+    model_ref = ModelRef.of(graph, "model", hash_file=False)
+    samples = open_samples(config.inputs, graph.inputs, config.synthetic)
+    warnings.extend(samples.notes)
+    budget = config.max_memory if config.max_memory is not None else default_budget()
+    runtime = batch_runtime(config.runtime, config.executor)
+    label = graph.display_name
+    source = str(graph.path.resolve()) if graph.path is not None else None  # what remote workers load
+    prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
+    del graph
+    try:
+        result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
+                      executor, source)
+        return replace(result, models=[replace(model_ref, sha256=hashing.result())])
+    finally:
+        prepared.close()
+
+
+def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
+    """The model file's sha256, computed while the search runs (hashlib releases the GIL)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-sha256")
+    future = pool.submit(lambda: file_sha256(graph.path) if graph.path else None)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
+         static: List[WeightIssue], warnings: List[str], model_ref: ModelRef, label: str,
+         progress: Progress, started: float, executor: Executor, source: Optional[str]) -> NanBisectResult:
+    log = JsonlLog(config.jsonl, resume=config.resume)
+    summary = Summary(examples=config.examples, keep_records=config.keep_records)
+    for record in log.previous:
+        summary.add(record, resumed=True)
+    done = log.done
+    todo = [ref for ref in samples.refs if ref.id not in done]
+    expose_all_root = len(samples) == 1
+    plan = describe_plan(prepared, config, samples, budget, expose_all_root)
+    spec = config.executor
+    if not spec.in_process and prepared.run_path is None:
+        raise UsageError("--workers needs the model as a file", hint="save the model, or use --workers 0")
+    # Ray workers may run elsewhere: they load the original file (and externalise its weights in their
+    # own temporary folder); local workers load this process's prepared copy.
+    remote = spec.engine == "ray"
+    job = NanBisectJob(model_path=(source if remote else prepared.run_path) or "", label=label, config=config,
+                       runtime=prepared.runtime, budget=budget, samples=samples.subset([]),
+                       expose_all_root=expose_all_root, prepared=prepared if spec.in_process else None,
+                       externalise=remote)
+    if remote:
+        todo = shared_samples(samples.subset(todo)).refs
+    interrupted = False
+    items = (WorkItem(ref.id, ref) for ref in todo)
+    try:
+        for count, outcome in enumerate(executor.map(job, make_shards(items, config.shard_size)), start=1):
+            record = outcome.value if outcome.ok else error_record(outcome.key, outcome.error or "failed")
+            log.write(record)
+            summary.add(record)
+            progress(count, len(todo), outcome.key)
+    except KeyboardInterrupt:
+        interrupted = True
+        executor.abort()
+    finally:
+        executor.close()
+        log.close()
+    repro = {} if interrupted or not config.repro_dir else write_repros(prepared, config, samples, summary, label)
+    groups = summary.groups()
+    return NanBisectResult(
+        models=[model_ref], config=config.to_dict(), runtime=prepared.runtime.to_dict(), inputs=samples.describe(),
+        plan={**plan, "workers": config.executor.workers, "repro": repro, **_engine(spec, executor)}, static=static,
+        samples_total=len(samples),
+        scanned=summary.scanned, resumed=summary.resumed, nonfinite=summary.nonfinite, masked=summary.masked,
+        fp16=summary.fp16, errors=summary.errors, groups=groups, records=summary.records,
+        findings=build_findings(static, groups, summary), warnings=warnings, runs=summary.runs,
+        interrupted=interrupted, jsonl=config.jsonl, elapsed_s=round(time.monotonic() - started, 3))
+
+
+WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.nanbisect.job")
+
+
+def _engine(spec: ExecutorSpec, executor: Executor) -> Dict[str, Any]:
+    """The engine in the plan, only when it is not the default (local runs keep their plan as it was)."""
+    return {"executor": executor_plan(spec, executor)} if spec.engine != "local" else {}
+
+
+def describe_plan(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
+                  expose_all_root: bool) -> Dict[str, Any]:
+    """How samples shaped like the first one will be searched (recorded in the result)."""
+    if not samples.refs:
+        return {"budget_bytes": budget}
+    feeds = samples.load(samples.refs[0])
+    sizes = prepared.sizes(feeds)
+    info: Dict[str, Any] = {"budget_bytes": budget, "tensors": len(sizes),
+                            "all_exposed_bytes": sum(sizes.values()) * 2}
+    if config.full_scan:
+        capture = plan_capture([sizes[n] for n in prepared.topo.position], budget)
+        info.update(strategy="full-scan", chunks=capture.runs_per_sample)
+        return info
+    root = Locator(prepared, budget, config.checkpoints, expose_all_root=expose_all_root).root_plan(feeds)
+    info["strategy"] = root.strategy
+    if root.plan is not None:
+        singles = sum(1 for f in root.plan.frontiers if len(f) == 1)
+        info.update(checkpoints=len(root.plan.cuts), single_tensor_cuts=singles, checkpoint_bytes=root.plan.bytes,
+                    checkpoint_tensors=list(root.plan.exposed[:64]))
+    return info
+
+
+def write_repros(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, summary: Summary,
+                 label: str) -> Dict[str, str]:
+    """One bundle per origin node, from its first example sample (deterministic)."""
+    folder = Path(config.repro_dir or ".")
+    refs = {ref.id: ref for ref in samples.refs}
+    written: Dict[str, str] = {}
+    for group in summary.groups():
+        if group.kind not in ("origin", "masked") or group.node in written or not group.examples:
+            continue
+        ref = refs.get(group.examples[0])
+        if ref is None or group.node not in prepared.graph.node_by_name:
+            continue
+        path = write_bundle(prepared, group.node, samples.load(ref), folder, sample=ref.id, model_label=label)
+        written[group.node] = str(path)
+    return written

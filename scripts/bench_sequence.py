@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Benchmark sequence mode (issue 19) on a small streaming model: a VAD-like step (512-sample audio
+chunk -> two dense layers -> GRU(128) with state I/O -> speech probability), fp32 vs int8
+(onnxruntime quantize_dynamic), exported from torch.
+
+  overhead   per-step time of `run_sequence` (outputs and state compared every step, decision,
+             gates, running summaries) over a plain Python loop that runs both onnxruntime sessions
+             step by step and feeds the states back; 1,000 steps, steady state (session creation
+             excluded from both), minimum over --repeat alternating runs. Target <= 1.15x.
+  rss        peak RSS of a whole process running the comparison over 100 and 10,000 steps read
+             from one .npz with a time axis, with the JSONL journal on (os.wait4 through
+             benchlib's launcher). Target: within 5%.
+
+    python scripts/bench_sequence.py [--steps 1000] [--repeat 5] [--rss-steps 100,10000]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+import benchlib  # noqa: E402
+
+OUT = ROOT / "bench-out" / "sequence"
+CHUNK, HIDDEN = 512, 128
+
+
+def build(folder: Path, steps: int) -> Dict[str, Path]:
+    """The fp32 model, its int8 version and an .npz of `steps` audio chunks (cached)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fp32, int8, data = folder / "vad.onnx", folder / "vad_int8.onnx", folder / f"chunks_{steps}.npz"
+    if not fp32.exists():
+        import torch
+
+        torch.manual_seed(0)
+
+        class Vad(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.front = torch.nn.Sequential(torch.nn.Linear(CHUNK, 256), torch.nn.ReLU(),
+                                                 torch.nn.Linear(256, HIDDEN), torch.nn.ReLU())
+                self.gru = torch.nn.GRU(HIDDEN, HIDDEN, batch_first=True)
+                self.head = torch.nn.Linear(HIDDEN, 1)
+
+            def forward(self, x, state):  # type: ignore[no-untyped-def]
+                y, state_n = self.gru(self.front(x)[:, None], state)
+                return torch.sigmoid(self.head(y[:, -1])), state_n
+
+        torch.onnx.export(Vad().eval(), (torch.randn(1, CHUNK), torch.zeros(1, 1, HIDDEN)), str(fp32),
+                          input_names=["x", "state"], output_names=["prob", "stateN"], opset_version=17, dynamo=False)
+    if not int8.exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+    if not data.exists():
+        rng = np.random.default_rng(1)
+        np.savez(data, x=(rng.standard_normal((steps, 1, CHUNK)) * 0.3).astype(np.float32))
+    return {"fp32": fp32, "int8": int8, "data": data}
+
+
+def plain_loop(paths: Dict[str, Path], chunks: np.ndarray, spinning: bool) -> float:
+    """Seconds per step of the bare loop: both sessions, states fed back, nothing else. `spinning`
+    False uses the session options mi uses for sequences (idle threads do not spin)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    sessions = [ort.InferenceSession(str(paths[k]), options, providers=["CPUExecutionProvider"]) for k in ("fp32", "int8")]
+    states = [np.zeros((1, 1, HIDDEN), np.float32) for _ in sessions]
+    start = time.perf_counter()
+    for x in chunks:
+        for i, session in enumerate(sessions):
+            _, states[i] = session.run(["prob", "stateN"], {"x": x, "state": states[i]})
+    return (time.perf_counter() - start) / len(chunks)
+
+
+def mi_loop(paths: Dict[str, Path], steps: int) -> float:
+    """Seconds per step of run_sequence, from its first step to its last (sessions excluded)."""
+    from inspector_cli.sequence import SequenceConfig, run_sequence
+
+    marks: List[float] = []
+    run_sequence(paths["fp32"], paths["int8"], paths["data"], SequenceConfig(steps=steps),
+                 progress=lambda step, total: marks.append(time.perf_counter()))
+    return (marks[-1] - marks[0]) / (len(marks) - 1)
+
+
+RSS_SCRIPT = """
+import sys
+from pathlib import Path
+from inspector_cli.sequence import SequenceConfig, run_sequence
+steps = int(sys.argv[3])
+result = run_sequence(sys.argv[1], sys.argv[2], sys.argv[4], SequenceConfig(steps=steps, journal=Path(sys.argv[5])))
+assert result.steps == steps, result.steps
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rss-steps", default="100,10000")
+    args = parser.parse_args()
+    rss_steps = [int(s) for s in args.rss_steps.split(",")]
+    paths = build(OUT, max(rss_steps + [args.steps]))
+    with np.load(paths["data"]) as archive:
+        chunks = archive["x"][: args.steps].copy()
+    plain, quiet, mi = [], [], []
+    mi_loop(paths, 20)  # warm the imports and the allocator once
+    for _ in range(args.repeat):
+        plain.append(plain_loop(paths, chunks, spinning=True))
+        quiet.append(plain_loop(paths, chunks, spinning=False))
+        mi.append(mi_loop(paths, args.steps))
+    report = {"steps": args.steps, "plain_default_us_per_step": round(min(plain) * 1e6, 1),
+              "plain_same_options_us_per_step": round(min(quiet) * 1e6, 1), "mi_us_per_step": round(min(mi) * 1e6, 1),
+              "ratio_vs_plain_default": round(min(mi) / min(plain), 3),
+              "ratio_vs_plain_same_options": round(min(mi) / min(quiet), 3), "target_ratio": 1.15}
+    rss = {}
+    for steps in rss_steps:
+        journal = OUT / f"journal_{steps}.jsonl"
+        run = benchlib.measure([sys.executable, "-c", RSS_SCRIPT, str(paths["fp32"]), str(paths["int8"]), str(steps),
+                                str(paths["data"]), str(journal)])
+        if run["code"] != 0:
+            raise SystemExit(run["output"])
+        rss[steps] = run["rss_mib"]
+        report[f"rss_mib_{steps}"] = round(run["rss_mib"], 1)
+        report[f"wall_s_{steps}"] = round(run["wall"], 2)
+    low, high = rss[rss_steps[0]], rss[rss_steps[-1]]
+    report["rss_growth"] = round(high / low - 1, 4)
+    report["target_rss_growth"] = 0.05
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

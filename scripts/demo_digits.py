@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The demo's model pair, trained on real data: a small CNN on scikit-learn's bundled 8x8 digits.
+
+    python scripts/demo_digits.py build OUT_DIR      # train, export fp32, quantise int8, write samples
+    python scripts/demo_digits.py accuracy OUT_DIR   # top-1 accuracy of both models on the held-out labels
+
+`build` trains in a few seconds on one CPU thread, deterministically (fixed seeds, deterministic
+algorithms), exports ONNX with a dynamic batch axis, and quantises to int8 QDQ with
+onnxruntime.quantization.quantize_static, calibrated on part of the training images. Nothing is
+downloaded: load_digits() reads 1,797 labelled images shipped inside scikit-learn.
+
+The quantisation settings are those of many int8 back ends (TensorRT, most NPUs): symmetric int8
+activations and per-tensor weights, MinMax calibration, BatchNorm folded by quant_pre_process.
+Symmetric activations spend half of the 256 codes on negative values a ReLU output never takes, so
+every post-ReLU tensor is rounded at twice the step; `accuracy` shows what that costs. Needs the `demo` extra (torch, scikit-learn).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+SEED = 0
+HELD_OUT = 360        # the last 360 images (20 %) are never seen in training or calibration
+CALIBRATION = 64      # training images used to calibrate the int8 ranges
+EPOCHS = 8
+
+
+def load_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train images, train labels, held-out images, held-out labels); images NCHW float32 in [0, 1]."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
+    labels = digits.target.astype(np.int64)
+    order = np.random.default_rng(SEED).permutation(len(labels))  # a fixed shuffle: classes mixed in both parts
+    images, labels = images[order], labels[order]
+    return images[:-HELD_OUT], labels[:-HELD_OUT], images[-HELD_OUT:], labels[-HELD_OUT:]
+
+
+def build_model():  # -> torch.nn.Module (torch imported lazily: `accuracy` does not need it)
+    """A MobileNet-style CNN: depthwise-separable blocks with BatchNorm, 9k parameters."""
+    from torch import nn
+
+    def block(c_in: int, c_out: int) -> list:
+        return [nn.Conv2d(c_in, c_in, 3, padding=1, groups=c_in, bias=False), nn.BatchNorm2d(c_in), nn.ReLU(),
+                nn.Conv2d(c_in, c_out, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        *block(16, 32), nn.MaxPool2d(2),
+        *block(32, 64), nn.MaxPool2d(2),
+        *block(64, 64),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
+    )
+
+
+def train(images: np.ndarray, labels: np.ndarray):
+    """Adam, batch 32, a fixed number of epochs; one thread and deterministic kernels for identical weights."""
+    import torch
+
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    model = build_model()
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    x, y = torch.from_numpy(images), torch.from_numpy(labels)
+    generator = torch.Generator().manual_seed(SEED)
+    model.train()
+    for _ in range(EPOCHS):
+        for idx in torch.randperm(len(y), generator=generator).split(32):
+            optimiser.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+            loss.backward()
+            optimiser.step()
+    return model.eval()
+
+
+def export(model, path: Path) -> None:
+    """ONNX with a dynamic batch axis (TorchScript exporter: no onnxscript needed)."""
+    import warnings
+
+    import torch
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the legacy exporter is what we want here
+    torch.onnx.export(model, torch.zeros(1, 1, 8, 8), str(path), input_names=["image"], output_names=["logits"],
+                      dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17, dynamo=False)
+
+
+def quantise(fp32: Path, int8: Path, calibration: np.ndarray) -> None:
+    """int8 QDQ: BatchNorm folded, per-tensor weights, symmetric MinMax-calibrated activations."""
+    import logging
+
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static logs advice through the root logger
+    prep = int8.with_name("model_prep.onnx")
+    quant_pre_process(str(fp32), str(prep), skip_symbolic_shape=True)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self._batches = iter(np.split(calibration, len(calibration) // 16))
+
+        def get_next(self) -> dict | None:
+            batch = next(self._batches, None)
+            return None if batch is None else {"image": batch}
+
+    quantize_static(str(prep), str(int8), Reader(), quant_format=QuantFormat.QDQ, per_channel=False,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    extra_options={"ActivationSymmetric": True})
+    prep.unlink()
+
+
+def build(out: Path) -> None:
+    """Train, export, quantise, and write the held-out samples (one .npz each) and their labels."""
+    train_x, train_y, test_x, test_y = load_split()
+    out.mkdir(parents=True, exist_ok=True)
+    export(train(train_x, train_y), out / "digits_fp32.onnx")
+    quantise(out / "digits_fp32.onnx", out / "digits_int8.onnx", train_x[:CALIBRATION])
+    data = out / "heldout"
+    data.mkdir(exist_ok=True)
+    for i, image in enumerate(test_x):
+        np.savez(data / f"digit_{i:03d}.npz", image=image[None])
+    np.save(out / "heldout_labels.npy", test_y)
+    print(f"trained on {len(train_y)} digits, calibrated on {CALIBRATION}, {len(test_y)} held out in {data}/")
+
+
+def accuracy(out: Path) -> None:
+    """Print each model's top-1 accuracy on the held-out labels."""
+    import onnxruntime as ort
+
+    _, _, test_x, test_y = load_split()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    for name in ("digits_fp32.onnx", "digits_int8.onnx"):
+        session = ort.InferenceSession(str(out / name), options, providers=["CPUExecutionProvider"])
+        predicted = session.run(None, {"image": test_x})[0].argmax(axis=1)
+        correct = int((predicted == test_y).sum())
+        print(f"{name}: top-1 accuracy {correct / len(test_y):.1%} ({correct}/{len(test_y)} held-out digits)")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("build", "accuracy"):
+        sys.exit(__doc__.split("\n\n")[1])
+    {"build": build, "accuracy": accuracy}[sys.argv[1]](Path(sys.argv[2]))

@@ -1,0 +1,38 @@
+"""Running a session into reused output arrays, alternating sets, and new shapes."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from inspector_cli.core.binding import BoundRunner
+from inspector_cli.core.graph import ModelGraph
+from inspector_cli.core.runner import open_session
+
+from ..fixtures.helpers import make_model
+
+
+def relu_neg(dims):  # type: ignore[no-untyped-def]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)])
+    return open_session(ModelGraph.from_proto(model), extra_outputs=["r"])
+
+
+def test_two_sets_alternate_and_keep_the_previous_sample_intact():
+    runner = BoundRunner(relu_neg([2, 3]), ["r", "y"], sets=2)
+    seen = []
+    for k in range(5):
+        out = runner.run({"x": np.full((2, 3), float(k), np.float32)})
+        seen.append(out["r"])
+        if k:
+            assert seen[-2][0, 0] == k - 1  # the sample before is still readable while this one ran
+    assert seen[1] is not seen[2] and seen[1] is seen[3] and seen[2] is seen[4]
+    assert [float(a[0, 0]) for a in seen[-2:]] == [3.0, 4.0]
+
+
+def test_new_input_shapes_rebind_without_errors():
+    runner = BoundRunner(relu_neg(["N", 3]), ["r", "y"], sets=2)
+    for n in (1, 1, 3, 3, 2, 2):
+        out = runner.run({"x": np.full((n, 3), float(n), np.float32)})
+        assert out["r"].shape == (n, 3) and float(out["y"].sum()) == -3.0 * n * n
+    assert runner.runs == 6

@@ -1,0 +1,79 @@
+"""A full disk while writing reports: exit 3 naming the path and 'no space left', no partial file,
+the previous report (if any) intact. On a real 64 KiB tmpfs when this process may mount one (root),
+and always through a simulated ENOSPC."""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from inspector_cli.errors import ReportError
+from inspector_cli.serialize import write_atomic
+
+from ..helpers import affine_model, invoke, save
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs filled to the last block; skipped where mounting is not allowed."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        with open(mount / "filler", "wb") as handle:
+            try:
+                handle.write(b"\0" * (1 << 20))
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_json_and_html_on_a_full_tmpfs_exit_3_naming_the_path(full_disk: Path, tmp_path: Path) -> None:
+    model = save(affine_model(), tmp_path / "m.onnx")
+    target = full_disk / "r.json"
+    result = invoke(["-q", "validate", model, "--json", target, "--html", full_disk / "r.html"], exit_code=3)
+    assert result.stderr == f"Error: {target}: cannot write the report: no space left on device\n"
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]  # no partial or temporary file
+
+
+def test_simulated_enospc_keeps_the_previous_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = save(affine_model(), tmp_path / "m.onnx")
+    target = tmp_path / "r.json"
+    target.write_text("previous report\n")
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    result = invoke(["-q", "validate", model, "--json", target], exit_code=3)
+    assert result.stderr == f"Error: {target}: cannot write the report: no space left on device\n"
+    assert target.read_text() == "previous report\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "r.json"]
+
+
+def test_write_atomic_turns_other_os_errors_into_report_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def read_only(fd: int) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(os, "fsync", read_only)
+    with pytest.raises(ReportError) as caught:
+        write_atomic(tmp_path / "r.json", "{}")
+    assert str(caught.value) == f"{tmp_path / 'r.json'}: cannot write the report: read-only file system"
+    assert ReportError.exit_code == 3
+
+
+def test_enospc_outside_report_writes_is_exit_3_at_the_boundary() -> None:
+    from inspector_cli.cli import run_guarded
+
+    def jsonl_append() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/run.jsonl")
+
+    assert run_guarded(jsonl_append, debug=False) == 3

@@ -1,0 +1,263 @@
+"""The bad-input matrix (issue 15): each hostile input with its exact exit code and message.
+
+Every case runs `mi` in-process and asserts: the exit code; for exit 2/3 exactly one `Error:` line
+on stderr holding the expected text; no traceback; no raw escape character on stdout or stderr;
+and every file of the world (models, samples, configs) byte-identical afterwards.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Optional, Sequence
+
+import pytest
+
+from ..helpers import invoke
+from .world import build_world
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: Sequence[str]
+    code: int
+    message: str
+    """Text of the one `Error:` line (exit 2/3), else text expected on stdout or stderr."""
+    check: Optional[Callable[[str, str, Path], None]] = None
+
+
+def _no_raw_controls(stdout: str, stderr: str, out: Path) -> None:
+    for text in (stdout, stderr):
+        assert "\x1b" not in text and "\x07" not in text
+    assert "\\nFAIL: forged" in stdout  # shown, as an escape (long names are shortened from the left)
+    for line in stdout.splitlines():
+        assert not line.startswith("FAIL: forged")  # the newline in the name did not split a line
+
+
+def _markdown_escaped(stdout: str, stderr: str, out: Path) -> None:
+    _no_raw_controls(stdout, stderr, out)
+    assert "<img" not in stdout and "|col" not in stdout.replace("\\|col", "")
+
+
+def _markdown_escaped_in_full(stdout: str, stderr: str, out: Path) -> None:
+    _markdown_escaped(stdout, stderr, out)
+    assert "&lt;img src=x onerror=alert(1)>\\|col\\\\nFAIL: forged" in stdout
+
+
+def _verdict_one_line(stdout: str, stderr: str, out: Path) -> None:
+    _no_raw_controls(stdout, stderr, out)
+    verdicts = [line for line in stdout.splitlines() if line.startswith("root cause:")]
+    assert len(verdicts) == 1 and verdicts[0].rstrip().endswith("on sample synthetic_0000")
+
+
+def _html_safe(stdout: str, stderr: str, out: Path) -> None:
+    html = (out / "r.html").read_text()
+    assert "\x1b" not in html and "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def _junit_valid(stdout: str, stderr: str, out: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    text = (out / "r.xml").read_text()
+    assert "\x1b" not in text
+    ET.fromstring(text)  # valid XML 1.0 (raw control characters would not parse)
+
+
+def _trimmed(stdout: str, stderr: str, out: Path) -> None:
+    assert "onnxruntime_src" not in stderr and "std::unordered_map" not in stderr and "[ONNXRuntimeError]" not in stderr
+
+
+def _quiet_stderr(stdout: str, stderr: str, out: Path) -> None:
+    assert stderr == ""  # numpy's RuntimeWarning (Inf + -Inf) silenced under -q
+
+
+CASES = [
+    # ---- configs (items 1, 10) ---------------------------------------------------------------
+    Case("config-alias-bomb-c", ["-c", "{bomb}", "validate", "{m}"], 2,
+         "bomb.yaml:6: YAML aliases expand to more than 10000 values"),
+    Case("config-alias-bomb-check", ["config", "check", "{bomb}"], 2, "bomb.yaml:6: YAML aliases expand"),
+    Case("config-alias-bomb-run", ["run", "{bomb}"], 2, "bomb.yaml:6: YAML aliases expand"),
+    Case("config-recursive-alias", ["-c", "{recursive}", "validate", "{m}"], 2,
+         "recursive.yaml:2: a YAML alias refers to the value that contains it"),
+    Case("config-latin1-c", ["-c", "{latin1}", "validate", "{m}"], 2,
+         "latin1.yaml:3: not UTF-8 text: byte 0xe9 at byte offset 43"),
+    Case("config-latin1-check", ["config", "check", "{latin1}"], 2, "latin1.yaml:3: not UTF-8 text: byte 0xe9"),
+    Case("config-latin1-run", ["run", "{latin1}"], 2, "latin1.yaml:3: not UTF-8 text"),
+    Case("config-utf16", ["-c", "{utf16}", "validate", "{m}"], 2, "utf16.yaml:1: not UTF-8 text: byte 0xff at byte offset 0"),
+    Case("config-bom-accepted", ["-c", "{bom}", "validate", "{m}"], 0, "PASS"),
+    Case("config-bad-yaml", ["-c", "{badyaml}", "validate", "{m}"], 2, "badyaml.yaml:4: invalid YAML"),
+    Case("config-python-tag", ["-c", "{tag}", "validate", "{m}"], 2, "tag.yaml:2: invalid YAML: could not determine a constructor"),
+    Case("config-nul-byte", ["-c", "{nul}", "validate", "{m}"], 2,
+         "nul.yaml:3: invalid YAML: unacceptable character #x0000: special characters are not allowed"),
+    Case("config-nul-byte-check", ["config", "check", "{nul}"], 2, "nul.yaml:3: invalid YAML: unacceptable character"),
+    Case("config-json-false", ["-c", "{json_false}", "validate", "{m}"], 2,
+         "json_false.yaml:3: validate.json: expected a path, got false"),
+    Case("config-not-mapping", ["-c", "{list}", "validate", "{m}"], 2, "list.yaml:1: a config must be a mapping"),
+    Case("config-unknown-section", ["-c", "{unknown}", "validate", "{m}"], 2, "unknown.yaml:2: validat: unknown section"),
+    Case("config-version-2", ["-c", "{v2}", "validate", "{m}"], 2, "v2.yaml:1: version: version 2 is not supported"),
+    # ---- report paths (item 7) ----------------------------------------------------------------
+    Case("report-json-is-model", ["validate", "{m}", "--json", "{m}"], 2, "is the input"),
+    Case("report-html-is-model-b", ["compare", "{m}", "{m2}", "--html", "{m2}"], 2, "--html"),
+    Case("report-json-symlink-to-model", ["validate", "{m}", "--json", "{link}"], 2, "is the input"),
+    Case("report-json-hardlink-to-model", ["validate", "{m}", "--json", "{hard}"], 2, "is the input"),
+    Case("report-json-is-config", ["-c", "{ok}", "validate", "{m}", "--json", "{ok}"], 2, "ok.yaml: is the input"),
+    Case("report-json-is-sample", ["compare", "{m}", "{m2}", "-i", "{good_npz}", "--json", "{good_npz}"], 2,
+         "is the input"),
+    Case("report-json-inside-sample-dir", ["compare", "{m}", "{m2}", "-i", "{good_dir}", "--json", "{good_npz}"], 2,
+         "is a file inside the input"),
+    Case("report-sarif-is-model", ["validate", "{m}", "--sarif", "{m}"], 2, "--sarif"),
+    Case("report-junit-is-model", ["probe", "{m}", "--junit", "{m}"], 2, "--junit"),
+    Case("report-trace-is-model", ["profile", "{m}", "--trace", "{m}"], 2, "--trace"),
+    Case("report-json-is-directory", ["validate", "{m}", "--json", "{dir}"], 2, "is a directory"),
+    Case("report-json-missing-folder", ["validate", "{m}", "--json", "{out}/no/such/r.json"], 2, "does not exist"),
+    # ---- sample files (item 8) ----------------------------------------------------------------
+    Case("npz-truncated-inputs-show", ["inputs", "show", "{trunc10}", "-m", "{m}"], 3,
+         "trunc10.npz: not a readable .npz file, truncated or corrupt (File is not a zip file)"),
+    Case("npz-truncated-inputs-show-no-model", ["inputs", "show", "{trunc10}"], 3, "trunc10.npz: not a readable .npz"),
+    Case("npz-truncated-compare", ["compare", "{m}", "{m2}", "-i", "{trunc_half}"], 3, "trunc_half.npz: not a readable .npz"),
+    Case("npz-truncated-probe", ["probe", "{m}", "-i", "{trunc_half}"], 3, "trunc_half.npz: not a readable .npz"),
+    Case("npz-truncated-nan-bisect", ["nan-bisect", "{m}", "-i", "{trunc10}"], 3, "trunc10.npz: not a readable .npz"),
+    Case("npz-truncated-profile", ["profile", "{m}", "-i", "{trunc10}", "--runs", "2"], 3, "trunc10.npz: not a readable"),
+    Case("npz-bad-crc", ["inputs", "show", "{crc}"], 3, "crc.npz: not a readable .npz file, truncated or corrupt ("),
+    Case("npy-short-data", ["inputs", "show", "{npy_short}", "-m", "{m}"], 3,
+         "short.npy: not a readable .npy file, truncated or corrupt (Failed to read all data"),
+    Case("npy-five-bytes", ["inputs", "show", "{npy_5}", "-m", "{m}"], 3, "five.npy: not a .npy file, truncated or corrupt"),
+    Case("npz-pickled", ["compare", "{m}", "{m2}", "-i", "{pickled}"], 3, "pickled.npz: cannot read .npz without unpickling"),
+    Case("pb-junk", ["inputs", "show", "{junk_pb}", "-m", "{m}"], 3, "junk.pb: not a readable ONNX TensorProto"),
+    Case("pb-junk-no-model", ["inputs", "show", "{junk_pb}"], 3, "junk.pb: not a readable ONNX TensorProto"),
+    # ---- synthetic inputs and flag values (items 13, 14) ---------------------------------------
+    Case("synthetic-1e12-nan-bisect", ["nan-bisect", "{huge}"], 3,
+         "input 'x' [1000000, 1000000]: a synthetic sample needs 3.6 TB (float32), more than the memory budget"),
+    Case("synthetic-1e12-probe", ["probe", "{huge}"], 3, "--shape x:1x1000000"),
+    Case("synthetic-1e12-profile", ["profile", "{huge}"], 3, "a synthetic sample needs 3.6 TB"),
+    Case("synthetic-1e12-compare", ["compare", "{huge}", "{huge}"], 3, "a synthetic sample needs 3.6 TB"),
+    Case("synthetic-dynamic-huge", ["nan-bisect", "{dyn}", "--shape", "x:99999999999x4"], 3,
+         "input 'x' [99999999999, 4]: a synthetic sample needs 1.5 TB"),
+    Case("max-memory-inf", ["nan-bisect", "{m}", "--max-memory", "inf"], 2, "Invalid value for '--max-memory': 'inf'"),
+    Case("max-memory-1e400", ["nan-bisect", "{m}", "--max-memory", "1e400"], 2, "Invalid value for '--max-memory': '1e400'"),
+    Case("max-memory-nan-compare", ["compare", "{m}", "{m2}", "--max-memory", "nan"], 2, "'--max-memory': 'nan'"),
+    Case("capture-budget-inf", ["probe", "{m}", "--capture-budget", "inf"], 2, "Invalid value for '--capture-budget'"),
+    Case("dump-max-bytes-negative", ["probe", "{m}", "--dump-max-bytes", "-5"], 2, "Invalid value for '--dump-max-bytes'"),
+    Case("worker-memory-1e400", ["nan-bisect", "{m}", "--worker-memory", "1e400"], 2, "Invalid value for '--worker-memory'"),
+    Case("val-range-nan", ["compare", "{m}", "{m2}", "--val-range", "x:nan,nan"], 2,
+         "--val-range 'x:nan,nan': LOW and HIGH must be finite numbers"),
+    Case("val-range-inf", ["nan-bisect", "{m}", "--val-range", "x:-inf,inf"], 2, "--val-range 'x:-inf,inf': LOW and HIGH"),
+    Case("val-range-beyond-float32", ["nan-bisect", "{m}", "--val-range", "x:-1e39,1e39"], 2,
+         "outside what float32 input 'x' can hold"),
+    Case("shape-contradicts-static", ["nan-bisect", "{m}", "--shape", "x:2x4"], 2,
+         "--shape x:2x4: dimension 0 is 2, but the model fixes it at 1 [1, 4]"),
+    Case("shape-huge-on-static-dim", ["probe", "{dyn}", "--shape", "x:1x99999999999"], 2,
+         "dimension 1 is 99999999999, but the model fixes it at 4"),
+    Case("shape-overflow", ["compare", "{dyn}", "{dyn}", "--shape", "x:99999999999x99999999999"], 2,
+         "more than any array can hold"),
+    # ---- external data (items 4, 12) ----------------------------------------------------------
+    Case("ext-sparse-validate", ["validate", "{ext_sparse}"], 1, "MI109"),
+    Case("ext-sparse-probe", ["probe", "{ext_sparse}"], 3,
+         "tensor 'sv': external data location '../../etc/passwd' resolves outside the model's folder"),
+    Case("ext-sparse-nan-bisect", ["nan-bisect", "{ext_sparse}"], 3, "(sparse initializer)"),
+    Case("ext-nul-validate", ["validate", "{ext_nul}"], 1, "MI109"),
+    Case("ext-nul-compare", ["compare", "{ext_nul}", "{m}"], 3, "holds a NUL byte (unsafe; refused)"),
+    Case("ext-offset-validate", ["validate", "{ext_offset}"], 1, "MI109"),
+    Case("ext-offset-profile", ["profile", "{ext_offset}"], 3, "external data offset 'abc' is not a non-negative integer"),
+    Case("ext-length-validate", ["validate", "{ext_length}"], 1, "MI109"),
+    Case("ext-length-probe", ["probe", "{ext_length}"], 3, "external data length '-5' is not a non-negative integer"),
+    Case("ext-subgraph-constant-validate", ["validate", "{ext_subgraph}"], 1, "MI109"),
+    Case("ext-subgraph-constant-nan-bisect", ["nan-bisect", "{ext_subgraph}"], 3,
+         "tensor 'cv': external data location '/etc/passwd' resolves outside the model's folder"),
+    Case("non-utf8-name-probe", ["probe", "{non_utf8}"], 3,
+         "non_utf8.onnx: not a valid ONNX protobuf (tensor name b'\\x80\\x80' of node 0 is not UTF-8 text)"),
+    Case("non-utf8-name-validate", ["validate", "{non_utf8}"], 1, "MI102"),
+    Case("ext-length-mismatch-probe", ["probe", "{ext_short}"], 3,
+         "ext_short.onnx: onnxruntime could not load the model: Exception during initialization: "
+         "ResolveExternalDataInfoForTensorProto TensorProto: w external data size mismatch. Computed size: 16, "
+         "external_data.length: 8", _trimmed),
+    # ---- models onnxruntime cannot load (item 16) ---------------------------------------------
+    Case("ort-duplicate-nan-bisect-q", ["-q", "nan-bisect", "{dup}"], 3, "Duplicate definition of name (t)"),
+    Case("ort-duplicate-json-stdout", ["nan-bisect", "{dup}", "--json", "-"], 3, "Duplicate definition of name (t)"),
+    Case("ort-cycle-nan-bisect-q", ["-q", "nan-bisect", "{cycle}"], 3, "the graph is not acyclic"),
+    Case("ort-custom-op-probe-q", ["-q", "probe", "{custom}"], 3,
+         "custom.onnx: onnxruntime could not load the model: Fatal error: com.evil:FancyOp(-1) is not a registered"),
+    Case("ort-opset99-nan-bisect-q", ["-q", "nan-bisect", "{opset99}"], 3,
+         "ONNX Runtime only *guarantees* support for models stamped with official released onnx opset versions. "
+         "Opset 99 is under development", _trimmed),
+    Case("ort-opset99-profile", ["profile", "{opset99}"], 3, "Opset 99 is under development", _trimmed),
+    # ---- names (items 2, 3, 18) ---------------------------------------------------------------
+    Case("names-validate-markdown", ["validate", "{evil}", "--format", "markdown"], 0, "PASS"),
+    Case("names-probe-table", ["probe", "{evil}", "--val-range", "inp:1,2"], 0, "PASS", _no_raw_controls),
+    Case("names-probe-csv", ["probe", "{evil}", "--val-range", "inp:1,2", "--format", "csv"], 0, "health",
+         _no_raw_controls),
+    Case("names-probe-markdown", ["probe", "{evil}", "--val-range", "inp:1,2", "--format", "markdown"], 0, "PASS",
+         _markdown_escaped),
+    Case("names-probe-list", ["probe", "{evil}", "--list"], 0, "Log", _no_raw_controls),
+    Case("names-nan-bisect-verdict", ["nan-bisect", "{evil}", "--val-range", "inp:-1,1"], 1, "root cause:",
+         _verdict_one_line),
+    Case("names-nan-bisect-markdown", ["nan-bisect", "{evil}", "--val-range", "inp:-1,1", "--format", "markdown"], 1,
+         "root cause", _markdown_escaped_in_full),
+    Case("names-nan-bisect-html", ["nan-bisect", "{evil}", "--val-range", "inp:-1,1", "--html", "{out}/r.html"], 1,
+         "root cause", _html_safe),
+    Case("names-nan-bisect-junit", ["nan-bisect", "{evil}", "--val-range", "inp:-1,1", "--junit", "{out}/r.xml"], 1,
+         "root cause", _junit_valid),
+    Case("names-profile-csv", ["profile", "{evil}", "--runs", "2", "--format", "csv", "--val-range", "inp:1,2"], 0,
+         "top kernels", _no_raw_controls),
+    Case("names-unknown-pattern-error-line", ["probe", "{evil}", "-s", "re:^zz\x1b"], 2, "matches no tensor"),
+    # ---- zero-node model (item 15) and stderr noise (item 19) ---------------------------------
+    Case("zero-node-profile", ["profile", "{zero}", "--runs", "2"], 0, "PASS"),
+    Case("zero-node-probe-all", ["probe", "{zero}"], 0, "1 tensor(s) probed"),
+    Case("zero-node-nan-bisect", ["nan-bisect", "{zero}"], 0, "CLEAN"),
+    Case("zero-node-compare", ["compare", "{zero}", "{zero}"], 0, "PASS"),
+    Case("fp16-overflow-quiet-after-config", ["-c", "{ok}", "-vq", "nan-bisect", "{fp16}", "--val-range", "x:-10,10"], 1,
+         "", _quiet_stderr),
+    Case("fp16-overflow-quiet-stderr", ["-q", "nan-bisect", "{fp16}", "--val-range", "x:-10,10"], 1, "",
+         _quiet_stderr),
+]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Dict[str, Path]:
+    return build_world(tmp_path_factory.mktemp("world"))
+
+
+def _snapshot(folder: Path) -> Dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case: Case, world: Dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # probe's history folder and any stray output land here
+    before = _snapshot(world["dir"])
+    fields = {name: str(path) for name, path in world.items()} | {"out": str(tmp_path)}
+    result = invoke([arg.format(**fields) for arg in case.argv], exit_code=None)
+    stdout, stderr = result.stdout, result.stderr
+    assert result.exit_code == case.code, f"exit {result.exit_code}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    assert "Traceback" not in stdout + stderr and "Internal error" not in stderr
+    assert "\x1b" not in stdout + stderr
+    if case.code in (2, 3):
+        errors = [line for line in stderr.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1, stderr
+        assert case.message in errors[0], errors[0]
+    else:
+        assert case.message in stdout + stderr
+    if case.check is not None:
+        case.check(stdout, stderr, tmp_path)
+    assert _snapshot(world["dir"]) == before  # no model, sample or config touched
+
+
+def test_the_matrix_has_at_least_60_cases() -> None:
+    assert len(CASES) >= 60 and len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("quiet", [["-q"], []])
+def test_stderr_holds_only_mi_lines_in_a_real_process(world: Dict[str, Path], tmp_path: Path, quiet) -> None:
+    """onnxruntime logs to file descriptor 2 itself (invisible to CliRunner): a real process shows
+    that its coloured error line is gone and only mi's `Error:` line remains."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "inspector_cli.cli", *quiet, "probe", str(world["ext_short"]),
+                           "--history-dir", str(tmp_path / "h")], capture_output=True, text=True, cwd=tmp_path,
+                          check=False)
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(done.stderr.splitlines()) == 1 and "external data size mismatch" in done.stderr

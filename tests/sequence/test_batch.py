@@ -1,0 +1,40 @@
+"""Block reduction gives exactly the per-step metrics, edge cases included."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from inspector_cli.diff.metrics import compare_arrays
+from inspector_cli.sequence.batch import batch_decisions, batch_metrics
+from inspector_cli.sequence.metrics import KEEP, decision_of, step_metrics
+
+
+def test_block_rows_equal_compare_arrays_row_by_row():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((6, 1, 5)).astype(np.float32)
+    b = (a + rng.standard_normal((6, 1, 5)) * 0.1).astype(np.float32)
+    b[1] = a[1]                      # identical: cosine 1, SQNR inf
+    a[2], b[2] = 0.0, 0.0            # both zero: cosine 1 by definition
+    b[3] = 0.0                       # one side zero: cosine 0
+    b[4, 0, 2] = np.nan              # NaN: the exact path, with its counts
+    pairs = [(a[i], b[i]) for i in range(6)]
+    rows = batch_metrics(pairs, step_metrics)
+    for i, row in enumerate(rows):
+        expected = {k: v for k, v in compare_arrays(a[i], b[i], distribution=False).metrics().items()
+                    if k in KEEP and v is not None}
+        assert set(expected) <= set(row)
+        for key, value in expected.items():
+            same = row[key] == value or (math.isnan(value) and math.isnan(row[key]))
+            assert same or abs(row[key] - value) <= 1e-12 * max(1.0, abs(value)), (i, key, row[key], value)
+    assert rows[1]["cosine"] == 1.0 and rows[1]["sqnr"] == math.inf
+    assert rows[2]["cosine"] == 1.0 and rows[3]["cosine"] == 0.0
+    assert rows[4]["nonfinite_b"] == 1 and rows[4]["nonfinite_mismatch"] == 1 and "nonfinite_a" not in rows[4]
+
+
+def test_block_decisions_equal_per_step_decisions():
+    rng = np.random.default_rng(1)
+    logits = [rng.standard_normal((2, 7)).astype(np.float32) for _ in range(5)]
+    assert batch_decisions(logits) == [decision_of(v) for v in logits]
+    probs = [np.array([[p]], np.float32) for p in (0.2, 0.7, 0.5)]
+    assert batch_decisions(probs) == [[0], [1], [0]] == [decision_of(v) for v in probs]

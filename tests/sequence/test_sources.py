@@ -1,0 +1,79 @@
+"""Step sources: a folder of step samples, an .npz with a time axis, an array or audio file in chunks."""
+from __future__ import annotations
+
+import wave
+
+import numpy as np
+import pytest
+from onnx import TensorProto
+
+from inspector_cli.core.types import TensorInfo
+from inspector_cli.errors import InputDataError, UsageError
+from inspector_cli.sequence import open_steps
+
+X = TensorInfo("x", TensorProto.FLOAT, (1, 4))
+
+
+def test_folder_in_natural_order_and_resume(tmp_path):
+    for t in (0, 1, 2, 10):  # natural order: step_2 before step_10
+        np.savez(tmp_path / f"step_{t}.npz", x=np.full((1, 4), t, np.float32))
+    source = open_steps(tmp_path, [X])
+    assert source.layout == "folder" and source.length == 4
+    assert [(i, float(f["x"][0, 0])) for i, f in source.steps()] == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 10.0)]
+    assert [i for i, _ in source.steps(start=2)] == [2, 3]
+    assert [i for i, _ in source.steps(limit=2)] == [0, 1]
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_npz_with_a_time_axis_is_streamed_step_by_step(tmp_path, compressed):
+    values = np.arange(5 * 4, dtype=np.float32).reshape(5, 4)  # [T, 4]: one rank short, batch axis added
+    (np.savez_compressed if compressed else np.savez)(tmp_path / "seq.npz", x=values)
+    source = open_steps(tmp_path / "seq.npz", [X])
+    assert source.layout == "npz-time" and source.length == 5
+    steps = list(source.steps(start=3))
+    assert [i for i, _ in steps] == [3, 4]
+    np.testing.assert_array_equal(steps[0][1]["x"], values[3][None])
+
+
+def test_npz_errors_name_the_member(tmp_path):
+    np.savez(tmp_path / "bad.npz", y=np.zeros((3, 1, 4), np.float32), z=np.zeros((3, 1, 4), np.float32))
+    with pytest.raises(InputDataError, match="arrays y, z do not name the step inputs x"):
+        list(open_steps(tmp_path / "bad.npz", [X]).steps())
+    np.savez(tmp_path / "wrong.npz", x=np.zeros((3, 1, 5), np.float32))
+    with pytest.raises(InputDataError, match=r"step 0: input 'x' has shape \[1, 5\], the model expects \[1, 4\]"):
+        list(open_steps(tmp_path / "wrong.npz", [X]).steps())
+
+
+def test_npy_cut_into_chunks(tmp_path):
+    np.save(tmp_path / "signal.npy", np.arange(10, dtype=np.float32))
+    source = open_steps(tmp_path / "signal.npy", [X], chunk=4)
+    assert source.length == 2 and source.notes == ["2 trailing value(s) dropped"]
+    chunks = [f["x"] for _, f in source.steps()]
+    np.testing.assert_array_equal(chunks[1], np.array([[4, 5, 6, 7]], np.float32))
+    with pytest.raises(UsageError, match="input 'x' takes 4 values per step"):
+        list(open_steps(tmp_path / "signal.npy", [X], chunk=3).steps())
+
+
+def test_wav_cut_into_chunks_with_a_free_dimension(tmp_path):
+    pcm = (np.arange(12) * 1000).astype("<i2")
+    with wave.open(str(tmp_path / "a.wav"), "wb") as audio:
+        audio.setnchannels(1)
+        audio.setsampwidth(2)
+        audio.setframerate(16000)
+        audio.writeframes(pcm.tobytes())
+    spec = TensorInfo("audio", TensorProto.FLOAT, ("batch", "samples"))
+    source = open_steps(tmp_path / "a.wav", [spec], chunk=5)
+    steps = list(source.steps())
+    assert source.length == 2 and [f["audio"].shape for _, f in steps] == [(1, 5), (1, 5)]
+    np.testing.assert_allclose(steps[1][1]["audio"][0], pcm[5:10] / 32768.0)
+
+
+def test_layout_errors(tmp_path):
+    with pytest.raises(UsageError, match="no such file or folder"):
+        open_steps(tmp_path / "missing", [X])
+    (tmp_path / "t.txt").write_text("1")
+    with pytest.raises(UsageError, match="a sequence is a folder of step samples"):
+        open_steps(tmp_path / "t.txt", [X])
+    np.save(tmp_path / "s.npy", np.zeros(8, np.float32))
+    with pytest.raises(UsageError, match="chunks feed exactly one"):
+        open_steps(tmp_path / "s.npy", [X, TensorInfo("y", TensorProto.FLOAT, (1,))], chunk=4)
