@@ -97,6 +97,7 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
     distinct = {p for n, p in paths.items() if p and graph.node_by_name[n].op_type not in TRANSPARENT}
     source = "torch-metadata" if torch_entries else "names"
     if len(distinct) < 2 and not functions:
+
         paths, kinds = structural_scopes(graph)
         source = "structure"
     attach_transparent(graph, paths)
