@@ -126,7 +126,18 @@ def _with_share(row: RollupRow) -> RollupRow:
 
 
 def attach_scopes(result: Any, graph: ModelGraph, other: Optional[ModelGraph] = None) -> Any:
-    """`result` with its scope section: `graph`'s scopes and the depth-1 roll-up (compare: B aligned)."""
+    """`result` with its scope section: `graph`'s scopes and the depth-1 roll-up (compare: B aligned).
+
+    The roll-up is an extra: if the scope tree cannot be built, the measured result is kept with a
+    warning rather than lost after a long run.
+    """
+    try:
+        return _attach(result, graph, other)
+    except Exception as exc:  # noqa: BLE001 - never lose the measurements over their roll-up
+        return dataclasses.replace(result, warnings=[*result.warnings, f"no roll-up by scope: {exc}"])
+
+
+def _attach(result: Any, graph: ModelGraph, other: Optional[ModelGraph]) -> Any:
     tree = build_scope_tree(graph)
     section = ScopeSection(map=scope_map(graph, tree), nodes=node_briefs(graph, tree))
     if other is not None:
