@@ -12,6 +12,8 @@ from typing import Dict, List, Optional, Sequence
 
 from markupsafe import Markup, escape
 
+from .safe import visible
+
 BOX_W, BOX_H, GAP_X, GAP_Y = 112, 26, 14, 26
 MAX_NODES = 150
 
@@ -73,7 +75,7 @@ def subgraph_svg(nodes: Sequence[object], classes: Optional[Dict[str, str]] = No
                 else:
                     edges.append(f"M{ax} {ay}L{bx} {y2}")
     parts = [f'<svg class="graph" role="img" viewBox="0 0 {width} {height}" style="max-width:{width}px" '
-             f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>']
+             f'xmlns="http://www.w3.org/2000/svg"><title>{escape(visible(title))}</title>']
     if edges:
         parts.append(f'<path class="ge" d="{"".join(edges)}"/>')
     for node in nodes:
@@ -82,7 +84,7 @@ def subgraph_svg(nodes: Sequence[object], classes: Optional[Dict[str, str]] = No
         value = values.get(name)
         tip = f"{name} ({node.op_type})" + (f": {value}" if value else "")  # type: ignore[attr-defined]
         parts.append(f'<g class="gn {classes.get(name, "c0")}" transform="translate({x} {y})">'
-                     f'<title>{escape(tip)}</title><rect/><text x="{BOX_W // 2}" y="17">'
-                     f'{escape(_short(node.op_type))}</text></g>')  # type: ignore[attr-defined]
+                     f'<title>{escape(visible(tip))}</title><rect/><text x="{BOX_W // 2}" y="17">'
+                     f'{escape(visible(_short(node.op_type)))}</text></g>')  # type: ignore[attr-defined]
     parts.append("</svg>")
     return Markup("".join(parts))

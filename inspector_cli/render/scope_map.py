@@ -16,12 +16,18 @@ from markupsafe import Markup, escape
 from ..results.base import NodeValues
 from ..results.scopes import ScopeInfo, ScopeMap, scope_totals
 from .graph_svg import MAX_NODES, subgraph_svg
+from .safe import visible
 from .table import fmt_value
 
 ADDITIVE_SUFFIXES = ("_us", "_bytes", "flops", "params", "count", "share", "kernels", "origins")
 SHARE_STEPS = (0.01, 0.05, 0.15, 0.40)
 RELATIVE_STEPS = (0.2, 0.4, 0.6, 0.8)
 OPEN_CHILDREN = 2
+
+
+def _text(value: object) -> Markup:
+    """A model-supplied string for HTML: control characters made visible, then escaped."""
+    return escape(visible(value))
 
 
 def is_additive(metric: str) -> bool:
@@ -125,7 +131,7 @@ def map_html(smap: ScopeMap, nv: NodeValues, nodes: Sequence[object] = (), *,
         if other is None or change is None or change.matched_by == "unmatched":  # type: ignore[attr-defined]
             return str(svg_a)
         svg_b = subgraph_svg(other_members.get(change.other, []), title=change.other)  # type: ignore[attr-defined]
-        label_b = escape(change.other or "(model)")  # type: ignore[attr-defined]
+        label_b = _text(change.other or "(model)")  # type: ignore[attr-defined]
         return (f'<div class="pair"><div><p class="m">A</p>{svg_a}</div>'
                 f'<div><p class="m">B: {label_b}</p>{svg_b}</div></div>')
 
@@ -135,11 +141,11 @@ def map_html(smap: ScopeMap, nv: NodeValues, nodes: Sequence[object] = (), *,
         change = changes.get(scope.path) if changes else None
         badge = ""
         if change is not None:
-            badge = f' <span class="chg {"on" if change.changed else "off"}">{escape(change.summary)}</span>'  # type: ignore[attr-defined]
+            badge = f' <span class="chg {"on" if change.changed else "off"}">{_text(change.summary)}</span>'  # type: ignore[attr-defined]
         name = scope.name if scope.depth else "(model)"
-        out.append(f'<details{" open" if opened else ""}><summary class="{cls}"><b>{escape(name)}</b> '
+        out.append(f'<details{" open" if opened else ""}><summary class="{cls}"><b>{_text(name)}</b> '
                    f'<span class="v">{escape(painter.label(scope.path))}</span> '
-                   f'<span class="m">{scope.nodes} nodes · {escape(ops)}</span>{badge}</summary><div class="sb">')
+                   f'<span class="m">{scope.nodes} nodes · {_text(ops)}</span>{badge}</summary><div class="sb">')
         kids = [by_path[c] for c in scope.children if c in by_path]
         ranked = sorted(kids, key=lambda k: -(painter.badness(painter.totals.get(k.path)) or 0.0))
         worst = {k.path for k in ranked[:OPEN_CHILDREN]
