@@ -10,6 +10,7 @@ from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_read
                        build_synthetic, compose, decoding_options, executor_options, input_options, model_argument,
                        name_pairs, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
+from ._sequence_options import compare_sequence_options, run_compare_sequence, wants_compare_sequence
 
 GATE_HELP = {
     "min-cosine": "Fail when cosine similarity is below this (per output and sample).",
@@ -40,6 +41,7 @@ def gate_options(func: Any) -> Any:
                    "--layers any tensor). Repeatable.")
 @click.option("--no-per-sample", is_flag=True, help="Do not keep per-sample metrics in the JSON result.")
 @layer_options
+@compare_sequence_options
 @runtime_options
 @model_runtime_options
 @executor_options
@@ -59,6 +61,8 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
       mi compare fp32.onnx int8.onnx --inputs data/ --layers all --layer-min-cosine 0.98 --isolate worst:5
       mi compare model.onnx --golden test_data_set_0/
       mi compare fp32.onnx int8.onnx --inputs /shared/data/ --executor ray --address auto
+      mi compare vad.onnx vad_int8.onnx --sequence chunks/ --min-cosine 0.99 --jsonl steps.jsonl
+      mi compare gpt.onnx gpt_int4.onnx --decode --prompt ids.json --steps 64
     """
     from ..compare.config import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates
@@ -66,6 +70,8 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     from ..render.compare_view import compare_view
     from ..workflows.compare import compare_models
 
+    if wants_compare_sequence(params):  # sequence/decode mode: its own orchestration (issue 19)
+        return run_compare_sequence(ctx, model_a, model_b, params)
     state = app_state(ctx)
     check_report_paths({"--json": params.get("json_path")})
     golden = params.get("golden")

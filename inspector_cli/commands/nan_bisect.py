@@ -8,6 +8,7 @@ import click
 from ._options import ByteSize, executor_options, input_options, model_argument, report_options, runtime_options
 from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit, progress_bar
+from ._sequence_options import nan_sequence_options, run_nan_sequence
 
 
 @click.command("nan-bisect")
@@ -30,6 +31,7 @@ from ._output import app_state, check_report_paths, emit, progress_bar
               help="Append one JSON line per sample (flushed as each sample completes).")
 @click.option("--resume", is_flag=True, help="Skip the samples already recorded in --jsonl, append the rest.")
 @executor_options
+@nan_sequence_options
 @click.option("--examples", type=click.IntRange(min=1), default=5, show_default=True,
               help="Example samples kept per origin group.")
 @runtime_options
@@ -51,6 +53,7 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
       mi nan-bisect model.onnx --inputs /shared/data/ --executor ray --address auto --jsonl nan.jsonl
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
+      mi nan-bisect rnn_fp16.onnx --sequence chunks/ --steps 1000 --repro repro/
     """
     from ..nanbisect.config import NanBisectConfig, Simulate
     from ..render.nan_bisect_view import nan_bisect_view
@@ -74,6 +77,8 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         examples=params["examples"],
     )
     check_report_paths({"--json": params.get("json_path"), "--jsonl": params.get("jsonl")})
+    if params.get("sequence"):  # the first non-finite step, then its origin node (issue 19)
+        return run_nan_sequence(ctx, model, params, config)
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     def report_static(issues: Any) -> None:
         # weights holding NaN/Inf are known before any sample runs: say so at once (stderr)

@@ -8,6 +8,7 @@ import click
 from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options,
                        report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
+from ._sequence_options import probe_sequence_options, run_probe_sequence
 
 
 @click.command("probe")
@@ -46,6 +47,7 @@ from ._output import app_state, check_report_paths, emit, progress_bar
                    "faster on large tensors, no longer rank-exact. 0 counts every value.")
 @click.option("--capture-budget", type=ByteSize(), default=None,
               help="Memory for captured tensors at once, e.g. 2G (default: a quarter of the available memory).")
+@probe_sequence_options
 @runtime_options
 @executor_options
 @report_options
@@ -66,6 +68,7 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
       mi probe model.onnx --inputs data/ --select op:Relu --since last
       mi probe model.onnx --select op:Softmax --plugin attention-entropy
       mi probe model.onnx --inputs /shared/data/ --select op:Relu --executor ray --address auto
+      mi probe lstm.onnx --sequence chunks/ --select op:LSTM --per-step --break-on 'absmax>1e4'
     """
     from ..render.probe_view import history_list_view, probe_view, tensor_list_view
 
@@ -95,6 +98,8 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         history=not params["no_history"], history_dir=params["history_dir"], keep_runs=params["keep_runs"],
         since=params.get("since"), hist_sample=params["hist_sample"], capture_budget=params.get("capture_budget"),
         executor=build_executor(params))
+    if params.get("sequence"):  # each step one sample, state fed back (issue 19)
+        return run_probe_sequence(ctx, model, params, config)
     state = app_state(ctx)
     with progress_bar(state, "probing", enabled=json_path != "-" and fmt == "table") as progress:
         result = probe_model(model, config, progress=progress)
