@@ -140,7 +140,7 @@ def test_workflows_hold_one_orchestrator_per_command():
     """No engine code in workflows/: flat modules only, each named after a command."""
     from inspector_cli.cli import COMMANDS
 
-    commands = {c.replace("-", "_") for c in COMMANDS} | {"report_diff"}
+    commands = {c.replace("-", "_") for c in COMMANDS} | {"report_diff", "sequence"}  # sequence: the mode shared by compare, nan-bisect and probe
     assert not [p for p in (PKG / "workflows").iterdir() if p.is_dir() and p.name != "__pycache__"]
     modules = {p.stem for p in (PKG / "workflows").glob("*.py")} - {"__init__"}
     assert modules <= commands, sorted(modules - commands)
