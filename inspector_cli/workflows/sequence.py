@@ -95,7 +95,7 @@ def step_layers(a: SteppedModel, model_a: Any, model_b: Any, sequence: "str | Pa
                       bool(layer.failed_gates)) for layer in section.layers]
     ranked = sorted((r for r in rows if r.cosine is not None), key=lambda r: r.cosine)  # type: ignore[arg-type,return-value]
     return StepLayers(step, section.first_divergence, rows, [r.tensor for r in ranked[:5]],
-                      str(sample) if keep else None, notes=list(compared.warnings) if hasattr(compared, "warnings") else [])
+                      str(sample) if keep else None, notes=list(compared.warnings))
 
 
 def decode_sequence(model_a: Any, model_b: Any, prompt: "str | Path", config: DecodeConfig, *,

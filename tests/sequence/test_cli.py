@@ -47,6 +47,23 @@ def test_compare_sequence_names_the_step_and_says_born_in_the_state(rnn_models, 
     assert "state wiring" not in quiet.stderr
 
 
+@pytest.mark.parametrize("variant", ["int8", "fp16"])
+def test_int8_and_fp16_with_a_recurrent_scale_error_are_born_in_the_state(rnn_models, variant, tmp_path):
+    """The deployed form (int8 quantize_dynamic, fp16 I/O) of the LSTM whose recurrent weights are x1.3."""
+    from .models import fp16_io, quantize_int8
+
+    build = quantize_int8 if variant == "int8" else fp16_io
+    broken = build(rnn_models["lstm_recurrence"], tmp_path / f"lstm_r_{variant}.onnx")
+    ref_a = reference_loop(rnn_models["lstm"], xs(rnn_models), zeros("lstm"), PAIRS["lstm"])
+    ref_b = reference_loop(broken, xs(rnn_models), zeros("lstm"), PAIRS["lstm"])
+    first = next(t for t, (a, b) in enumerate(zip(ref_a, ref_b)) if cosine(a["logits"], b["logits"]) < 0.99)
+    out = invoke(["compare", rnn_models["lstm"], broken, "--sequence", rnn_models["steps"], "--min-cosine", "0.99",
+                  "--json", tmp_path / "r.json"], exit_code=1)
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert results["first_gate_failure"] == first and results["divergence"]["born"] == "state"
+    assert out.stdout.rstrip().endswith("born in the state")
+
+
 def test_fp32_vs_int8_and_fp16_pass_a_loose_gate(rnn_models, tmp_path):
     for variant in ("int8", "fp16"):
         invoke(["compare", rnn_models["gru"], rnn_models[f"gru_{variant}"], "--sequence", rnn_models["steps"],
