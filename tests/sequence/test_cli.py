@@ -59,9 +59,11 @@ def test_int8_and_fp16_with_a_recurrent_scale_error_are_born_in_the_state(rnn_mo
     first = next(t for t, (a, b) in enumerate(zip(ref_a, ref_b)) if cosine(a["logits"], b["logits"]) < 0.99)
     out = invoke(["compare", rnn_models["lstm"], broken, "--sequence", rnn_models["steps"], "--min-cosine", "0.99",
                   "--json", tmp_path / "r.json"], exit_code=1)
-    results = json.loads((tmp_path / "r.json").read_text())["results"]
-    assert results["first_gate_failure"] == first and results["divergence"]["born"] == "state"
-    assert out.stdout.rstrip().endswith("born in the state")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["results"]["first_gate_failure"] == first and doc["results"]["divergence"]["born"] == "state"
+    assert doc["verdict"]["summary"].endswith(f"first gate failure at step {first}; decision of 'logits' first "
+                                              f"differs at step {first}; born in the state")
+    assert f"first gate failure at step {first}" in out.stdout
 
 
 def test_fp32_vs_int8_and_fp16_pass_a_loose_gate(rnn_models, tmp_path):
