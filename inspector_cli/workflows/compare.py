@@ -15,18 +15,28 @@ from ..compare.outputs import build_result
 from ..compare.plan import ComparePlan, ModelArg, plan_comparison
 from ..compare.section import build_section, layer_gate_outcomes
 from ..diff.engine import TensorTracker
+from ..errors import UsageError
+from ..remedy.compare_run import run_remedies
+from ..remedy.config import RemedyRequest
 from ..progress import Progress, no_progress
 from ..results.compare import CompareResult
 
 
 def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[CompareConfig] = None,
-                   *, progress: Progress = no_progress) -> CompareResult:
+                   *, progress: Progress = no_progress, remedy: Optional[RemedyRequest] = None) -> CompareResult:
     """Compare the outputs of `model_a` (the reference) and `model_b` over the configured samples.
 
     Samples stream: each is run on both models, reduced to metrics and dropped. Returns a
     `CompareResult`; raises `MiError` subclasses only when no result is possible.
     """
     config = config or CompareConfig()
+    if remedy is not None and remedy.active:
+        if config.golden:
+            raise UsageError("--fallback-plan, --bisect-optimizers and --labels need MODEL_B (not --golden) for now")
+        result = compare_models(model_a, model_b, config, progress=progress)
+        # the remedies run on the same pairing and samples, after the comparison (issue 18)
+        section, findings = run_remedies(model_a, model_b, config, remedy, result.layers)
+        return replace(result, remedy=section, findings=[*result.findings, *findings])
     if config.golden:
         return compare_golden(model_a, config, progress=progress)
     plan = plan_comparison(model_a, model_b, config)
