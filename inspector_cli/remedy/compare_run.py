@@ -190,7 +190,10 @@ def fp16_fallback(fp32: onnx.ModelProto, ids: List[str], samples: List[TensorMap
         mode="fp16", found=found.found, nodes=list(found.node_block_list), fp32_nodes=list(found.node_block_list),
         targets=list(cfg.targets), baseline={}, final=dict(found.final), steps=steps, runs=found.runs,
         written_model=written, exclude_list=str(cfg.exclude_list) if cfg.exclude_list else None,
-        recheck=recheck, recheck_meets=meets, baseline_nonfinite_samples=list(found.baseline_nonfinite_samples))
+        recheck=recheck, recheck_meets=meets,
+        # the engine names samples sample0, sample1, ...: back to the sample set's ids
+        baseline_nonfinite_samples=[ids[int(s[6:])] if s[6:].isdigit() and int(s[6:]) < len(ids) else s
+                                    for s in found.baseline_nonfinite_samples])
 
 
 def _write(model: Optional[onnx.ModelProto], cfg: RemedyConfig, fp32: onnx.ModelProto, ids: List[str],

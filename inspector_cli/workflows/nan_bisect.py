@@ -24,7 +24,7 @@ from ..nanbisect.model import PreparedModel
 from ..nanbisect.repro import write_bundle
 from ..nanbisect.static import fp16_unsafe_weights, nonfinite_weights
 from ..progress import Progress, no_progress
-from ..results.base import ModelRef, file_sha256
+from ..results.base import Finding, ModelRef, Severity, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
 
 
@@ -183,3 +183,26 @@ def write_repros(prepared: PreparedModel, config: NanBisectConfig, samples: Samp
         path = write_bundle(prepared, group.node, samples.load(ref), folder, sample=ref.id, model_label=label)
         written[group.node] = str(path)
     return written
+
+
+def fp16_fallback_plan(result: NanBisectResult, reference: ModelArg, config: NanBisectConfig,
+                       fallback: Any) -> NanBisectResult:
+    """`--fallback-plan --reference fp32.onnx`: the fp32 block list (node_block_list of
+    onnxconverter_common's float16 converter) so that no sample overflows and the targets hold,
+    found by converting the fp32 reference again and verified on the same samples (issue 18)."""
+    from ..remedy.compare_run import fp16_fallback
+    from ..results.remedy import RemedySection
+
+    graph = as_graph(reference)
+    samples = open_samples(config.inputs, graph.inputs, config.synthetic)
+    ids, feeds = [], []
+    for sample_id, sample in samples:
+        ids.append(sample_id)
+        feeds.append(sample)
+    section = fp16_fallback(graph.model, ids, feeds, config.runtime, fallback)
+    findings = list(result.findings)
+    if not section.found:
+        findings.append(Finding("MI861", Severity.ERROR, f"no fp32 block list of at most {fallback.max_nodes} "
+                                f"node(s) removes every overflow and meets the targets",
+                                hint="raise --max-nodes or relax --target"))
+    return replace(result, remedy=RemedySection(fallback=section), findings=findings)

@@ -146,3 +146,33 @@ def test_fingerprint_in_every_kind_and_in_report_diff(tmp_path):
     from inspector_cli.serialize import envelope, read_result
 
     assert envelope(read_result(old))["fingerprint"]["onnxruntime"]["version"] == "1.0.0"
+
+
+def test_fp16_block_list_through_nan_bisect_and_compare(tmp_path):
+    from inspector_cli.remedy.fp16_plan import convert_fp16
+
+    from .models import overflow_fp32, overflow_samples
+
+    fp32 = save(overflow_fp32(), tmp_path / "fp32.onnx")
+    fp16 = save(convert_fp16(overflow_fp32(), []), tmp_path / "fp16.onnx")
+    data = save_npz(tmp_path / "data", overflow_samples())
+    fixed, block, out = tmp_path / "fixed.onnx", tmp_path / "block.yaml", tmp_path / "nan.json"
+    result = invoke(["nan-bisect", fp16, "--inputs", data, "--fallback-plan", "--reference", fp32,
+                     "--target", "cosine>=0.999", "--write-model", fixed, "--exclude-list", block, "--json", out],
+                    exit_code=0)
+    assert "plan found: mm1, scale" in result.stdout
+    import yaml
+
+    assert yaml.safe_load(block.read_text())["node_block_list"] == ["mm1", "scale"]
+    document = read_json(out)
+    validate_document(document)
+    plan = document["results"]["remedy"]["fallback"]
+    assert plan["mode"] == "fp16" and plan["found"] and plan["recheck_meets"] is True
+    assert plan["baseline_nonfinite_samples"] == ["s001.npz", "s003.npz", "s005.npz"]
+    # the patched model keeps mm1 and scale in fp32: Casts around them
+    assert any(n.op_type == "Cast" for n in onnx.load(str(fixed)).graph.node)
+    # compare fp32 fp16 --fallback-plan takes the same path
+    result = invoke(["compare", fp32, fp16, "--inputs", data, "--fallback-plan", "--target", "cosine>=0.999"])
+    assert "fp32 block list (fp16)" in result.stdout and "plan found: mm1, scale" in result.stdout
+    result = invoke(["nan-bisect", fp16, "--inputs", data, "--fallback-plan"], exit_code=2)
+    assert "--fallback-plan needs --reference FP32.onnx" in result.stderr
