@@ -36,6 +36,9 @@ def remedy_options(func: Any) -> Any:
         click.option("--bisect-optimizers", is_flag=True,
                      help="Name the onnxruntime graph transformer(s) that make B's outputs differ from A's settings "
                           "(use with --a-opt-level/--b-opt-level or --a-providers/--b-providers)."),
+        click.option("--simulated", is_flag=True,
+                     help="Also run MODEL_B with optimisations off (its QDQ arithmetic) and show, per output and "
+                          "layer, that error beside the deployed kernels' error, with the likely cause of a gap."),
         click.option("--labels", type=click.Path(dir_okay=False), metavar="FILE",
                      help="Labels (CSV sample,label or JSON {sample: label}): top-1/top-5 accuracy of A and B, the "
                           "drop with a bootstrap 95% interval, and the samples that flipped."),
@@ -80,4 +83,4 @@ def build_remedy_request(params: Dict[str, Any]) -> Any:
         raise UsageError(f"--labels {labels}: file not found")
     return RemedyRequest(fallback=build_fallback_config(params), bisect_optimizers=bool(params.get("bisect_optimizers")),
                          labels=Path(labels) if labels else None, min_accuracy=params.get("min_accuracy"),
-                         max_accuracy_drop=params.get("max_accuracy_drop"))
+                         max_accuracy_drop=params.get("max_accuracy_drop"), simulated=bool(params.get("simulated")))

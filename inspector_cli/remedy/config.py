@@ -58,6 +58,8 @@ class RemedyRequest:
     labels: Optional[Path] = None
     min_accuracy: Optional[float] = None
     max_accuracy_drop: Optional[float] = None
+    simulated: bool = False
+    """Also run MODEL_B with optimisations off (QDQ arithmetic) and set it beside the deployed kernels."""
 
     def __post_init__(self) -> None:
         if self.labels is None and (self.min_accuracy is not None or self.max_accuracy_drop is not None):
@@ -69,4 +71,4 @@ class RemedyRequest:
 
     @property
     def active(self) -> bool:
-        return self.fallback is not None or self.bisect_optimizers or self.labels is not None
+        return self.fallback is not None or self.bisect_optimizers or self.labels is not None or self.simulated

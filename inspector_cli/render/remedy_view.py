@@ -18,6 +18,28 @@ def remedy_tables(section: Optional[RemedySection]) -> List[Table]:
     if section is None:
         return []
     tables: List[Table] = []
+    if section.quant_steps:
+        worst = sorted(section.quant_steps, key=lambda r: -(r.max_steps or 0.0))
+        shown = [r for r in worst if r.flagged] or worst[:5]
+        table = Table(title="error in quantisation steps (|b - a| / scale)",
+                      columns=["layer", "scale", "max steps", "mean steps", "own cosine"],
+                      numeric=[False, True, True, True, True])
+        for r in shown[:20]:
+            table.add(visible(r.layer), f"{r.scale:.4g}", Cell(_num(r.max_steps, 4), FAIL if r.flagged else None),
+                      _num(r.mean_steps, 4), _num(r.isolated_cosine))
+        table.caption = (f"{len(section.quant_steps)} layer(s) paired through a quantiser (all in the JSON); "
+                         "0.5 is rounding, 1 an off-by-one, tens a saturating or wrong scale")
+        tables.append(table)
+    if section.simulated:
+        table = Table(title="simulated (QDQ arithmetic, opt level disable) vs deployed",
+                      columns=["tensor", "cosine simulated", "cosine deployed", "max abs simulated", "max abs deployed"],
+                      numeric=[False, True, True, True, True])
+        for r in section.simulated[:20]:
+            gap = (r.cosine_deployed is not None and r.cosine_simulated is not None
+                   and 1 - r.cosine_deployed > 2 * (1 - r.cosine_simulated) + 1e-3)
+            table.add(visible(r.layer), _num(r.cosine_simulated), Cell(_num(r.cosine_deployed), FAIL if gap else None),
+                      _num(r.max_abs_simulated), _num(r.max_abs_deployed))
+        tables.append(table)
     if section.accuracy:
         table = Table(title=f"accuracy against {visible(section.labels or 'labels')}",
                       columns=["output", "k", "samples", "A", "B", "drop", "drop 95% CI", "A right, B wrong",

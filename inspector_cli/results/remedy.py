@@ -98,6 +98,32 @@ class AccuracyRow:
 
 
 @dataclass(frozen=True)
+class QuantStepRow:
+    """A layer paired through a quantiser: its error in units of that tensor's quantisation scale
+    (0.5 rounding, 1 an off-by-one tie, tens saturation or a wrong scale)."""
+
+    layer: str
+    tensor_b: str
+    scale: float
+    max_steps: Optional[float]
+    mean_steps: Optional[float]
+    isolated_cosine: Optional[float] = None
+    flagged: bool = False
+    """More than a few steps while the layer's own (isolated) error is large too."""
+
+
+@dataclass(frozen=True)
+class SimulatedRow:
+    """A tensor's error against A in QDQ arithmetic (B with optimisations off) and as deployed."""
+
+    layer: str
+    cosine_simulated: Optional[float]
+    cosine_deployed: Optional[float]
+    max_abs_simulated: Optional[float] = None
+    max_abs_deployed: Optional[float] = None
+
+
+@dataclass(frozen=True)
 class RemedySection:
     """What `--fallback-plan`, `--bisect-optimizers` and `--labels` found (each None / empty when not asked)."""
 
@@ -105,3 +131,7 @@ class RemedySection:
     optimizers: Optional[OptimizerSection] = None
     accuracy: List[AccuracyRow] = field(default_factory=list)
     labels: Optional[str] = None
+    quant_steps: List[QuantStepRow] = field(default_factory=list)
+    """Every compared layer paired through a quantiser (with --layers on a quantised MODEL_B)."""
+    simulated: List[SimulatedRow] = field(default_factory=list)
+    """`--simulated`: per output and layer, QDQ arithmetic beside the deployed kernels."""

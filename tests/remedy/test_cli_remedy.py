@@ -176,3 +176,43 @@ def test_fp16_block_list_through_nan_bisect_and_compare(tmp_path):
     assert "fp32 block list (fp16)" in result.stdout and "plan found: mm1, scale" in result.stdout
     result = invoke(["nan-bisect", fp16, "--inputs", data, "--fallback-plan"], exit_code=2)
     assert "--fallback-plan needs --reference FP32.onnx" in result.stderr
+
+
+def test_quantisation_step_error_of_an_exact_off_by_one_is_1(tmp_path):
+    """A: y = x + 0; B: y = DQ(Q(x + 0.5)) with scale 0.5 and x on the grid: b - a is exactly one step."""
+    from onnx import TensorProto
+
+    a = make_model([helper.make_node("Add", ["x", "zero"], ["y"], name="add")], [vi("x", [1, 4])], [vi("y", [1, 4])],
+                   [init("zero", np.array(0.0, np.float32))])
+    nodes = [helper.make_node("Add", ["x", "half"], ["t"], name="add"),
+             helper.make_node("QuantizeLinear", ["t", "s", "zp"], ["tq"], name="q"),
+             helper.make_node("DequantizeLinear", ["tq", "s", "zp"], ["y"], name="dq")]
+    b = make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])],
+                   [init("half", np.array(0.5, np.float32)), init("s", np.array(0.5, np.float32)),
+                    helper.make_tensor("zp", TensorProto.INT8, [], [0])])
+    save(a, tmp_path / "a.onnx")
+    save(b, tmp_path / "b.onnx")
+    save_npz(tmp_path / "data", [{"x": np.array([[0.0, 1.5, -2.0, 10.0]], np.float32)},
+                                 {"x": np.array([[3.0, -0.5, 7.5, 1.0]], np.float32)}])
+    out = tmp_path / "out.json"
+    invoke(["compare", tmp_path / "a.onnx", tmp_path / "b.onnx", "--inputs", tmp_path / "data", "--layers", "all",
+            "--json", out])
+    rows = {r["layer"]: r for r in read_json(out)["results"]["remedy"]["quant_steps"]}
+    assert rows["y"]["scale"] == 0.5
+    assert rows["y"]["max_steps"] == 1.0 and rows["y"]["mean_steps"] == 1.0
+    assert rows["y"]["flagged"] is False  # one step is not "a few"
+
+
+def test_simulated_vs_deployed_names_the_likely_cause(broken_pair):
+    from inspector_cli.remedy.qstep_layers import simulated_finding, u8s8
+    from inspector_cli.results.remedy import SimulatedRow
+
+    rows = [SimulatedRow("logits", 0.968, 0.933), SimulatedRow("conv1_out", 0.999, 0.9985)]
+    assert u8s8(broken_pair["broken"])  # quantize_static's default: uint8 activations, int8 weights
+    finding = simulated_finding(rows, broken_pair["broken"], ["avx2"])
+    assert finding is not None and finding.tensor == "logits"
+    assert "cosine 0.9680 in QDQ arithmetic but 0.9330 as deployed" in finding.message
+    assert "reduce_range=True" in finding.message
+    with_vnni = simulated_finding(rows, broken_pair["broken"], ["avx2", "avx512_vnni"])
+    assert with_vnni is not None and "--bisect-optimizers" in with_vnni.message
+    assert simulated_finding([SimulatedRow("logits", 0.968, 0.967)], broken_pair["broken"], []) is None
