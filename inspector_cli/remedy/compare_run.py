@@ -51,18 +51,25 @@ def run_remedies(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, re
     fallback = None
     if request.fallback is not None:
         fallback = _fallback(plan, ids, samples, runtime_b, request.fallback, layers)
-        if not fallback.found:
-            best = ", ".join(f"{k} {_fmt(v)}" for k, v in fallback.final.items())
-            findings.append(Finding("MI861", Severity.ERROR,
-                                    f"no fallback plan of at most {request.fallback.max_nodes} node(s) meets the "
-                                    f"targets; best found ({len(fallback.nodes)} node(s)): {best}",
-                                    hint="raise --max-nodes or --max-runs, or relax --target"))
-        elif fallback.recheck_meets is False:
-            findings.append(Finding("MI864", Severity.ERROR,
-                                    f"{fallback.written_model}: the written model misses the targets when re-checked"))
+        findings.extend(plan_findings(fallback, request.fallback))
     section = RemedySection(fallback=fallback, optimizers=optimizers, accuracy=accuracy,
                             labels=str(request.labels) if request.labels else None)
     return section, findings
+
+
+def plan_findings(plan: FallbackSection, cfg: RemedyConfig) -> List[Finding]:
+    """MI861 when no plan within --max-nodes meets the targets (the best found is named), MI864 when the
+    written model misses them when re-checked from the file."""
+    if not plan.found:
+        best = ", ".join(f"{k} {_fmt(v)}" for k, v in plan.final.items())
+        what = "fp32 block list" if plan.mode == "fp16" else "fallback plan"
+        return [Finding("MI861", Severity.ERROR,
+                        f"no {what} of at most {cfg.max_nodes} node(s) meets the targets; best found "
+                        f"({len(plan.nodes)} node(s)): {best}", hint="raise --max-nodes or --max-runs, or relax --target")]
+    if plan.recheck_meets is False:
+        return [Finding("MI864", Severity.ERROR, f"{plan.written_model}: the written model misses the targets "
+                                                 "when re-checked")]
+    return []
 
 
 def _fmt(value: Optional[float]) -> str:

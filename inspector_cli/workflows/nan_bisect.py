@@ -24,7 +24,7 @@ from ..nanbisect.model import PreparedModel
 from ..nanbisect.repro import write_bundle
 from ..nanbisect.static import fp16_unsafe_weights, nonfinite_weights
 from ..progress import Progress, no_progress
-from ..results.base import Finding, ModelRef, Severity, file_sha256
+from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
 
 
@@ -190,7 +190,7 @@ def fp16_fallback_plan(result: NanBisectResult, reference: ModelArg, config: Nan
     """`--fallback-plan --reference fp32.onnx`: the fp32 block list (node_block_list of
     onnxconverter_common's float16 converter) so that no sample overflows and the targets hold,
     found by converting the fp32 reference again and verified on the same samples (issue 18)."""
-    from ..remedy.compare_run import fp16_fallback
+    from ..remedy.compare_run import fp16_fallback, plan_findings
     from ..results.remedy import RemedySection
 
     graph = as_graph(reference)
@@ -200,9 +200,5 @@ def fp16_fallback_plan(result: NanBisectResult, reference: ModelArg, config: Nan
         ids.append(sample_id)
         feeds.append(sample)
     section = fp16_fallback(graph.model, ids, feeds, config.runtime, fallback)
-    findings = list(result.findings)
-    if not section.found:
-        findings.append(Finding("MI861", Severity.ERROR, f"no fp32 block list of at most {fallback.max_nodes} "
-                                f"node(s) removes every overflow and meets the targets",
-                                hint="raise --max-nodes or relax --target"))
-    return replace(result, remedy=RemedySection(fallback=section), findings=findings)
+    return replace(result, remedy=RemedySection(fallback=section),
+                   findings=[*result.findings, *plan_findings(section, fallback)])
