@@ -191,7 +191,9 @@ def fp16_fallback(fp32: onnx.ModelProto, ids: List[str], samples: List[TensorMap
             path.write_text(yaml.safe_dump(document, sort_keys=False))
         else:
             path.write_text(json.dumps(document, indent=2) + "\n")
-    steps = [FallbackStepRow(s["action"], s.get("node", ""), list(s["node_block_list"]), {}, bool(s["meets"]), 0.0)
+    # the fp16 search records per step which samples still overflow: that is its metric
+    steps = [FallbackStepRow(s["action"], s.get("node", ""), list(s["node_block_list"]),
+                             {"nonfinite_samples": float(len(s.get("nonfinite_samples", [])))}, bool(s["meets"]), 0.0)
              for s in found.steps]
     return FallbackSection(
         mode="fp16", found=found.found, nodes=list(found.node_block_list), fp32_nodes=list(found.node_block_list),

@@ -67,12 +67,15 @@ def remedy_tables(section: Optional[RemedySection]) -> List[Table]:
     plan = section.fallback
     if plan is not None:
         kind = "fp32 block list (fp16)" if plan.mode == "fp16" else "fallback plan (nodes kept in float)"
-        table = Table(title=kind, columns=["step", "node", "float nodes", *plan.targets, "meets", "latency ms"])
+        metrics = ["nonfinite_samples"] if plan.mode == "fp16" else list(plan.targets)
+        table = Table(title=kind, columns=["step", "node", "float nodes",
+                                           *(["samples with NaN/Inf"] if plan.mode == "fp16" else plan.targets),
+                                           "meets", "latency ms"])
         if plan.baseline:
             table.add("baseline", "", 0, *[_num(plan.baseline.get(t)) for t in plan.targets], "no", "")
         for i, step in enumerate(plan.steps, start=1):
             table.add(f"{i} {step.action}", visible(step.node), len(step.float_nodes),
-                      *[_num(step.metrics.get(t)) for t in plan.targets],
+                      *[_num(step.metrics.get(t)) for t in metrics],
                       Cell("yes" if step.meets else "no", OK if step.meets else None),
                       f"{step.latency_ms:.2f}" if step.latency_ms else "")
         verdict = "found" if plan.found else "NOT found (best shown)"

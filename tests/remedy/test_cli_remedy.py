@@ -216,3 +216,18 @@ def test_simulated_vs_deployed_names_the_likely_cause(broken_pair):
     with_vnni = simulated_finding(rows, broken_pair["broken"], ["avx2", "avx512_vnni"])
     assert with_vnni is not None and "--bisect-optimizers" in with_vnni.message
     assert simulated_finding([SimulatedRow("logits", 0.968, 0.967)], broken_pair["broken"], []) is None
+
+
+def test_fp16_steps_count_the_samples_that_overflow(tmp_path):
+    from inspector_cli.remedy.fp16_plan import convert_fp16
+
+    from .models import overflow_fp32, overflow_samples
+
+    fp32 = save(overflow_fp32(), tmp_path / "fp32.onnx")
+    fp16 = save(convert_fp16(overflow_fp32(), []), tmp_path / "fp16.onnx")
+    data = save_npz(tmp_path / "data", overflow_samples())
+    out = tmp_path / "out.json"
+    invoke(["compare", fp32, fp16, "--inputs", data, "--fallback-plan", "--target", "cosine>=0.999", "--json", out])
+    steps = read_json(out)["results"]["remedy"]["fallback"]["steps"]
+    # baseline: the three large samples overflow; the sources block list (mm1, clamp, scale): none
+    assert [(s["action"], s["metrics"]["nonfinite_samples"]) for s in steps[:2]] == [("baseline", 3.0), ("sources", 0.0)]
