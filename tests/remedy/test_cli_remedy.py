@@ -30,8 +30,11 @@ def test_fallback_plan_names_the_two_broken_quantisers(broken_pair, tmp_path):
     fixed, nodes, out = tmp_path / "fixed.onnx", tmp_path / "nodes.json", tmp_path / "out.json"
     result = invoke(["compare", folder / "fp32.onnx", folder / "broken.onnx", "--inputs", folder / "data",
                      "--fallback-plan", "--target", "cosine>=0.995", "--target", "top1>=0.99", "--max-nodes", 6,
-                     "--write-model", fixed, "--exclude-list", nodes, "--json", out], exit_code=0)
+                     "--write-model", fixed, "--exclude-list", nodes, "--json", out, "--html", tmp_path / "r.html"],
+                    exit_code=0)
     assert "fallback plan (nodes kept in float)" in result.stdout
+    html = (tmp_path / "r.html").read_text()
+    assert "fallback plan (nodes kept in float)" in html and "per-channel advice (weight SQNR dB)" in html
     assert "plan found: conv1, conv3" in result.stdout
     document = read_json(out)
     validate_document(document)
