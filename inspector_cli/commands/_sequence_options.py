@@ -125,7 +125,8 @@ def run_compare_sequence(ctx: click.Context, model_a: str, model_b: Optional[str
     if decode and params.get("sequence"):
         raise UsageError("give --sequence (stateful steps) or --decode (a causal LM), not both")
     _refuse(params, mode, {"inputs": "--inputs", "golden": "--golden", "name_map": "--map", "workers": "--workers",
-                           "isolate": "--isolate"})
+                           "isolate": "--isolate", "bisect_optimizers": "--bisect-optimizers",
+                           "simulated": "--simulated", "labels": "--labels"})
     if params.get("sequence_resume") and not params.get("sequence_jsonl"):
         raise UsageError("--resume needs --jsonl PATH (the journal to continue)")
     check_report_paths({"--json": params.get("json_path"), "--jsonl": params.get("sequence_jsonl")})
@@ -167,7 +168,7 @@ def run_nan_sequence(ctx: click.Context, model: str, params: Dict[str, Any], nan
     from ..workflows.sequence import nan_bisect_sequence
 
     _refuse(params, "--sequence", {"inputs": "--inputs", "jsonl": "--jsonl", "resume": "--resume",
-                                   "workers": "--workers"})
+                                   "workers": "--workers", "fallback_plan": "--fallback-plan"})
     repro = Path(params["repro_dir"]) if params.get("repro_dir") else None
     config = _sequence_config(params, nan_config.runtime, bundle_dir=repro)
     state = app_state(ctx)
