@@ -110,7 +110,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
                                    rows=dict(call_plugin(p, "summary") or {}))
                       for (p, _), spec in zip(consumers.plugins, config.plugins)]
     model_ref = ModelRef.of(graph, "model")
-    history = record_history(config, graph, model_ref, plan.samples, done, tensors)
+    history = record_history(config, graph, model_ref, plan.samples, done, tensors, warnings)
     per_sample = [row for t in plan.tensors for row in consumers.trackers[t].rows] if config.per_sample else []
     return ProbeResult(
         models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),
