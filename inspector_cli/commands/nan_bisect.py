@@ -27,8 +27,10 @@ from ._output import app_state, check_report_paths, emit, progress_bar
 @click.option("--repro", "repro_dir", type=click.Path(file_okay=False),
               help="Write a repro bundle per origin node here: one-node model, inputs .npz, replay commands.")
 @click.option("--jsonl", type=click.Path(dir_okay=False), metavar="PATH",
-              help="Append one JSON line per sample (flushed as each sample completes).")
+              help="Write one JSON line per sample (flushed as each sample completes). An existing non-empty "
+                   "file is refused (exit 2) unless --resume or --overwrite.")
 @click.option("--resume", is_flag=True, help="Skip the samples already recorded in --jsonl, append the rest.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --jsonl file (its records are lost).")
 @executor_options
 @click.option("--examples", type=click.IntRange(min=1), default=5, show_default=True,
               help="Example samples kept per origin group.")
@@ -70,6 +72,7 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         repro_dir=params.get("repro_dir"),
         jsonl=params.get("jsonl"),
         resume=bool(params.get("resume")),
+        overwrite=bool(params.get("overwrite")),
         executor=build_executor(params),
         examples=params["examples"],
     )

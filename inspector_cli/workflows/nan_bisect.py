@@ -15,7 +15,7 @@ from ..core.inputs import SampleSet, open_samples
 from ..errors import UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
 from ..executor.factory import make_executor
-from ..nanbisect.batch import JsonlLog, Summary
+from ..nanbisect.batch import JsonlLog, Summary, check_jsonl
 from ..nanbisect.config import NanBisectConfig, Simulate
 from ..nanbisect.findings import build_findings
 from ..nanbisect.job import NanBisectJob, error_record
@@ -44,6 +44,7 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     config = config or NanBisectConfig()
     started = time.monotonic()
     check_executor(config.executor)
+    check_jsonl(config.jsonl, resume=config.resume, overwrite=config.overwrite)  # before any work
     executor = make_executor(config.executor, WARM_MODULES)  # workers import while we load the model
     try:
         return _prepare_and_run(model, config, progress, on_static, executor, started)
@@ -92,7 +93,7 @@ def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
 def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
          static: List[WeightIssue], warnings: List[str], model_ref: ModelRef, label: str,
          progress: Progress, started: float, executor: Executor, source: Optional[str]) -> NanBisectResult:
-    log = JsonlLog(config.jsonl, resume=config.resume)
+    log = JsonlLog(config.jsonl, resume=config.resume, overwrite=config.overwrite)
     summary = Summary(examples=config.examples, keep_records=config.keep_records)
     for record in log.previous:
         summary.add(record, resumed=True)
