@@ -124,6 +124,12 @@ CASES = [
          "short.npy: not a readable .npy file, truncated or corrupt (Failed to read all data"),
     Case("npy-five-bytes", ["inputs", "show", "{npy_5}", "-m", "{m}"], 3, "five.npy: not a .npy file, truncated or corrupt"),
     Case("npz-pickled", ["compare", "{m}", "{m2}", "-i", "{pickled}"], 3, "pickled.npz: cannot read .npz without unpickling"),
+    Case("golden-pickled-npz", ["compare", "{m}", "--golden", "{golden_pickled}"], 3,
+         "g.npz: cannot read .npz without unpickling"),
+    Case("golden-truncated-npz", ["compare", "{m}", "--golden", "{golden_trunc}"], 3,
+         "golden_trunc/g.npz: not a readable .npz file, truncated or corrupt"),
+    Case("golden-zoo-junk-pb", ["compare", "{m}", "--golden", "{golden_zoo_junk}"], 3,
+         "input_0.pb: not an ONNX TensorProto"),
     Case("pb-junk", ["inputs", "show", "{junk_pb}", "-m", "{m}"], 3, "junk.pb: not a readable ONNX TensorProto"),
     Case("pb-junk-no-model", ["inputs", "show", "{junk_pb}"], 3, "junk.pb: not a readable ONNX TensorProto"),
     # ---- synthetic inputs and flag values (items 13, 14) ---------------------------------------

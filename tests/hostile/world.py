@@ -128,6 +128,16 @@ def build_samples(folder: Path) -> Dict[str, Path]:
     paths["pickled"] = folder / "pickled.npz"
     paths["junk_pb"] = folder / "junk.pb"
     paths["junk_pb"].write_bytes(bytes(range(7, 37)))
+    # --golden folders (items 8, 11): a pickled output, a truncated archive, a junk TensorProto
+    for name in ("golden_pickled", "golden_trunc", "golden_zoo_junk"):
+        paths[name] = folder / name
+        paths[name].mkdir()
+    np.savez(paths["golden_pickled"] / "g.npz", x=np.ones((1, 4), np.float32), y=np.array([{"a": 1}], dtype=object))
+    (paths["golden_trunc"] / "g.npz").write_bytes(raw[: len(raw) // 2])
+    zoo = paths["golden_zoo_junk"] / "test_data_set_0"
+    zoo.mkdir()
+    (zoo / "input_0.pb").write_bytes(bytes(range(7, 37)))
+    (zoo / "output_0.pb").write_bytes(bytes(range(7, 37)))
     return paths
 
 
