@@ -75,11 +75,24 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
     del graph
     try:
+        if samples.refs:
+            _check_loadable(prepared)
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:
         prepared.close()
+
+
+def _check_loadable(prepared: PreparedModel) -> None:
+    """One session of the model as it is, opened and dropped before the scan: a model onnxruntime
+    refuses (duplicate names, a cycle, an unknown op, opset 99) is one `Error:` naming the model and
+    the cause (exit 3), not an error record per sample (issue 15 item 16)."""
+    from ..core.expose import serialized_with_outputs
+    from ..core.runner import Session
+
+    data = serialized_with_outputs(prepared.graph, [], keep_original=True)
+    Session(data, prepared.runtime, label=prepared.label, external_dir=prepared.external_dir)
 
 
 def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":

@@ -68,6 +68,11 @@ def _trimmed(stdout: str, stderr: str, out: Path) -> None:
     assert "onnxruntime_src" not in stderr and "std::unordered_map" not in stderr and "[ONNXRuntimeError]" not in stderr
 
 
+def _once_before_the_scan(stdout: str, stderr: str, out: Path) -> None:
+    assert "could not be analysed" not in stderr and "(scan)" not in stderr  # not an error record per sample
+    assert stdout == ""  # no result: the model was refused before any sample ran
+
+
 def _quiet_stderr(stdout: str, stderr: str, out: Path) -> None:
     assert stderr == ""  # numpy's RuntimeWarning (Inf + -Inf) silenced under -q
 
@@ -187,6 +192,16 @@ CASES = [
     Case("ort-opset99-nan-bisect-q", ["-q", "nan-bisect", "{opset99}"], 3,
          "ONNX Runtime only *guarantees* support for models stamped with official released onnx opset versions. "
          "Opset 99 is under development", _trimmed),
+    Case("ort-duplicate-nan-bisect-samples-q", ["-q", "nan-bisect", "{dup}", "-i", "{good_dir}"], 3,
+         "dup.onnx: onnxruntime could not load the model: This is an invalid model. Error: Duplicate definition of "
+         "name (t).", _once_before_the_scan),
+    Case("ort-cycle-nan-bisect-workers-json", ["nan-bisect", "{cycle}", "-i", "{good_dir}", "--workers", "2",
+                                               "--json", "-"], 3,
+         "cycle.onnx: onnxruntime could not load the model: This is an invalid model. Error: the graph is not acyclic.",
+         _once_before_the_scan),
+    Case("ort-custom-op-nan-bisect-samples-q", ["-q", "nan-bisect", "{custom}", "-i", "{good_dir}"], 3,
+         "custom.onnx: onnxruntime could not load the model: Fatal error: com.evil:FancyOp(-1) is not a registered",
+         _once_before_the_scan),
     Case("ort-opset99-profile", ["profile", "{opset99}"], 3, "Opset 99 is under development", _trimmed),
     # ---- names (items 2, 3, 18) ---------------------------------------------------------------
     Case("names-validate-markdown", ["validate", "{evil}", "--format", "markdown"], 0, "PASS"),
