@@ -33,6 +33,7 @@ scratch="${MI_MUTATION_DIR:-$(mktemp -d /tmp/mi-mutation.XXXXXX)}"
 mkdir -p "$scratch"
 # the tracked files as they are now (uncommitted edits included), without .venv, .git or old mutants
 (cd "$here" && git ls-files -co --exclude-standard -z | tar --null -T - -cf - ) | (cd "$scratch" && tar -xf -)
+cd "$scratch"
 {
     echo "[mutmut]"
     echo "source_paths = inspector_cli"
@@ -40,10 +41,11 @@ mkdir -p "$scratch"
     printf 'pytest_add_cli_args_test_selection =\n'; for t in "${tests[@]}"; do printf '    %s\n' "$t"; done
     printf 'pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -q\n    --ignore=tests/nanbisect/test_nan_bisect_kill.py\n'
     echo "mutate_only_covered_lines = true"
-} > "$scratch/setup.cfg"
+    printf 'also_copy =\n'; for d in configs docs schemas examples; do if [ -e "$d" ]; then printf '    %s\n' "$d"; fi; done
+} > "$scratch/setup.cfg.new"
+mv "$scratch/setup.cfg.new" "$scratch/setup.cfg"
 # mutmut reads pyproject.toml's [tool.mutmut] first; the project has none, so setup.cfg applies.
 
-cd "$scratch"
 echo "mutation testing in $scratch: ${targets[*]}" >&2
 "$here/.venv/bin/mutmut" run --max-children "${MI_MUTATION_JOBS:-1}" || true
 "$here/.venv/bin/mutmut" results --all true > "$scratch/results.txt" 2>&1 || true

@@ -249,7 +249,7 @@ class NanBisectResult(Result):
             top = next((g for g in self.groups if g.kind == "origin"), None)
             where = f", first born at {top.node} ({top.op_type}) in {top.samples} of them" if top else ""
             if top is not None and top.op_type == "(input)":
-                where = f", already in input '{top.node}' of the sample (not born in the model) in {top.samples} of them"
+                where = f", already in input '{top.node}' in {top.samples} of them"  # fed in, not born in the model
             parts.append(f"{self.nonfinite} sample(s) with NaN/Inf outputs{where}")
         if self.masked:
             parts.append(f"{self.masked} sample(s) with masked NaN/Inf")

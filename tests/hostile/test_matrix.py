@@ -73,6 +73,15 @@ def _once_before_the_scan(stdout: str, stderr: str, out: Path) -> None:
     assert stdout == ""  # no result: the model was refused before any sample ran
 
 
+def _input_origin(stdout: str, stderr: str, out: Path) -> None:
+    assert "root cause: input 'x' already holds NaN/Inf on sample nan_in.npz" in stdout
+    assert "first born at" not in stdout  # not the first consumer node
+
+
+def _no_numpy_warning(stdout: str, stderr: str, out: Path) -> None:
+    assert "invalid value" not in stderr and "RuntimeWarning" not in stderr  # silenced where it arises, not by -q
+
+
 def _quiet_stderr(stdout: str, stderr: str, out: Path) -> None:
     assert stderr == ""  # numpy's RuntimeWarning (Inf + -Inf) silenced under -q
 
@@ -203,6 +212,37 @@ CASES = [
          "custom.onnx: onnxruntime could not load the model: Fatal error: com.evil:FancyOp(-1) is not a registered",
          _once_before_the_scan),
     Case("ort-opset99-profile", ["profile", "{opset99}"], 3, "Opset 99 is under development", _trimmed),
+    # ---- part 2: probe history, nan-bisect JSONL, NaN in the input, numpy noise (items 5, 6, 17, 19) ----
+    Case("probe-history-dir-through-a-file", ["probe", "{m}", "--history-dir", "{ok}/h"], 2,
+         "ok.yaml/h: cannot write the probe history (Not a directory)"),
+    Case("probe-history-dir-through-a-file-json", ["probe", "{m}", "--history-dir", "{ok}/h", "--json", "{out}/r.json"],
+         2, "cannot write the probe history"),
+    Case("probe-history-dir-is-a-file", ["probe", "{m}", "--history-dir", "{ok}"], 2,
+         "Invalid value for '--history-dir'"),
+    Case("jsonl-exists-without-resume", ["nan-bisect", "{m}", "--jsonl", "{old_jsonl}"], 2,
+         "old.jsonl exists: use --resume or --overwrite"),
+    Case("jsonl-exists-json-stdout-q", ["-q", "nan-bisect", "{m}", "--jsonl", "{old_jsonl}", "--json", "-"], 2,
+         "old.jsonl exists: use --resume or --overwrite"),
+    Case("jsonl-exists-with-workers", ["nan-bisect", "{m}", "-i", "{good_dir}", "--workers", "2", "--jsonl",
+                                       "{old_jsonl}"], 2, "old.jsonl exists: use --resume or --overwrite"),
+    Case("jsonl-resume-and-overwrite", ["nan-bisect", "{m}", "--jsonl", "{out}/n.jsonl", "--resume", "--overwrite"], 2,
+         "--resume and --overwrite contradict each other"),
+    Case("jsonl-missing-folder", ["nan-bisect", "{m}", "--jsonl", "{out}/no/such/n.jsonl"], 2, "does not exist"),
+    Case("jsonl-is-the-sample", ["nan-bisect", "{m}", "-i", "{good_npz}", "--jsonl", "{good_npz}", "--overwrite"], 2,
+         "is the input"),
+    Case("nan-in-input-sample", ["nan-bisect", "{m}", "-i", "{nan_npz}"], 1,
+         "FOUND: 1 sample(s) with NaN/Inf outputs, already in input 'x' in 1 of them (1/1 sample(s) scanned)",
+         _input_origin),
+    Case("nan-in-input-sample-json-q", ["-q", "nan-bisect", "{m}", "-i", "{nan_npz}", "--json", "-"], 1,
+         "input 'x' of sample nan_in.npz already holds 1 NaN and 1 Inf value(s)"),
+    Case("nan-in-input-sample-all", ["nan-bisect", "{m}", "-i", "{nan_npz}", "--all"], 1,
+         "already in input 'x' in 1 of them", _input_origin),
+    Case("fp16-overflow-deep-not-quiet", ["nan-bisect", "{fp16}", "--val-range", "x:-10,10", "--deep"], 1,
+         "first born at mul (Mul)", _no_numpy_warning),
+    Case("fp16-overflow-simulate-not-quiet", ["nan-bisect", "{fp16}", "--val-range", "x:-10,10", "--simulate", "fp16"],
+         1, "first born at mul (Mul)", _no_numpy_warning),
+    Case("fp16-overflow-all-quiet", ["-q", "nan-bisect", "{fp16}", "--val-range", "x:-10,10", "--all"], 1, "",
+         _quiet_stderr),
     # ---- names (items 2, 3, 18) ---------------------------------------------------------------
     Case("names-validate-markdown", ["validate", "{evil}", "--format", "markdown"], 0, "PASS"),
     Case("names-probe-table", ["probe", "{evil}", "--val-range", "inp:1,2"], 0, "PASS", _no_raw_controls),
