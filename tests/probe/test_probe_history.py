@@ -50,9 +50,11 @@ def test_since_last_and_since_run_id_show_each_change(tmp_path, setup):
 
 def test_since_without_history_is_a_usage_error(tmp_path, setup):
     model, data, hist = setup
-    invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--since", "last"], exit_code=2)
-    invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--since", "20990101-000000-abcdef"],
-           exit_code=2)
+    result = invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--since", "last"], exit_code=2)
+    assert f"Error: --since last: no earlier run of this model and selection in {hist}" in result.stderr
+    result = invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--since", "20990101-000000-abcdef"],
+                    exit_code=2)
+    assert f"Error: --since 20990101-000000-abcdef: no such run in {hist}" in result.stderr
 
 
 def test_history_lists_runs(tmp_path, setup):
