@@ -43,3 +43,61 @@ def test_softmax_of_large_logits_is_shifted_by_the_row_max() -> None:
 ])
 def test_gate_at_the_threshold(name: str, value: float, threshold: float, ok: bool) -> None:
     assert metric_value_ok(name, value, threshold) is ok
+
+
+def _softmax(rows: np.ndarray) -> np.ndarray:
+    e = np.exp(rows - rows.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_distribution_metrics_over_the_last_axis_of_a_3d_tensor() -> None:
+    # [2, 3, 4]: 6 rows of 4 (the last axis), not 2 rows of 3
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 4))
+    b = a + rng.standard_normal((2, 3, 4)) * 0.5
+    stats = compare_arrays(a, b)
+    p, q = _softmax(a.reshape(-1, 4)), _softmax(b.reshape(-1, 4))
+    assert stats.kl_rows == 6 and stats.topk_rows[1] == 6
+    assert stats.metrics()["kl"] == pytest.approx(float(np.sum(p * np.log(p / q))) / 6, rel=1e-9)
+    top1 = float(np.mean(a.reshape(-1, 4).argmax(axis=1) == b.reshape(-1, 4).argmax(axis=1)))
+    assert stats.metrics()["top1"] == pytest.approx(top1)
+
+
+def test_two_class_rows_have_kl_and_top1() -> None:
+    stats = compare_arrays(np.array([[0.9, 0.1], [0.2, 0.8]]), np.array([[0.6, 0.4], [0.7, 0.3]]))
+    assert stats.kl_mode == "raw" and stats.kl_rows == 2
+    assert stats.metrics()["top1"] == 0.5
+    expected = (0.9 * np.log(0.9 / 0.6) + 0.1 * np.log(0.1 / 0.4) + 0.2 * np.log(0.2 / 0.7) + 0.8 * np.log(0.8 / 0.3)) / 2
+    assert stats.metrics()["kl"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_one_hot_rows_are_raw_distributions_and_zero_terms_add_nothing() -> None:
+    a = np.array([[0.0, 0.0, 1.0]])          # a zero minimum and a maximum of exactly 1: still a distribution
+    b = np.array([[0.1, 0.2, 0.7]])
+    stats = compare_arrays(a, b)
+    assert stats.kl_mode == "raw"
+    assert stats.metrics()["kl"] == pytest.approx(float(np.log(1.0 / 0.7)), rel=1e-9)
+
+
+@pytest.mark.parametrize("a, b", [
+    ([[-0.5, 0.5, 1.0]], [[0.2, 0.3, 0.5]]),   # sums to 1 but holds a negative: logits
+    ([[0.2, 0.3, 0.5]], [[2.0, 1.0, -2.0]]),   # only one side is a distribution: both softmaxed
+])
+def test_rows_that_are_not_both_distributions_are_softmaxed(a, b) -> None:
+    a, b = np.array(a), np.array(b)
+    stats = compare_arrays(a, b)
+    p, q = _softmax(a), _softmax(b)
+    assert stats.kl_mode == "softmax"
+    assert stats.metrics()["kl"] == pytest.approx(float(np.sum(p * np.log(p / q))), rel=1e-9)
+
+
+def test_topk_equal_to_the_width_is_not_reported_whatever_the_order() -> None:
+    a = np.arange(5.0)[None, :]
+    stats = compare_arrays(a, a[:, ::-1], topk=(5, 1))
+    assert stats.metrics()["top5"] is None and stats.metrics()["top1"] == 0.0
+
+
+def test_top3_picks_exactly_the_three_largest() -> None:
+    a = np.array([[9.0, 8.0, 7.0, 6.0, 5.0, 0.0]])
+    b = np.array([[9.0, 8.0, 0.0, 7.0, 6.0, 5.0]])  # b's top 3: indices 0, 1, 3
+    assert compare_arrays(a, b, topk=(3,)).metrics()["top3"] == pytest.approx(2 / 3)
