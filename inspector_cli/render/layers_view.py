@@ -24,7 +24,8 @@ def _share(value: Optional[float]) -> str:
 # (header, numeric, extra): extra columns show in the terminal only with --wide or --columns.
 LAYER_COLUMNS = [("#", True, False), ("tensor", False, False), ("op", False, False), ("shape", False, True),
                  ("cosine", True, False), ("SQNR dB", True, False), ("max abs", True, False),
-                 ("mean abs", True, True), ("max rel", True, True), ("NaN/Inf", True, True),
+                 ("mean abs", True, True), ("max rel", True, True), ("max rel sig", True, True),
+                 ("NaN/Inf", True, True),
                  ("paired", False, False), ("note", False, False)]
 ISOLATED_COLUMNS = [("isolated cos", True, True), ("own share", True, True), ("error", False, True)]
 NOISE_COLUMNS = [("Q/DQ SQNR", True, True)]
@@ -82,7 +83,7 @@ def _row(row: LayerDiff, section: LayerSection, isolated: bool, noise: bool) -> 
     mark_status = FAIL if first or row.error_source == "own" else WARN if marks else None
     cells = [Cell(str(row.index)), Cell(row.name, FAIL if first else None), Cell(_short(row.op_a)),
              Cell(_shape(row.shape_a)), metric("cosine"), metric("sqnr"), metric("max_abs"), metric("mean_abs"),
-             metric("max_rel"), Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),
+             metric("max_rel"), metric("max_rel_sig"), Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),
              Cell(paired, WARN if row.confidence < 0.9 else MUTED), Cell(",".join(marks), mark_status)]
     if isolated:
         iso = row.isolated or {}
