@@ -55,10 +55,13 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
 
     \b
     Examples:
-      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 --max-abs 0.1 --json out.json
-      mi compare fp32.onnx int8.onnx --inputs data/ --layers all --layer-min-cosine 0.98 --isolate worst:5
+      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 \\
+          --max-abs 0.1 --json out.json
+      mi compare fp32.onnx int8.onnx --inputs data/ --layers all \\
+          --layer-min-cosine 0.98 --isolate worst:5
       mi compare model.onnx --golden test_data_set_0/
-      mi compare fp32.onnx int8.onnx --inputs /shared/data/ --executor ray --address auto
+      mi compare fp32.onnx int8.onnx --inputs /shared/data/ \\
+          --executor ray --address auto
     """
     from ..compare.config import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates

@@ -47,8 +47,10 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
     \b
     Examples:
       mi nan-bisect model.onnx --inputs data/
-      mi nan-bisect model_fp16.onnx --inputs data/ --workers 2 --jsonl nan.jsonl --resume
-      mi nan-bisect model.onnx --inputs /shared/data/ --executor ray --address auto --jsonl nan.jsonl
+      mi nan-bisect model_fp16.onnx --inputs data/ --workers 2 \\
+          --jsonl nan.jsonl --resume
+      mi nan-bisect model.onnx --inputs /shared/data/ --executor ray \\
+          --address auto --jsonl nan.jsonl
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
     """
