@@ -26,6 +26,6 @@ def _command_paths(group: click.Group, prefix: List[str]) -> List[List[str]]:
 def test_help_fits_80_columns(path):
     result = CliRunner().invoke(cli, path + ["--help"], terminal_width=80, catch_exceptions=False)
     assert result.exit_code == 0
-    wide = [line for line in result.output.splitlines() if len(line) > 80]
+    wide = [line for line in result.stdout.splitlines() if len(line) > 80]  # stdout: the help itself
     assert not wide, f"mi {' '.join(path)} --help: {len(wide)} line(s) over 80 columns, e.g. {wide[0]!r}"
-    assert "Usage: " in result.output
+    assert "Usage: " in result.stdout
