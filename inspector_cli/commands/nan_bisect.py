@@ -58,7 +58,8 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
           --address auto --jsonl nan.jsonl
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
-      mi nan-bisect fp16.onnx --inputs data/ --fallback-plan --reference fp32.onnx --write-model fixed.onnx
+      mi nan-bisect fp16.onnx --inputs data/ --fallback-plan \\
+          --reference fp32.onnx --write-model fixed.onnx
     """
     from ..errors import UsageError
     from ..nanbisect.config import NanBisectConfig, Simulate
