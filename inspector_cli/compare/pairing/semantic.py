@@ -116,7 +116,11 @@ class SemanticGraph:
 
     # ---- tensors ----------------------------------------------------------------------------------
     def elem_type(self, tensor: str) -> int:
-        return self.graph.tensor_info(tensor).elem_type
+        # one dict read: chains and views ask this several times per tensor (132k calls at 20k nodes)
+        elems = self.__dict__.get("_elems")
+        if elems is None:
+            elems = self._elems = {name: info.elem_type for name, info in self.graph.all_tensor_info().items()}
+        return elems.get(tensor, 0)
 
     def is_data(self, tensor: str) -> bool:
         """Whether a tensor carries activations worth comparing (floats, quantised ints, graph inputs)."""
