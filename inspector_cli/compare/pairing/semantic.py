@@ -280,9 +280,9 @@ class SemanticGraph:
             else:
                 chain = Chain(len(self.chains), [node], [outs[0]], inputs, tuple(outs[1:]))
                 self.chains.append(chain)
-            for position, out in enumerate(chain.tensors):
-                self.chain_of[out] = chain
-                self.step_of[out] = position
+            # only the new end: the earlier tensors of the chain are mapped already
+            self.chain_of[outs[0]] = chain
+            self.step_of[outs[0]] = len(chain.tensors) - 1
             for out in chain.extra_outputs:
                 self.chain_of[out] = chain
 
