@@ -1,0 +1,53 @@
+"""Export a zoo spec to ONNX as users do (dynamic axes, the chosen opset and exporter) and check it runs."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+from .models import Spec
+
+
+def export(spec: Spec, path: Path, sample: Dict[str, np.ndarray]) -> Dict[str, object]:
+    """Write `spec`'s fp32 model to `path`; return facts for the manifest (exporter, opset, torch-vs-ORT error)."""
+    import onnx
+
+    built = spec.build()
+    if isinstance(built, onnx.ModelProto):  # skl2onnx already made the graph
+        onnx.save(built, str(path))
+        return {"exporter": spec.exporter, "opset": spec.opset}
+    import torch
+
+    names = list(sample)
+    args = tuple(torch.from_numpy(np.asarray(sample[n])) for n in names)
+    with torch.no_grad():
+        expected = built(*args)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    kwargs = dict(input_names=names, output_names=list(spec.output_names), opset_version=spec.opset,
+                  dynamic_axes=spec.dynamic or None)
+    if spec.exporter == "dynamo":
+        # the wrapper's forward(*args) is one tuple argument for torch.export: dynamic shapes nest likewise
+        auto = torch.export.Dim.AUTO
+        shapes = (tuple({axis: auto for axis in spec.dynamic.get(n, {})} for n in names),)
+        kwargs.pop("dynamic_axes")
+        torch.onnx.export(built, args, str(path), dynamo=True, external_data=False, dynamic_shapes=shapes, **kwargs)
+    else:
+        torch.onnx.export(built, args, str(path), dynamo=False, do_constant_folding=True, **kwargs)
+    got = run(path, sample)
+    error = max(float(np.max(np.abs(g.astype(np.float64) - e.numpy()))) for g, e in zip(got, expected))
+    return {"exporter": spec.exporter, "opset": spec.opset, "torch_vs_ort_max_abs": error}
+
+
+def run(path: Path, sample: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    """Plain onnxruntime run of one sample (inputs cast to the model's float type, as mi does)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feed = {}
+    for i in session.get_inputs():
+        x = np.asarray(sample[i.name])
+        if i.type == "tensor(float16)":
+            x = x.astype(np.float16)
+        feed[i.name] = x
+    return session.run(None, feed)

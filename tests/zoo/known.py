@@ -1,0 +1,57 @@
+"""Known defects of mi that the zoo sweep reproduces (issue 14), as strict xfails: when part 2 fixes one,
+its test passes unexpectedly and fails the run, so the entry here must go. Keys: (check, model, variant);
+model or variant "*" matches any."""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+ISOLATION_DYNAMIC = ("isolation skips every layer of a model with a symbolic dimension: 'the shape or type of "
+                     "an input of its subgraph is unknown' (symbolic dims are not bound from the samples)")
+PROFILE_SYMBOLIC_BATCH = ("profile with synthetic inputs refuses a symbolic batch dimension (exit 3: 'dimension 0 "
+                          "(...) is dynamic (fix it with --shape ...)') instead of defaulting it to 1")
+
+DYNAMIC_PAIRING = ("dynamic quantisation (DynamicQuantizeLinear + ConvInteger/MatMulInteger) is barely paired: "
+                   "the integer ops' outputs are not read back as the float tensors they replace")
+
+QOPERATOR_PAIRING = ("QOperator models are barely paired: QLinear* outputs are not read back dequantised with "
+                     "their own scale and zero point (mobilenetv2: 2 layers vs 65 as QDQ; gpt2like: 27 vs 46; vad: 5 vs 6)")
+RENAMED_PAIRING = ("a re-export with renamed nodes is barely paired on attention/recurrent graphs: structural "
+                   "pairing stops early (bert: 17 of 72 layers, minilm: 17 of 103, gpt2like: 17 of 54, vad: 1 of 7; resnet pairs all)")
+
+LAYER_PRECISION = ("layer metrics lose precision where the numbers are tiny or cancel: on random-init MobileNetV2/"
+                   "EfficientNet (activations ~1e-25) mi reports cosine 1.000000 where the recomputation gives "
+                   "0.9966-0.998 (and 1.0 vs 0.0 when fp16 underflows to zero); LayerNorm ReduceMean (true cosine "
+                   "~0.01) differs by 4e-3; the output comparison of the same run is right (float64)")
+SWIN_LAYOUT = ("deployed capture reads a tensor in another layout: swin fp16 '/model/swin/embeddings/norm/"
+               "Sub_output_0' has shape_b [1, 32, 3136] vs shape_a [1, 3136, 32] in onnxruntime's optimised graph "
+               "(the Transpose moved past the LayerNorm Sub) and is compared element-wise: cosine 0.0004, true 1.0")
+
+KNOWN: Dict[Tuple[str, str, str], str] = {
+    ("isolation", "*", "*"): ISOLATION_DYNAMIC,
+    ("profile-synthetic", "*", "fp32"): PROFILE_SYMBOLIC_BATCH,
+    ("pairing", "*", "dynamic"): DYNAMIC_PAIRING,
+    ("pairing", "gpt2like", "qop"): QOPERATOR_PAIRING,
+    ("pairing", "vad", "qop"): QOPERATOR_PAIRING,
+    ("pairing", "bert", "renamed"): RENAMED_PAIRING,
+    ("pairing", "gpt2like", "renamed"): RENAMED_PAIRING,
+    ("pairing", "vad", "renamed"): RENAMED_PAIRING,
+    # full zoo (MI_ZOO=full); only truth and pairing were swept there so far (docs/zoo.md)
+    ("pairing", "mobilenetv2", "qop"): QOPERATOR_PAIRING,
+    ("pairing", "minilm", "renamed"): RENAMED_PAIRING,
+    **{("truth", "mobilenetv2", v): LAYER_PRECISION for v in ("qdq_u8u8", "qdq_s8s8_pc", "fp16", "fp16_io")},
+    **{("truth", "efficientnet", v): LAYER_PRECISION for v in ("qdq_u8u8", "qdq_s8s8_pc", "dynamic", "fp16",
+                                                               "fp16_io")},
+    ("truth", "swin", "qdq_u8u8"): LAYER_PRECISION,
+    ("truth", "swin", "qdq_s8s8_pc"): LAYER_PRECISION,
+    ("truth", "swin", "fp16"): SWIN_LAYOUT,
+    ("truth", "swin", "fp16_io"): SWIN_LAYOUT,
+    ("ci-gate", "*", "fp32"): "ci-gate.yaml's profile step (no inputs) " + PROFILE_SYMBOLIC_BATCH,
+}
+
+
+def known(check: str, model: str, variant: str) -> Optional[str]:
+    """The defect that makes `check` fail on this model and variant, or None."""
+    for (c, m, v), reason in KNOWN.items():
+        if c == check and m in ("*", model) and v in ("*", variant):
+            return reason
+    return None

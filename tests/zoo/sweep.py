@@ -1,0 +1,168 @@
+"""Runs every mi command on a zoo model and variant from the installed wheel, memoised per command line,
+and keeps the facts the results table needs (exit code, seconds, pairing, isolation, truth)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+QUANTISED = ("qdq_u8u8", "qdq_s8s8_pc", "qop", "dynamic", "int4")
+QUANT_OPS = ("qdq_u8u8", "qdq_s8s8_pc", "qop")   # have QuantizeLinear / QLinear ops for --quant-ranges
+
+
+@dataclass
+class Run:
+    """One mi invocation."""
+
+    model: str
+    variant: str
+    command: str
+    argv: List[str]
+    rc: int
+    seconds: float
+    stderr_tail: str
+    traceback: bool
+    json_path: Optional[str] = None
+    html_path: Optional[str] = None
+
+
+@dataclass
+class Sweep:
+    """mi from `bin_dir` on the zoo in `zoo`, reports written under `out`."""
+
+    bin_dir: Path
+    zoo: Path
+    out: Path
+    runs: Dict[Tuple[str, str, str], Run] = field(default_factory=dict)
+    facts: Dict[Tuple[str, str], Dict[str, object]] = field(default_factory=dict)
+
+    def reuse(self) -> int:
+        """Load the runs of a previous session (runs.jsonl in `out`) instead of running them again: for
+        re-checking the criteria or the known-defect table without the mi runs (MI_ZOO_REUSE=1)."""
+        path = self.out / "runs.jsonl"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                run = Run(**json.loads(line))
+                self.runs[(run.model, run.variant, run.command)] = run
+        return len(self.runs)
+
+    def manifest(self, model: str) -> Dict[str, object]:
+        return json.loads((self.zoo / model / "manifest.json").read_text())
+
+    def path(self, model: str, variant: str) -> Path:
+        return self.zoo / model / f"{variant}.onnx"
+
+    def skipped(self, model: str, variant: str) -> Optional[str]:
+        """Why the zoo has no such variant (the tool that makes it refused the model), or None."""
+        if variant == "fp32":
+            return None
+        m = self.manifest(model)
+        if variant in m.get("variants", {}):
+            return None
+        return m.get("skipped", {}).get(variant, "not built")
+
+    def mi(self, model: str, variant: str, command: str, args: List[str], *, json_out: bool = True,
+           html: bool = True) -> Run:
+        """Run `mi <args>` once per (model, variant, command); later calls return the recorded run."""
+        key = (model, variant, command)
+        if key in self.runs:
+            return self.runs[key]
+        folder = self.out / model / variant
+        folder.mkdir(parents=True, exist_ok=True)
+        argv = [str(self.bin_dir / "mi"), *map(str, args)]
+        j = folder / f"{command}.json" if json_out else None
+        h = folder / f"{command}.html" if html else None
+        argv += (["--json", str(j)] if j else []) + (["--html", str(h)] if h else [])
+        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+        start = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=folder, timeout=900)
+        run = Run(model, variant, command, argv, proc.returncode, round(time.perf_counter() - start, 2),
+                  proc.stderr[-1500:], "Traceback (most recent call last)" in proc.stderr + proc.stdout,
+                  str(j) if j and j.exists() else None, str(h) if h and h.exists() else None)
+        self.runs[key] = run
+        with open(self.out / "runs.jsonl", "a") as f:
+            f.write(json.dumps(asdict(run)) + "\n")
+        return run
+
+    # ---- the commands of the sweep
+    def compare(self, model: str, variant: str, opt: str = "default") -> Run:
+        """compare fp32 VARIANT --layers all --isolate all (default level), or at `--opt-level disable`."""
+        data, a, b = self.zoo / model / "data", self.path(model, "fp32"), self.path(model, variant)
+        args = ["compare", a, b, "--inputs", data, "--layers", "all"]
+        if opt == "default":
+            return self.mi(model, variant, "compare", args + ["--isolate", "all"])
+        return self.mi(model, variant, "compare-disable", args + ["--opt-level", "disable"], html=False)
+
+    def data(self, model: str, variant: str) -> Path:
+        """The samples for one model of the pair: as saved, or cast to float16 for an fp16 model without
+        keep_io_types (its users feed it float16; compare casts for it by itself)."""
+        src = self.zoo / model / "data"
+        if variant != "fp16":
+            return src
+        import numpy as np
+        dst = self.out / model / "data_fp16"
+        if not dst.exists():
+            dst.mkdir(parents=True)
+            for f in sorted(src.glob("*.npz")):
+                with np.load(f, allow_pickle=False) as z:
+                    arrays = {k: z[k].astype(np.float16) if z[k].dtype == np.float32 else z[k] for k in z.files}
+                np.savez(dst / f.name, **arrays)
+        return dst
+
+    def commands(self, model: str, variant: str) -> List[Run]:
+        """Every command of the sweep on this model and variant."""
+        data, fp32, m = self.data(model, variant), self.path(model, "fp32"), self.path(model, variant)
+        runs = [self.compare(model, variant)]
+        if variant in QUANTISED:
+            runs.append(self.compare(model, variant, "disable"))
+        runs.append(self.mi(model, variant, "probe", ["probe", m, "--inputs", data, "--select", "all",
+                                                       "--no-history"]))
+        if variant in QUANT_OPS:
+            runs.append(self.mi(model, variant, "probe-quant", ["probe", m, "--inputs", data, "--quant-ranges",
+                                                                 "--reference", fp32, "--no-history"]))
+        runs.append(self.mi(model, variant, "nan-bisect", ["nan-bisect", m, "--inputs", data]))
+        runs.append(self.mi(model, variant, "validate", ["validate", m] + (["--against", fp32] if variant != "fp32"
+                                                                         else [])))
+        runs.append(self.mi(model, variant, "profile", ["profile", fp32, "--against", m, "--inputs", self.zoo / model / "data",
+                                                         "--runs", "3", "--warmup", "1"]))
+        if runs[0].json_path:
+            runs.append(self.mi(model, variant, "report", ["report", runs[0].json_path], json_out=False))
+        return runs
+
+    def profile_without_inputs(self, model: str) -> Run:
+        """`mi profile fp32.onnx` with synthetic inputs, as the ci-gate suite's profile step runs it."""
+        return self.mi(model, "fp32", "profile-synthetic", ["profile", self.path(model, "fp32"), "--runs", "2",
+                                                             "--warmup", "1"], html=False)
+
+
+def layers_doc(run: Run) -> Dict[str, object]:
+    """`results.layers` of a compare run's JSON ({} when there is none)."""
+    if not run.json_path:
+        return {}
+    return json.loads(Path(run.json_path).read_text())["results"].get("layers") or {}
+
+
+def pairing_counts(run: Run) -> Tuple[int, int, int]:
+    """(layers paired, tensors of A unpaired, of B unpaired) of a compare run."""
+    doc = layers_doc(run)
+    return len(doc.get("layers", [])), len(doc.get("unpaired_a", [])), len(doc.get("unpaired_b", []))
+
+
+def isolation_share(run: Run) -> Tuple[Optional[float], Dict[str, int]]:
+    """Share of paired layers isolated, and the skip reasons with their counts. Model inputs do not count:
+    they have no producing subgraph, so nothing of their own to isolate."""
+    doc = layers_doc(run)
+    layers = [L for L in doc.get("layers", []) if L.get("op_a") != "input"]
+    if not layers:
+        return None, {}
+    iso = doc.get("isolation") or {}
+    isolated = sum(1 for L in layers if L.get("isolated") is not None)
+    reasons: Dict[str, int] = {}
+    for name, reason in (iso.get("skipped") or {}).items():
+        if any(L["name"] == name for L in layers):
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return isolated / len(layers), reasons

@@ -1,0 +1,37 @@
+"""The results table of a zoo sweep (docs/zoo.md): model x variant x command with exit code and seconds,
+layers paired / unpaired, share isolated and the worst |delta cos| against the recomputation.
+
+    python -m tests.zoo.table [test-artifacts/zoo]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+COMMANDS = ("compare", "compare-disable", "probe", "probe-quant", "nan-bisect", "validate", "profile", "report")
+
+
+def table(folder: Path) -> str:
+    """Markdown table from runs.jsonl and facts.json in `folder`."""
+    runs: Dict[Tuple[str, str], Dict[str, Tuple[int, float]]] = {}
+    for line in (folder / "runs.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        runs.setdefault((r["model"], r["variant"]), {})[r["command"]] = (r["rc"], r["seconds"])
+    facts = {(f["model"], f["variant"]): f for f in json.loads((folder / "facts.json").read_text())} \
+        if (folder / "facts.json").exists() else {}
+    head = ["model", "variant", *COMMANDS, "paired / unpaired A / B", "isolated", "worst abs dcos"]
+    rows: List[str] = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in sorted(runs):
+        cmds, f = runs[key], facts.get(key, {})
+        cells = [f"{cmds[c][0]} ({cmds[c][1]:.1f}s)" if c in cmds else "-" for c in COMMANDS]
+        paired = f"{f['paired']} / {f['unpaired_a']} / {f['unpaired_b']}" if "paired" in f else "-"
+        share = f"{f['isolated_share']:.0%}" if f.get("isolated_share") is not None else "-"
+        delta = f"{f['worst_delta']:.1e}" if f.get("worst_delta") is not None else "-"
+        rows.append("| " + " | ".join([*key, *cells, paired, share, delta]) + " |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table(Path(sys.argv[1] if len(sys.argv) > 1 else "test-artifacts/zoo")))

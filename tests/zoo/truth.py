@@ -1,0 +1,146 @@
+"""Layer truth: an independent recomputation of the per-layer metrics `mi compare --layers` reports.
+
+Reads mi's JSON (`results.layers.layers[]`: `name`, `name_b`), exposes every paired tensor of both
+models as a graph output on a copy, runs both with onnxruntime's optimisations off on the same
+samples, and sums dot products and norms over all samples (the data-set cosine mi reports). Uses
+only onnx, onnxruntime and numpy; nothing from inspector_cli, so a defect there cannot hide itself.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+# QOperator outputs are quantised: (scale, zero point) input positions per op type
+_QOP_OUT = {"QLinearConv": (6, 7), "QLinearMatMul": (6, 7), "QLinearAdd": (6, 7), "QLinearMul": (6, 7),
+            "QGemm": (6, 7), "QLinearSigmoid": (3, 4), "QLinearLeakyRelu": (3, 4), "QLinearSoftmax": (3, 4),
+            "QLinearGlobalAveragePool": (3, 4), "QLinearAveragePool": (3, 4), "QLinearConcat": (0, 1)}
+
+
+@dataclass(frozen=True)
+class LayerTruth:
+    """mi's data-set cosine of one paired layer next to the recomputed one."""
+
+    name: str
+    name_b: str
+    mi_cosine: Optional[float]
+    true_cosine: Optional[float]
+    note: str = ""
+
+    @property
+    def delta(self) -> Optional[float]:
+        if self.mi_cosine is None or self.true_cosine is None:
+            return None
+        return abs(self.mi_cosine - self.true_cosine)
+
+
+def _dequantiser(model, tensor: str) -> Optional[Tuple[str, str]]:
+    """(scale, zero point) initializer names that turn quantised `tensor` back into real values."""
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear" and node.input[0] == tensor:
+            return node.input[1], node.input[2] if len(node.input) > 2 else ""
+    for node in model.graph.node:
+        if tensor in node.output and node.op_type in _QOP_OUT:
+            s, z = _QOP_OUT[node.op_type]
+            return node.input[s], node.input[z]
+    return None
+
+
+def _init(model, name: str) -> Optional[np.ndarray]:
+    from onnx import numpy_helper
+    for init in model.graph.initializer:
+        if init.name == name:
+            return numpy_helper.to_array(init)
+    for node in model.graph.node:  # Constant nodes hold scales in some exports
+        if node.op_type == "Constant" and node.output[0] == name:
+            return numpy_helper.to_array(node.attribute[0].t)
+    return None
+
+
+def _expose(path: Path, names: Sequence[str]):
+    """A copy of the model with `names` (those produced at the top level) as extra outputs."""
+    import onnx
+    from onnx import helper
+    model = onnx.load(str(path))
+    produced = {o for n in model.graph.node for o in n.output} | {i.name for i in model.graph.input}
+    present = {o.name for o in model.graph.output}
+    found = [n for n in names if n in produced]
+    for n in found:
+        if n not in present:
+            model.graph.output.append(helper.make_empty_tensor_value_info(n))
+            present.add(n)
+    return model, set(found)
+
+
+def _session(model):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def _feed(session, sample: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    feed = {}
+    for i in session.get_inputs():
+        x = np.asarray(sample[i.name])
+        feed[i.name] = x.astype(np.float16) if i.type == "tensor(float16)" else x
+    return feed
+
+
+def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> List[LayerTruth]:
+    """Every layer mi paired, with mi's data-set cosine and the recomputed one (None: not recomputable, see note)."""
+    doc = json.loads(Path(result_json).read_text())
+    layers = (doc["results"].get("layers") or {}).get("layers") or []
+    pairs = [(L["name"], L.get("name_b") or L["name"], (L.get("dataset") or {}).get("cosine")) for L in layers]
+    exp_a, found_a = _expose(model_a, [a for a, _, _ in pairs])
+    exp_b, found_b = _expose(model_b, [b for _, b, _ in pairs])
+    sa, sb = _session(exp_a), _session(exp_b)
+    out_a, out_b = [o.name for o in sa.get_outputs()], [o.name for o in sb.get_outputs()]
+    sums: Dict[Tuple[str, str], List[float]] = {(a, b): [0.0, 0.0, 0.0] for a, b, _ in pairs}
+    bad: Dict[Tuple[str, str], str] = {}
+    for f in sorted(Path(data).glob("*.npz")):
+        with np.load(f, allow_pickle=False) as z:
+            sample = {k: z[k] for k in z.files}
+        va = dict(zip(out_a, sa.run(None, _feed(sa, sample))))
+        vb = dict(zip(out_b, sb.run(None, _feed(sb, sample))))
+        for a, b, _ in pairs:
+            if a not in va or b not in vb:
+                continue
+            x, y = va[a].astype(np.float64), vb[b]
+            if y.dtype in (np.uint8, np.int8, np.int32) and x.dtype.kind == "f":
+                qp = _dequantiser(exp_b, b)
+                if qp is None:
+                    bad[(a, b)] = f"quantised {y.dtype} tensor without a dequantiser"
+                    continue
+                scale, zp = _init(exp_b, qp[0]), _init(exp_b, qp[1]) if qp[1] else 0
+                y = (y.astype(np.float64) - np.asarray(zp, np.float64)) * np.asarray(scale, np.float64)
+            y = y.astype(np.float64)
+            if x.size != y.size:
+                bad[(a, b)] = f"sizes differ ({x.shape} vs {y.shape})"
+                continue
+            s = sums[(a, b)]
+            x, y = x.ravel(), y.reshape(-1) if x.shape == y.shape else y.ravel()
+            s[0] += float(x @ y); s[1] += float(x @ x); s[2] += float(y @ y)
+    truths = []
+    for a, b, mi_cos in pairs:
+        if a not in found_a or b not in found_b:
+            side = "A" if a not in found_a else "B"
+            truths.append(LayerTruth(a, b, mi_cos, None, f"not a top-level tensor of model {side}"))
+            continue
+        if (a, b) in bad:
+            truths.append(LayerTruth(a, b, mi_cos, None, bad[(a, b)]))
+            continue
+        dot, na, nb = sums[(a, b)]
+        cos = 1.0 if na == nb == 0 else (0.0 if na == 0 or nb == 0 else dot / np.sqrt(na * nb))
+        truths.append(LayerTruth(a, b, mi_cos, float(cos)))
+    return truths
+
+
+def worst_delta(truths: Sequence[LayerTruth]) -> Optional[LayerTruth]:
+    """The recomputed layer whose mi cosine is furthest from the truth (None when none was recomputed)."""
+    scored = [t for t in truths if t.delta is not None]
+    return max(scored, key=lambda t: t.delta) if scored else None
