@@ -115,7 +115,7 @@ def run_layers(plan: ComparePlan, config: CompareConfig, progress: Progress = no
         layers = LayerPlan(sa, sb, matching, tuple(usable), side_a, side_b, gates, not lc.gates, skipped,
                            tuple(unavailable))
         measured = LayerCapture(layers, plan, config, adapt_b, first_id).run(progress)
-        isolation = run_isolation(layers, measured.trackers, plan, config) if lc.isolate else None
+        isolation = run_isolation(layers, measured.trackers, plan, config, adapt_b) if lc.isolate else None
     return LayerRun(layers, measured, isolation)
 
 

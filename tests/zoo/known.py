@@ -27,7 +27,6 @@ SWIN_LAYOUT = ("deployed capture reads a tensor in another layout: swin fp16 '/m
                "(the Transpose moved past the LayerNorm Sub) and is compared element-wise: cosine 0.0004, true 1.0")
 
 KNOWN: Dict[Tuple[str, str, str], str] = {
-    ("isolation", "*", "*"): ISOLATION_DYNAMIC,
     ("profile-synthetic", "*", "fp32"): PROFILE_SYMBOLIC_BATCH,
     ("pairing", "*", "dynamic"): DYNAMIC_PAIRING,
     ("pairing", "gpt2like", "qop"): QOPERATOR_PAIRING,
