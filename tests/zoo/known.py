@@ -42,8 +42,6 @@ KNOWN: Dict[Tuple[str, str, str], str] = {
                                                                "fp16_io")},
     ("truth", "swin", "qdq_u8u8"): LAYER_PRECISION,
     ("truth", "swin", "qdq_s8s8_pc"): LAYER_PRECISION,
-    ("truth", "swin", "fp16"): SWIN_LAYOUT,
-    ("truth", "swin", "fp16_io"): SWIN_LAYOUT,
     ("ci-gate", "*", "fp32"): "ci-gate.yaml's profile step (no inputs) " + PROFILE_SYMBOLIC_BATCH,
 }
 
