@@ -95,7 +95,7 @@ def run_isolation(layers: LayerPlan, trackers: Sequence[TensorTracker], plan: Co
                 iso_feeds[f.name] = feed_value(values[f.source], f, layers.sem_b, shapes.get(f.source))
             except ValueError:  # a reshaped view of the paired tensor: its shape comes from the candidate
                 bound = probe.shapes(adapt_b(feeds) if adapt_b is not None else feeds).get(f.name)
-                iso_feeds[f.name] = feed_value(values[f.source], f, layers.sem_b, bound)
+                iso_feeds[f.name] = feed_value(values[f.source], f, layers.sem_b, bound, exact=True)
         outputs = runner_iso.run(iso_feeds, sample)
         runs += 2
         for a, out in iso.outputs.items():

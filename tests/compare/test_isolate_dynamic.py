@@ -76,3 +76,7 @@ def test_feed_shape_binds_symbolic_dims_from_the_observed_value() -> None:
     assert feed_shape(feed, 32, (2, 16)) == (2, 4, 4)  # a view of another shape: the one free dim is inferred
     with pytest.raises(ValueError, match="isolation input 't'"):
         feed_shape(IsolationFeed("t", "t", 1, (None, None, 4)), 48, (3, 16))
+    unranked = IsolationFeed("t", "t", 1, None)  # QOperator output: shape inference knew nothing
+    with pytest.raises(ValueError):  # the reference's [1, 512, 1, 1] may be what the candidate flattened
+        feed_shape(unranked, 512, (1, 512, 1, 1))
+    assert feed_shape(unranked, 512, (1, 512), exact=True) == (1, 512)  # the candidate's own shape
