@@ -27,7 +27,6 @@ SWIN_LAYOUT = ("deployed capture reads a tensor in another layout: swin fp16 '/m
                "(the Transpose moved past the LayerNorm Sub) and is compared element-wise: cosine 0.0004, true 1.0")
 
 KNOWN: Dict[Tuple[str, str, str], str] = {
-    ("profile-synthetic", "*", "fp32"): PROFILE_SYMBOLIC_BATCH,
     ("pairing", "*", "dynamic"): DYNAMIC_PAIRING,
     ("pairing", "gpt2like", "qop"): QOPERATOR_PAIRING,
     ("pairing", "vad", "qop"): QOPERATOR_PAIRING,
@@ -42,7 +41,6 @@ KNOWN: Dict[Tuple[str, str, str], str] = {
                                                                "fp16_io")},
     ("truth", "swin", "qdq_u8u8"): LAYER_PRECISION,
     ("truth", "swin", "qdq_s8s8_pc"): LAYER_PRECISION,
-    ("ci-gate", "*", "fp32"): "ci-gate.yaml's profile step (no inputs) " + PROFILE_SYMBOLIC_BATCH,
 }
 
 
