@@ -31,6 +31,8 @@ __all__ = ["MIN_CONFIDENCE", "TensorPair", "Unpaired", "TensorMatching", "match_
 METHODS = ("map", "name", "qdq", "cast", "identity", "fused", "structural")
 
 
+_QUANTIZED = "quantized"
+
 @dataclass(frozen=True)
 class TensorPair:
     """A tensor of the reference (A) and the candidate (B) holding the same quantity."""
@@ -83,6 +85,12 @@ class _Matcher:
             for tensor in chain.inputs:
                 self.b_by_input.setdefault(tensor, []).append(chain)
         self.b_name_to_canon = dict(b.canon)
+        # onnxruntime's QOperator quantizer names an integer output after the float tensor it replaces
+        # ('<name>_quantized', '<name>quantized' for Split outputs): that is its name for pairing too.
+        for name, canon in b.canon.items():
+            if name.endswith(_QUANTIZED) and canon in b.quant_of:
+                base = name[:-len(_QUANTIZED)]
+                self.b_name_to_canon.setdefault(base[:-1] if base.endswith("_") else base, canon)
 
     # ---- anchors ------------------------------------------------------------------------------------
     def anchor(self, a: str, b: str) -> None:

@@ -209,7 +209,7 @@ class SemanticGraph:
                 if len(ins) > s:
                     self.quant_of.setdefault(node.outputs[0], QuantSpec(ins[s], ins[z] if len(ins) > z and ins[z] else None))
             elif node.op_type in INT_PASSTHROUGH and ins and ins[0] in self.quant_of:
-                for out in node.outputs[:1]:
+                for out in node.outputs if node.op_type == "Split" else node.outputs[:1]:
                     if out and self.elem_type(out) not in FLOAT_TYPES:
                         self.quant_of.setdefault(out, self.quant_of[ins[0]])
 
