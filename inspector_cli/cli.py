@@ -33,6 +33,22 @@ COMMANDS: Dict[str, str] = {
     "inspect": "inspector_cli.commands.inspect:inspect",
 }
 
+SUMMARIES: Dict[str, str] = {
+    "compare": "Compare MODEL_B against the reference MODEL_A on the same inputs.",
+    "report": "Render saved JSON results again, or find regressions between two runs.",
+    "run": "Run the steps of the suite file SUITE in order, as one gate with one report.",
+    "inputs": "Make sample folders (.npz) for a model, and show what a data folder holds.",
+    "config": "Check run configs and suites without running them; print the config JSON Schema.",
+    "profile": "Profile MODEL with onnxruntime: per-node latency, op types, critical path, FLOPs and memory.",
+    "probe": "Statistics of chosen tensors of MODEL over a data set, in fixed memory.",
+    "validate": "Check MODEL for defects before anything runs it: is this model sound?",
+    "nan-bisect": "Find the node where NaN/Inf values are born in MODEL, for each input sample.",
+    "inspect": "Show MODEL as a hierarchy of scopes: nodes, main ops, parameters, FLOPs, output shapes.",
+}
+"""The first paragraph of each command's help, for `mi --help`: listing the commands from here
+saves importing all nine command modules and their option definitions (about half of the time
+of `mi --help`). tests/test_speed.py keeps it equal to the commands' own help."""
+
 
 class MiGroup(click.Group):
     """A click group with lazy subcommands and the error boundary in `main`."""
@@ -46,6 +62,15 @@ class MiGroup(click.Group):
             return None
         module_name, _, attr = target.partition(":")
         return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from SUMMARIES, as click would draw it from the imported commands."""
+        from click.utils import make_default_short_help
+
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, make_default_short_help(SUMMARIES[name], limit)) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:

@@ -141,7 +141,7 @@ def test_workflows_hold_one_orchestrator_per_command():
     from inspector_cli.cli import COMMANDS
 
     commands = {c.replace("-", "_") for c in COMMANDS} | {"report_diff"}
-    assert not [p for p in (PKG / "workflows").iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert not [p for p in (PKG / "workflows").iterdir() if p.is_dir() and any(p.glob("*.py"))]  # stale __pycache__ folders of moved packages do not count
     modules = {p.stem for p in (PKG / "workflows").glob("*.py")} - {"__init__"}
     assert modules <= commands, sorted(modules - commands)
 

@@ -17,6 +17,8 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
 from .external_data import check_external_data, external_data_problems  # noqa: F401 (re-exported)
+from .filehash import prefetch as prefetch_sha256
+from .light import light_copy
 from .protoutil import implicit_inputs, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
 from .types import TensorInfo
 
@@ -125,7 +127,7 @@ class ModelGraph:
     def tensor_info(self, name: str) -> TensorInfo:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
         if self._tensor_info is None:
-            self._tensor_info = infer_tensor_info(self.model)
+            self._tensor_info = infer_tensor_info(light_copy(self.model))
         return self._tensor_info.get(name, TensorInfo(name))
 
     def all_tensor_info(self) -> Dict[str, TensorInfo]:
@@ -171,6 +173,7 @@ def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
         raise UsageError(f"{model_path}: no such file", hint="check the model path")
     if model_path.is_dir():
         raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
+    prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     model = parse_model_file(model_path)
     check_external_data(model, model_path)
     return ModelGraph.from_proto(model, model_path)

@@ -20,6 +20,7 @@ from typing import List, Tuple
 
 import onnx
 
+from .filehash import prefetch as prefetch_sha256
 from .graph import ModelGraph, check_external_data, load_model
 from .protoutil import read_varint
 
@@ -119,6 +120,7 @@ def load_model_lazy(path: "str | os.PathLike[str]") -> ModelGraph:
     model_path = Path(path)
     if not model_path.is_file() or model_path.stat().st_size < (1 << 20):
         return load_model(model_path)  # small models: nothing to gain; the ordinary checks apply
+    prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     try:
         data = stripped_model_bytes(model_path)
         model = onnx.ModelProto()

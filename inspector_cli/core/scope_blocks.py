@@ -15,7 +15,10 @@ from typing import Dict, List, Tuple
 
 from .cost import ELEMENTWISE, PER_ELEMENT
 from .graph import ModelGraph, NodeInfo
-from .scopes import TRANSPARENT
+
+TRANSPARENT = frozenset({"QuantizeLinear", "DequantizeLinear", "Constant"})
+"""Ops that take the scope of the node they serve: a quantiser inserts Q/DQ pairs with names of its
+own (`fc.weight_DequantizeLinear`), which must neither make scopes nor break structural blocks."""
 
 Path = Tuple[str, ...]
 

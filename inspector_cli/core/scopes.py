@@ -17,11 +17,9 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .graph import ModelGraph, NodeInfo
+from .scope_blocks import TRANSPARENT, structural_scopes
 
 Path = Tuple[str, ...]
-TRANSPARENT = frozenset({"QuantizeLinear", "DequantizeLinear", "Constant"})
-"""Ops that take the scope of the node they serve: a quantiser inserts Q/DQ pairs with names of its
-own (`fc.weight_DequantizeLinear`), which must neither make scopes nor break structural blocks."""
 TORCH_SCOPES = "pkg.torch.onnx.name_scopes"
 _NUMERIC = re.compile(r"^\d+$")
 
@@ -99,7 +97,6 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
     distinct = {p for n, p in paths.items() if p and graph.node_by_name[n].op_type not in TRANSPARENT}
     source = "torch-metadata" if torch_entries else "names"
     if len(distinct) < 2 and not functions:
-        from .scope_blocks import structural_scopes
 
         paths, kinds = structural_scopes(graph)
         source = "structure"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import enum
 import importlib
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
@@ -53,12 +52,12 @@ class ModelRef:
                    graph_name=model.graph.name)
 
 
-def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def file_sha256(path: Path) -> str:
+    """The file's sha256; usually already computed in the background since the model was loaded
+    (core/filehash.py)."""
+    from ..core.filehash import sha256
+
+    return sha256(path)
 
 
 @dataclass(frozen=True)

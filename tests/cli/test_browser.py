@@ -123,7 +123,7 @@ def test_scope_map_collapses_without_javascript(page, tmp_path):
     """The inspect map: nested <details> toggle with scripts disabled, SVG drawn, names escaped, no sideways scroll."""
     from inspector_cli.testing.transformer import build_transformer
 
-    from .inspect.models import hostile_model, replace_op
+    from ..inspect.models import hostile_model, replace_op
 
     model = build_transformer(layers=2)
     a = save(model, tmp_path / "a.onnx")

@@ -184,7 +184,10 @@ def test_compare_on_images_records_the_resolved_spec(tmp_path):
 @pytest.mark.slow
 def test_same_tensor_as_torchvision_classic_transform(tmp_path):
     """The ImageNet spec gives torchvision's Resize(256)/CenterCrop(224)/ToTensor/Normalize result."""
-    transforms = pytest.importorskip("torchvision.transforms", reason="torchvision is not installed (CI)")
+    try:  # PyPI's torchvision beside a torch it was not built for fails with RuntimeError, not ImportError
+        import torchvision.transforms as transforms
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"torchvision is not usable here (CI installs none): {type(exc).__name__}")
     rng = np.random.default_rng(5)
     pixels = rng.integers(0, 256, (300, 397, 3), dtype=np.uint8)
     Image.fromarray(pixels).save(tmp_path / "r.png")

@@ -11,7 +11,7 @@ from onnx import numpy_helper
 from inspector_cli.testing.transformer import build_transformer
 
 from ..helpers import invoke, read_json, save
-from ..test_reports import validate_document
+from ..cli.test_reports import validate_document
 
 
 @pytest.fixture(scope="module")
