@@ -54,6 +54,10 @@ def compare_view(result: CompareResult) -> View:
         view.notes.extend(capture_notes(result.layers))
     for out in result.outputs:
         view.tables.append(output_table(out, result.gates))
+    if result.remedy is not None:
+        from .remedy_view import remedy_tables
+
+        view.tables.extend(remedy_tables(result.remedy))
     for finding in result.findings:
         prefix = "error" if finding.severity == Severity.ERROR else finding.severity.value
         view.notes.append(f"{prefix}: {finding.message}" + (f" ({finding.hint})" if finding.hint else ""))
