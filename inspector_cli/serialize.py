@@ -1,13 +1,14 @@
 """Versioned JSON for every result, strict (no NaN/Infinity tokens), written atomically.
 
 Envelope (schema_version 1):
-    {"schema_version": 1, "kind": "compare", "tool_version": "0.1.0", "created": "...Z",
+    {"schema_version": 1, "kind": "compare", "tool_version": "0.1.0", "created": "...Z", "fingerprint": {...},
      "models": [...], "config": {...}, "inputs": {...}, "verdict": {...}, "results": {...}}
 """
 from __future__ import annotations
 
 import datetime as _dt
 import errno
+import functools
 import json
 import os
 import tempfile
@@ -28,17 +29,36 @@ def envelope(result: Result, *, created: Optional[str] = None) -> Dict[str, Any]
     models = body.pop("models", [])
     config = body.pop("config", {})
     inputs = body.pop("inputs", None)
+    # a result read back from JSON keeps the environment that produced it; a fresh one records this one
+    fingerprint = body.pop("fingerprint", None) or _fingerprint()
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": result.kind,
         "tool_version": __version__,
         "created": created or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "fingerprint": fingerprint,
         "models": models,
         "config": config,
         "inputs": inputs,
         "verdict": {"passed": result.passed, "exit_code": result.exit_code, "summary": result.summary()},
         "results": body,
     }
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_fingerprint() -> str:
+    return json.dumps(_fresh_fingerprint())
+
+
+def _fingerprint() -> Dict[str, Any]:
+    """This process's environment, taken once (a suite writes many results)."""
+    return json.loads(_cached_fingerprint())
+
+
+def _fresh_fingerprint() -> Dict[str, Any]:
+    from .remedy.fingerprint import run_fingerprint  # lazy: imports onnxruntime when installed
+
+    return run_fingerprint()
 
 
 def dumps(document: Any, *, indent: Optional[int] = 2) -> str:
@@ -68,6 +88,8 @@ def result_from_document(document: Dict[str, Any], source: str = "<json>") -> Re
     body["config"] = document.get("config", {})
     if document.get("inputs") is not None:
         body["inputs"] = document["inputs"]
+    if isinstance(document.get("fingerprint"), dict):
+        body["fingerprint"] = document["fingerprint"]
     try:
         return cls.from_dict(body)
     except (TypeError, ValueError, KeyError) as exc:

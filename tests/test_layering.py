@@ -194,14 +194,15 @@ def test_modules_stay_small():
 
 
 def test_finding_ids_do_not_collide_across_commands():
-    """validate owns MI1xx-MI7xx; compare MI80x, probe MI82x, profile MI84x, nan-bisect MI90x."""
+    """validate owns MI1xx-MI7xx; compare MI80x, probe MI82x, profile MI84x, remedy MI86x, nan-bisect MI90x."""
     import re
 
     from inspector_cli.validate.catalog import RULES
 
-    ranges = {"compare": (800, 819), "probe": (820, 839), "profile": (840, 859), "nan_bisect": (900, 919)}
+    ranges = {"compare": (800, 819), "probe": (820, 839), "profile": (840, 859), "remedy": (860, 879),
+              "nan_bisect": (900, 919)}
     homes = {"compare": ("compare", "golden", "layer"), "probe": ("probe",), "profile": ("profile",),
-             "nan_bisect": ("nan_bisect", "nanbisect")}
+             "remedy": ("remedy",), "nan_bisect": ("nan_bisect", "nanbisect")}
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(PKG).as_posix()
         if rel.startswith("validate/") or "validate" in rel or rel.startswith("render/sarif"):
