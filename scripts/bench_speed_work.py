@@ -98,7 +98,7 @@ def naive(a: str, b: str, data: str) -> None:
 def plan(a: str, b: str) -> None:
     """Seconds of `compare --layers all` planning: loading, output pairing, tensor pairing and chains."""
     from inspector_cli.compare.config import CompareConfig, LayerConfig
-    from inspector_cli.workflows.compare import plan_comparison
+    from inspector_cli.compare.plan import plan_comparison
     from inspector_cli.compare.layers import layer_pairs
 
     start = time.perf_counter()
