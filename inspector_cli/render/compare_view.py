@@ -54,7 +54,8 @@ def compare_view(result: CompareResult) -> View:
     if result.layers is not None:
         from .layers_view import capture_notes, layer_tables
 
-        view.tables.extend(layer_tables(result.layers))
+        steps = result.remedy.quant_steps if result.remedy is not None else []
+        view.tables.extend(layer_tables(result.layers, steps))
         view.notes.extend(capture_notes(result.layers))
     for out in result.outputs:
         view.tables.append(output_table(out, result.gates))

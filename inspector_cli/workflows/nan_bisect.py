@@ -58,7 +58,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
                      on_static: Optional[Callable[[List[WeightIssue]], None]], executor: Executor,
                      started: float) -> NanBisectResult:
     owned = not isinstance(model, ModelGraph)
-    graph = as_graph(model)
+    graph = as_graph(model, lazy=True)  # weights stay in the file: nothing to externalise or re-serialise
     hashing = _hash_in_background(graph)
     static = nonfinite_weights(graph)
     if on_static is not None and static:
