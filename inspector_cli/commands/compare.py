@@ -10,6 +10,7 @@ from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_read
                        build_synthetic, compose, decoding_options, executor_options, input_options, model_argument,
                        name_pairs, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
+from ._remedy_options import build_remedy_request, remedy_options
 
 GATE_HELP = {
     "min-cosine": "Fail when cosine similarity is below this (per output and sample).",
@@ -40,6 +41,7 @@ def gate_options(func: Any) -> Any:
                    "--layers any tensor). Repeatable.")
 @click.option("--no-per-sample", is_flag=True, help="Do not keep per-sample metrics in the JSON result.")
 @layer_options
+@remedy_options
 @runtime_options
 @model_runtime_options
 @executor_options
@@ -55,10 +57,13 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
 
     \b
     Examples:
-      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 --max-abs 0.1 --json out.json
-      mi compare fp32.onnx int8.onnx --inputs data/ --layers all --layer-min-cosine 0.98 --isolate worst:5
+      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 \\
+          --max-abs 0.1 --json out.json
+      mi compare fp32.onnx int8.onnx --inputs data/ --layers all \\
+          --layer-min-cosine 0.98 --isolate worst:5
       mi compare model.onnx --golden test_data_set_0/
-      mi compare fp32.onnx int8.onnx --inputs /shared/data/ --executor ray --address auto
+      mi compare fp32.onnx int8.onnx --inputs /shared/data/ \\
+          --executor ray --address auto
     """
     from ..compare.config import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates
@@ -75,6 +80,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     gates = parse_gates({flag: params.get(f"gate_{flag.replace('-', '_')}") or () for flag in GATE_FLAGS})
     runtime_a, runtime_b = build_runtimes(params, build_runtime(params))
     layers = build_layer_config(params)
+    remedy = build_remedy_request(params)
     config = CompareConfig(
         inputs=tuple(params.get("inputs") or ()),
         synthetic=build_synthetic(params),
@@ -90,7 +96,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:
-        result = compare_models(model_a, model_b, config, progress=progress)
+        result = compare_models(model_a, model_b, config, progress=progress, remedy=remedy)
     return emit(ctx, result, compare_view, fmt=params["fmt"], json_path=params.get("json_path"))
 
 

@@ -8,6 +8,7 @@ import click
 from ._options import ByteSize, executor_options, input_options, model_argument, report_options, runtime_options
 from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit, progress_bar
+from ._remedy_options import build_fallback_config, fallback_options
 
 
 @click.command("nan-bisect")
@@ -34,6 +35,10 @@ from ._output import app_state, check_report_paths, emit, progress_bar
 @executor_options
 @click.option("--examples", type=click.IntRange(min=1), default=5, show_default=True,
               help="Example samples kept per origin group.")
+@fallback_options
+@click.option("--reference", type=click.Path(exists=True, dir_okay=False), metavar="FP32.onnx",
+              help="With --fallback-plan: the fp32 model MODEL was converted from (the block list is found by "
+                   "converting it again with onnxconverter_common's float16 converter).")
 @runtime_options
 @report_options
 @click.pass_context
@@ -49,17 +54,27 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
     \b
     Examples:
       mi nan-bisect model.onnx --inputs data/
-      mi nan-bisect model_fp16.onnx --inputs data/ --workers 2 --jsonl nan.jsonl --resume
-      mi nan-bisect model.onnx --inputs /shared/data/ --executor ray --address auto --jsonl nan.jsonl
+      mi nan-bisect model_fp16.onnx --inputs data/ --workers 2 \\
+          --jsonl nan.jsonl --resume
+      mi nan-bisect model.onnx --inputs /shared/data/ --executor ray \\
+          --address auto --jsonl nan.jsonl
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
+      mi nan-bisect fp16.onnx --inputs data/ --fallback-plan \\
+          --reference fp32.onnx --write-model fixed.onnx
     """
+    from ..errors import UsageError
     from ..nanbisect.config import NanBisectConfig, Simulate
     from ..render.nan_bisect_view import nan_bisect_view
     from ..workflows.nan_bisect import nan_bisect as run
     from ._options import build_executor, build_runtime, build_synthetic
 
     state = app_state(ctx)
+    fallback = build_fallback_config(params)
+    if fallback is not None and not params.get("reference"):
+        raise UsageError("--fallback-plan needs --reference FP32.onnx (the model MODEL was converted from)")
+    if params.get("reference") and fallback is None:
+        raise UsageError("--reference needs --fallback-plan")
     config = NanBisectConfig(
         inputs=tuple(params.get("inputs") or ()),
         synthetic=build_synthetic(params),
@@ -87,4 +102,8 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
 
     with progress_bar(state, "nan-bisect", enabled=show_progress) as progress:
         result = run(model, config, progress=progress, on_static=report_static)
+    if fallback is not None:
+        from ..workflows.nan_bisect import fp16_fallback_plan
+
+        result = fp16_fallback_plan(result, params["reference"], config, fallback)
     return emit(ctx, result, nan_bisect_view, fmt=params["fmt"], json_path=params.get("json_path"))

@@ -94,6 +94,10 @@ def nan_bisect_view(result: NanBisectResult) -> View:
         view.tables.append(static_table(result))
     if result.groups:
         view.tables.append(groups_table(result.groups))
+    if result.remedy is not None:
+        from .remedy_view import remedy_tables
+
+        view.tables.extend(remedy_tables(result.remedy))
     first = next((r for r in result.records if r.origin is not None), None)
     if first is not None and first.origin is not None:
         view.tables.append(origin_table(first, first.origin))

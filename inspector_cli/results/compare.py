@@ -6,6 +6,7 @@ from typing import Any, ClassVar, Dict, List, Optional
 
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
 from .layers import LayerSection
+from .remedy import RemedySection
 
 Metrics = Dict[str, Optional[float]]
 
@@ -65,6 +66,8 @@ class CompareResult(Result):
     samples: int = 0
     layers: Optional[LayerSection] = None
     """Layer-by-layer section (`--layers`)."""
+    remedy: Optional[RemedySection] = None
+    """Fallback plan, optimiser bisection, accuracy against labels (`--fallback-plan`, ... ; issue 18)."""
 
     def node_values(self) -> List[NodeValues]:
         """Cosine, max abs error and SQNR per compared tensor (data-set values), keyed by A's names:

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Dict, List, Optional
 
 from ..errors import EXIT_CANNOT_ANALYSE, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .base import Check, Finding, ModelRef, NodeValues, Result, Severity
+from .remedy import RemedySection
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,8 @@ class NanBisectResult(Result):
     interrupted: bool = False
     jsonl: Optional[str] = None
     elapsed_s: float = 0.0
+    remedy: Optional[RemedySection] = None
+    """`--fallback-plan --reference fp32.onnx`: the fp32 block list of the fp16 conversion (issue 18)."""
 
     @property
     def found(self) -> bool:

@@ -59,7 +59,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
                      on_static: Optional[Callable[[List[WeightIssue]], None]], executor: Executor,
                      started: float) -> NanBisectResult:
     owned = not isinstance(model, ModelGraph)
-    graph = as_graph(model)
+    graph = as_graph(model, lazy=True)  # weights stay in the file: nothing to externalise or re-serialise
     hashing = _hash_in_background(graph)
     static = nonfinite_weights(graph)
     if on_static is not None and static:
@@ -197,3 +197,22 @@ def write_repros(prepared: PreparedModel, config: NanBisectConfig, samples: Samp
         path = write_bundle(prepared, group.node, samples.load(ref), folder, sample=ref.id, model_label=label)
         written[group.node] = str(path)
     return written
+
+
+def fp16_fallback_plan(result: NanBisectResult, reference: ModelArg, config: NanBisectConfig,
+                       fallback: Any) -> NanBisectResult:
+    """`--fallback-plan --reference fp32.onnx`: the fp32 block list (node_block_list of
+    onnxconverter_common's float16 converter) so that no sample overflows and the targets hold,
+    found by converting the fp32 reference again and verified on the same samples (issue 18)."""
+    from ..remedy.compare_run import fp16_fallback, plan_findings
+    from ..results.remedy import RemedySection
+
+    graph = as_graph(reference)
+    samples = open_samples(config.inputs, graph.inputs, config.synthetic)
+    ids, feeds = [], []
+    for sample_id, sample in samples:
+        ids.append(sample_id)
+        feeds.append(sample)
+    section = fp16_fallback(graph.model, ids, feeds, config.runtime, fallback)
+    return replace(result, remedy=RemedySection(fallback=section),
+                   findings=[*result.findings, *plan_findings(section, fallback)])

@@ -86,7 +86,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         raise UsageError("--dump needs --break-on: it writes the sample that met the condition")
     for spec in config.plugins:  # unknown or broken plugins are usage errors before any inference
         load_plugin(spec)
-    graph = as_graph(model)
+    graph = as_graph(model, lazy=True)  # weights stay in the file: no parse or re-serialisation of them
     check_since(config, graph)
     plan = plan_probe(graph, config)
     # blocks of samples, in this process or in workers (config.executor): merged in sample order
