@@ -213,3 +213,17 @@ def test_finding_ids_do_not_collide_across_commands():
             assert owner, f"{rel}: MI{number} is outside every command's range"
             assert any(h in rel for h in homes[owner[0]]) or rel.startswith(("render/", "results/")), \
                 f"{rel} uses {owner[0]}'s id MI{number}"
+
+
+def test_no_import_cycles_between_packages():
+    """Packages (and top-level modules) of inspector_cli import each other one way only: a cycle
+    between `results` and `serialize`, say, is a cycle even when no two modules form one."""
+    packages: dict = {}
+    for module, targets in import_graph().items():
+        source = module.split(".")[1] if module.count(".") >= 1 else module
+        for target in targets:
+            dest = target.split(".")[1] if target.count(".") >= 1 else target
+            if source != dest and "inspector_cli" not in (source, dest):
+                packages.setdefault(source, set()).add(dest)
+    cycle = find_cycle(packages)
+    assert not cycle, "package import cycle: " + " -> ".join(cycle)

@@ -59,11 +59,15 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
 
     \b
     Examples:
-      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 --max-abs 0.1 --json out.json
-      mi compare fp32.onnx int8.onnx --inputs data/ --layers all --layer-min-cosine 0.98 --isolate worst:5
+      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 \\
+          --max-abs 0.1 --json out.json
+      mi compare fp32.onnx int8.onnx --inputs data/ --layers all \\
+          --layer-min-cosine 0.98 --isolate worst:5
       mi compare model.onnx --golden test_data_set_0/
-      mi compare fp32.onnx int8.onnx --inputs /shared/data/ --executor ray --address auto
-      mi compare vad.onnx vad_int8.onnx --sequence chunks/ --min-cosine 0.99 --jsonl steps.jsonl
+      mi compare fp32.onnx int8.onnx --inputs /shared/data/ \\
+          --executor ray --address auto
+      mi compare vad.onnx vad_int8.onnx --sequence chunks/ \\
+          --min-cosine 0.99 --jsonl steps.jsonl
       mi compare gpt.onnx gpt_int4.onnx --decode --prompt ids.json --steps 64
     """
     from ..compare.config import CompareConfig

@@ -29,8 +29,10 @@ from ._remedy_options import build_fallback_config, fallback_options
 @click.option("--repro", "repro_dir", type=click.Path(file_okay=False),
               help="Write a repro bundle per origin node here: one-node model, inputs .npz, replay commands.")
 @click.option("--jsonl", type=click.Path(dir_okay=False), metavar="PATH",
-              help="Append one JSON line per sample (flushed as each sample completes).")
+              help="Write one JSON line per sample (flushed as each sample completes). An existing non-empty "
+                   "file is refused (exit 2) unless --resume or --overwrite.")
 @click.option("--resume", is_flag=True, help="Skip the samples already recorded in --jsonl, append the rest.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --jsonl file (its records are lost).")
 @executor_options
 @nan_sequence_options
 @click.option("--examples", type=click.IntRange(min=1), default=5, show_default=True,
@@ -54,12 +56,16 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
     \b
     Examples:
       mi nan-bisect model.onnx --inputs data/
-      mi nan-bisect model_fp16.onnx --inputs data/ --workers 2 --jsonl nan.jsonl --resume
-      mi nan-bisect model.onnx --inputs /shared/data/ --executor ray --address auto --jsonl nan.jsonl
+      mi nan-bisect model_fp16.onnx --inputs data/ --workers 2 \\
+          --jsonl nan.jsonl --resume
+      mi nan-bisect model.onnx --inputs /shared/data/ --executor ray \\
+          --address auto --jsonl nan.jsonl
       mi nan-bisect model.onnx --inputs data/ --simulate fp16
       mi nan-bisect model.onnx --inputs data/ --deep --repro repro/
-      mi nan-bisect rnn_fp16.onnx --sequence chunks/ --steps 1000 --repro repro/
-      mi nan-bisect fp16.onnx --inputs data/ --fallback-plan --reference fp32.onnx --write-model fixed.onnx
+      mi nan-bisect rnn_fp16.onnx --sequence chunks/ --steps 1000 \\
+          --repro repro/
+      mi nan-bisect fp16.onnx --inputs data/ --fallback-plan \\
+          --reference fp32.onnx --write-model fixed.onnx
     """
     from ..errors import UsageError
     from ..nanbisect.config import NanBisectConfig, Simulate
@@ -85,6 +91,7 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         repro_dir=params.get("repro_dir"),
         jsonl=params.get("jsonl"),
         resume=bool(params.get("resume")),
+        overwrite=bool(params.get("overwrite")),
         executor=build_executor(params),
         examples=params["examples"],
     )

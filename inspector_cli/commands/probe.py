@@ -62,13 +62,16 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
     \b
     Examples:
       mi probe model.onnx --list
-      mi probe model.onnx --inputs data/ --select 'encoder/*/conv*' --select op:Relu
+      mi probe model.onnx --inputs data/ --select 'encoder/*/conv*' \\
+          --select op:Relu
       mi probe model.onnx --inputs data/ --select all --break-on nan --dump trig/
       mi probe int8.onnx --inputs data/ --quant-ranges --reference fp32.onnx
       mi probe model.onnx --inputs data/ --select op:Relu --since last
       mi probe model.onnx --select op:Softmax --plugin attention-entropy
-      mi probe model.onnx --inputs /shared/data/ --select op:Relu --executor ray --address auto
-      mi probe lstm.onnx --sequence chunks/ --select op:LSTM --per-step --break-on 'absmax>1e4'
+      mi probe model.onnx --inputs /shared/data/ --select op:Relu \\
+          --executor ray --address auto
+      mi probe lstm.onnx --sequence chunks/ --select op:LSTM \\
+          --per-step --break-on 'absmax>1e4'
     """
     from ..render.probe_view import history_list_view, probe_view, tensor_list_view
 

@@ -10,7 +10,7 @@ import enum
 import math
 import sys
 import typing
-from typing import Any, Dict, Type, TypeVar, Union
+from typing import Any, Dict, Tuple, Type, TypeVar, Union
 
 T = TypeVar("T")
 NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
@@ -24,11 +24,22 @@ def encode_float(value: float) -> Union[float, str]:
     return value
 
 
+_FIELDS: Dict[type, Tuple[str, ...]] = {}
+"""Serialised field names per dataclass type (a layer report encodes ~10,000 objects of a few types)."""
+
+
 def to_jsonable(obj: Any) -> Any:
     """Dataclasses, enums, tuples, numpy scalars and non-finite floats to plain JSON values."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if not f.metadata.get("transient")}
+    kind = type(obj)
+    if kind is str or kind is bool or kind is int or obj is None:  # the common leaves first
+        return obj
+    if kind is float:
+        return encode_float(obj)
+    names = _FIELDS.get(kind)
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(obj) if not f.metadata.get("transient"))
+    if names is not None:
+        return {name: to_jsonable(getattr(obj, name)) for name in names}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, dict):

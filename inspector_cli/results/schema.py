@@ -75,7 +75,7 @@ def _dataclass_schema(cls: type, defs: Dict[str, Any], skip: tuple = ()) -> Dict
 
 FINGERPRINT: Dict[str, Any] = {
     "type": "object",
-    "description": "the environment of the run (remedy/fingerprint.py); absent in results written before it existed",
+    "description": "the environment of the run (core/fingerprint.py); absent in results written before it existed",
     "properties": {
         "mi": {"type": ["string", "null"]}, "python": {"type": ["string", "null"]},
         "onnxruntime": {"type": "object"}, "onnx": {"type": ["string", "null"]}, "numpy": {"type": ["string", "null"]},
@@ -88,7 +88,7 @@ FINGERPRINT: Dict[str, Any] = {
 
 def envelope_schema(kind: str) -> Dict[str, Any]:
     """The full schema of an `mi` JSON document of `kind` (envelope + results)."""
-    from ..serialize import SCHEMA_VERSION
+    from .document import SCHEMA_VERSION
 
     cls: Type[Result] = result_class(kind)
     defs: Dict[str, Any] = {}

@@ -79,7 +79,7 @@ def _simulated(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, depl
     from ..core.graph import ModelGraph
     from ..core.model_arg import as_graph
     from ..core.runner import OptLevel
-    from ..remedy.fingerprint import read_cpuinfo
+    from ..core.fingerprint import read_cpuinfo
 
     runtime_b = (config.runtime_b or config.runtime).replace(opt_level=OptLevel.DISABLE)
     simulated = compare_models(model_a, model_b, replace(config, runtime_b=runtime_b))

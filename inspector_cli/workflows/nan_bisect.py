@@ -15,7 +15,7 @@ from ..core.inputs import SampleSet, open_samples
 from ..errors import UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
 from ..executor.factory import make_executor
-from ..nanbisect.batch import JsonlLog, Summary
+from ..nanbisect.batch import JsonlLog, Summary, check_jsonl
 from ..nanbisect.config import NanBisectConfig, Simulate
 from ..nanbisect.findings import build_findings
 from ..nanbisect.job import NanBisectJob, error_record
@@ -44,6 +44,7 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     config = config or NanBisectConfig()
     started = time.monotonic()
     check_executor(config.executor)
+    check_jsonl(config.jsonl, resume=config.resume, overwrite=config.overwrite)  # before any work
     executor = make_executor(config.executor, WARM_MODULES)  # workers import while we load the model
     try:
         return _prepare_and_run(model, config, progress, on_static, executor, started)
@@ -58,7 +59,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
                      on_static: Optional[Callable[[List[WeightIssue]], None]], executor: Executor,
                      started: float) -> NanBisectResult:
     owned = not isinstance(model, ModelGraph)
-    graph = as_graph(model)
+    graph = as_graph(model, lazy=True)  # weights stay in the file: nothing to externalise or re-serialise
     hashing = _hash_in_background(graph)
     static = nonfinite_weights(graph)
     if on_static is not None and static:
@@ -74,11 +75,24 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
     del graph
     try:
+        if samples.refs:
+            _check_loadable(prepared)
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:
         prepared.close()
+
+
+def _check_loadable(prepared: PreparedModel) -> None:
+    """One session of the model as it is, opened and dropped before the scan: a model onnxruntime
+    refuses (duplicate names, a cycle, an unknown op, opset 99) is one `Error:` naming the model and
+    the cause (exit 3), not an error record per sample (issue 15 item 16)."""
+    from ..core.expose import serialized_with_outputs
+    from ..core.runner import Session
+
+    data = serialized_with_outputs(prepared.graph, [], keep_original=True)
+    Session(data, prepared.runtime, label=prepared.label, external_dir=prepared.external_dir)
 
 
 def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
@@ -92,7 +106,7 @@ def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
 def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
          static: List[WeightIssue], warnings: List[str], model_ref: ModelRef, label: str,
          progress: Progress, started: float, executor: Executor, source: Optional[str]) -> NanBisectResult:
-    log = JsonlLog(config.jsonl, resume=config.resume)
+    log = JsonlLog(config.jsonl, resume=config.resume, overwrite=config.overwrite)
     summary = Summary(examples=config.examples, keep_records=config.keep_records)
     for record in log.previous:
         summary.add(record, resumed=True)

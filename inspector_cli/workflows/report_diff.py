@@ -82,7 +82,7 @@ def _findings(result: Result) -> Dict[Tuple[str, Optional[str], Optional[str], s
 
 def environment_changes(old: Result, new: Result) -> List[EnvironmentChange]:
     """Changed facts of the two runs' fingerprints (none when either result predates fingerprints)."""
-    from ..remedy.fingerprint import diff_fingerprints
+    from ..core.fingerprint import diff_fingerprints
 
     if not old.fingerprint or not new.fingerprint:
         return []

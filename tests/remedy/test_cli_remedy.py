@@ -204,6 +204,13 @@ def test_quantisation_step_error_of_an_exact_off_by_one_is_1(tmp_path):
     assert rows["y"]["scale"] == 0.5
     assert rows["y"]["max_steps"] == 1.0 and rows["y"]["mean_steps"] == 1.0
     assert rows["y"]["flagged"] is False  # one step is not "a few"
+    # ... and it is a column of the layer table (shown with --columns / --wide)
+    from inspector_cli.render.compare_view import compare_view
+    from inspector_cli.serialize import read_result
+
+    table = compare_view(read_result(out)).tables[0]
+    column = table.columns.index("q steps max/mean")
+    assert [row[column].text for row in table.rows if row[1].text == "y"] == ["1.00/1.00"]
 
 
 def test_simulated_vs_deployed_names_the_likely_cause(broken_pair):
