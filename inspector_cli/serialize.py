@@ -1,44 +1,23 @@
 """Versioned JSON for every result, strict (no NaN/Infinity tokens), written atomically.
 
 Envelope (schema_version 1):
-    {"schema_version": 1, "kind": "compare", "tool_version": "0.1.0", "created": "...Z",
+    {"schema_version": 1, "kind": "compare", "tool_version": "0.1.0", "created": "...Z", "fingerprint": {...},
      "models": [...], "config": {...}, "inputs": {...}, "verdict": {...}, "results": {...}}
 """
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .errors import ReportError, UsageError
-from .results.base import Result, result_class
+from .results.base import Result
 from .results.codec import to_jsonable
-from .version import __version__
-
-SCHEMA_VERSION = 1
-
-
-def envelope(result: Result, *, created: Optional[str] = None) -> Dict[str, Any]:
-    """The versioned JSON document of a result, keys in a stable order."""
-    body = result.to_dict()
-    models = body.pop("models", [])
-    config = body.pop("config", {})
-    inputs = body.pop("inputs", None)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": result.kind,
-        "tool_version": __version__,
-        "created": created or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "models": models,
-        "config": config,
-        "inputs": inputs,
-        "verdict": {"passed": result.passed, "exit_code": result.exit_code, "summary": result.summary()},
-        "results": body,
-    }
+# the envelope is result data (results/document.py); here: strict JSON text and atomic files
+from .results.document import SCHEMA_VERSION, envelope, result_from_document  # noqa: F401 (re-exported)
 
 
 def dumps(document: Any, *, indent: Optional[int] = 2) -> str:
@@ -61,30 +40,6 @@ def _nodes(result: Result) -> int:
     section = getattr(result, "scopes", None)
     smap = section.map if section is not None else getattr(result, "scope_map", None)
     return len(smap.node_scope) if smap is not None else 0
-
-
-def result_from_document(document: Dict[str, Any], source: str = "<json>") -> Result:
-    """Rebuild a result from its envelope (the inverse of `envelope`)."""
-    try:
-        kind = document["kind"]
-        version = document["schema_version"]
-    except (KeyError, TypeError) as exc:
-        raise ReportError(f"{source}: not an mi result (no 'kind'/'schema_version')") from exc
-    if version != SCHEMA_VERSION:
-        raise ReportError(f"{source}: schema_version {version} is not supported (this mi reads {SCHEMA_VERSION})")
-    try:
-        cls = result_class(kind)
-    except KeyError as exc:
-        raise ReportError(f"{source}: unknown result kind '{kind}'") from exc
-    body = dict(document.get("results") or {})
-    body["models"] = document.get("models", [])
-    body["config"] = document.get("config", {})
-    if document.get("inputs") is not None:
-        body["inputs"] = document["inputs"]
-    try:
-        return cls.from_dict(body)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise ReportError(f"{source}: malformed '{kind}' result ({exc})") from exc
 
 
 def read_result(path: Union[str, Path]) -> Result:

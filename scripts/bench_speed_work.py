@@ -97,9 +97,9 @@ def naive(a: str, b: str, data: str) -> None:
 
 def plan(a: str, b: str) -> None:
     """Seconds of `compare --layers all` planning: loading, output pairing, tensor pairing and chains."""
-    from inspector_cli.config.compare import CompareConfig, LayerConfig
-    from inspector_cli.workflows.compare import plan_comparison
-    from inspector_cli.workflows.layers import layer_pairs
+    from inspector_cli.compare.config import CompareConfig, LayerConfig
+    from inspector_cli.compare.plan import plan_comparison
+    from inspector_cli.compare.layers import layer_pairs
 
     start = time.perf_counter()
     config = CompareConfig(layers=LayerConfig())

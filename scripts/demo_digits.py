@@ -124,6 +124,9 @@ def build(out: Path) -> None:
     for i, image in enumerate(test_x):
         np.savez(data / f"digit_{i:03d}.npz", image=image[None])
     np.save(out / "heldout_labels.npy", test_y)
+    # the same labels as `mi compare --labels` reads them: sample file, class index
+    (out / "heldout_labels.csv").write_text(
+        "sample,label\n" + "".join(f"digit_{i:03d}.npz,{int(label)}\n" for i, label in enumerate(test_y)))
     print(f"trained on {len(train_y)} digits, calibrated on {CALIBRATION}, {len(test_y)} held out in {data}/")
 
 

@@ -140,7 +140,7 @@ def test_workflows_hold_one_orchestrator_per_command():
     """No engine code in workflows/: flat modules only, each named after a command."""
     from inspector_cli.cli import COMMANDS
 
-    commands = {c.replace("-", "_") for c in COMMANDS} | {"report_diff"}
+    commands = {c.replace("-", "_") for c in COMMANDS} | {"report_diff", "sequence"}  # sequence: the mode shared by compare, nan-bisect and probe
     assert not [p for p in (PKG / "workflows").iterdir() if p.is_dir() and any(p.glob("*.py"))]  # stale __pycache__ folders of moved packages do not count
     modules = {p.stem for p in (PKG / "workflows").glob("*.py")} - {"__init__"}
     assert modules <= commands, sorted(modules - commands)
@@ -194,14 +194,15 @@ def test_modules_stay_small():
 
 
 def test_finding_ids_do_not_collide_across_commands():
-    """validate owns MI1xx-MI7xx; compare MI80x, probe MI82x, profile MI84x, nan-bisect MI90x."""
+    """validate owns MI1xx-MI7xx; compare MI80x, probe MI82x, profile MI84x, remedy MI86x, nan-bisect MI90x."""
     import re
 
     from inspector_cli.validate.catalog import RULES
 
-    ranges = {"compare": (800, 819), "probe": (820, 839), "profile": (840, 859), "nan_bisect": (900, 919)}
+    ranges = {"compare": (800, 819), "probe": (820, 839), "profile": (840, 859), "remedy": (860, 879),
+              "nan_bisect": (900, 919)}
     homes = {"compare": ("compare", "golden", "layer"), "probe": ("probe",), "profile": ("profile",),
-             "nan_bisect": ("nan_bisect", "nanbisect")}
+             "remedy": ("remedy",), "nan_bisect": ("nan_bisect", "nanbisect")}
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(PKG).as_posix()
         if rel.startswith("validate/") or "validate" in rel or rel.startswith("render/sarif"):
@@ -212,3 +213,17 @@ def test_finding_ids_do_not_collide_across_commands():
             assert owner, f"{rel}: MI{number} is outside every command's range"
             assert any(h in rel for h in homes[owner[0]]) or rel.startswith(("render/", "results/")), \
                 f"{rel} uses {owner[0]}'s id MI{number}"
+
+
+def test_no_import_cycles_between_packages():
+    """Packages (and top-level modules) of inspector_cli import each other one way only: a cycle
+    between `results` and `serialize`, say, is a cycle even when no two modules form one."""
+    packages: dict = {}
+    for module, targets in import_graph().items():
+        source = module.split(".")[1] if module.count(".") >= 1 else module
+        for target in targets:
+            dest = target.split(".")[1] if target.count(".") >= 1 else target
+            if source != dest and "inspector_cli" not in (source, dest):
+                packages.setdefault(source, set()).add(dest)
+    cycle = find_cycle(packages)
+    assert not cycle, "package import cycle: " + " -> ".join(cycle)

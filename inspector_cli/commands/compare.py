@@ -11,6 +11,8 @@ from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_read
                        name_pairs, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
+from ._sequence_options import compare_sequence_options, run_compare_sequence, wants_compare_sequence
+from ._remedy_options import build_remedy_request, remedy_options
 
 GATE_HELP = {
     "min-cosine": "Fail when cosine similarity is below this (per output and sample).",
@@ -42,6 +44,8 @@ def gate_options(func: Any) -> Any:
 @click.option("--no-per-sample", is_flag=True, help="Do not keep per-sample metrics in the JSON result.")
 @layer_options
 @group_by_option
+@compare_sequence_options
+@remedy_options
 @runtime_options
 @model_runtime_options
 @executor_options
@@ -57,10 +61,16 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
 
     \b
     Examples:
-      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 --max-abs 0.1 --json out.json
-      mi compare fp32.onnx int8.onnx --inputs data/ --layers all --layer-min-cosine 0.98 --isolate worst:5
+      mi compare fp32.onnx int8.onnx --inputs data/ --min-cosine 0.99 \\
+          --max-abs 0.1 --json out.json
+      mi compare fp32.onnx int8.onnx --inputs data/ --layers all \\
+          --layer-min-cosine 0.98 --isolate worst:5
       mi compare model.onnx --golden test_data_set_0/
-      mi compare fp32.onnx int8.onnx --inputs /shared/data/ --executor ray --address auto
+      mi compare fp32.onnx int8.onnx --inputs /shared/data/ \\
+          --executor ray --address auto
+      mi compare vad.onnx vad_int8.onnx --sequence chunks/ \\
+          --min-cosine 0.99 --jsonl steps.jsonl
+      mi compare gpt.onnx gpt_int4.onnx --decode --prompt ids.json --steps 64
     """
     from ..compare.config import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates
@@ -69,6 +79,8 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     from ..render.rollup_view import with_rollup
     from ..workflows.compare import compare_models
 
+    if wants_compare_sequence(params):  # sequence/decode mode: its own orchestration (issue 19)
+        return run_compare_sequence(ctx, model_a, model_b, params)
     state = app_state(ctx)
     check_report_paths({"--json": params.get("json_path")})
     golden = params.get("golden")
@@ -78,6 +90,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     gates = parse_gates({flag: params.get(f"gate_{flag.replace('-', '_')}") or () for flag in GATE_FLAGS})
     runtime_a, runtime_b = build_runtimes(params, build_runtime(params))
     layers = build_layer_config(params)
+    remedy = build_remedy_request(params)
     config = CompareConfig(
         inputs=tuple(params.get("inputs") or ()),
         synthetic=build_synthetic(params),
@@ -93,7 +106,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:
-        result = compare_models(model_a, model_b, config, progress=progress)
+        result = compare_models(model_a, model_b, config, progress=progress, remedy=remedy)
     return emit(ctx, apply_group_by(result, params), with_rollup(compare_view), fmt=params["fmt"],
                 json_path=params.get("json_path"))
 

@@ -16,7 +16,8 @@ def inputs() -> None:
     \b
     Examples:
       mi inputs make --model m.onnx --count 32 --val-range 0,1 --out data/
-      mi inputs make --model m.onnx --inputs images/ --preprocess imagenet.yaml --out data/
+      mi inputs make --model m.onnx --inputs images/ \\
+          --preprocess imagenet.yaml --out data/
       mi inputs show data/
     """
 

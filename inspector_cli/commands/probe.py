@@ -9,6 +9,7 @@ from ._options import (ByteSize, build_executor, build_runtime, build_synthetic,
                        report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
+from ._sequence_options import probe_sequence_options, run_probe_sequence
 
 
 @click.command("probe")
@@ -48,6 +49,7 @@ from ._scope_options import apply_group_by, group_by_option
 @click.option("--capture-budget", type=ByteSize(), default=None,
               help="Memory for captured tensors at once, e.g. 2G (default: a quarter of the available memory).")
 @group_by_option
+@probe_sequence_options
 @runtime_options
 @executor_options
 @report_options
@@ -62,12 +64,16 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
     \b
     Examples:
       mi probe model.onnx --list
-      mi probe model.onnx --inputs data/ --select 'encoder/*/conv*' --select op:Relu
+      mi probe model.onnx --inputs data/ --select 'encoder/*/conv*' \\
+          --select op:Relu
       mi probe model.onnx --inputs data/ --select all --break-on nan --dump trig/
       mi probe int8.onnx --inputs data/ --quant-ranges --reference fp32.onnx
       mi probe model.onnx --inputs data/ --select op:Relu --since last
       mi probe model.onnx --select op:Softmax --plugin attention-entropy
-      mi probe model.onnx --inputs /shared/data/ --select op:Relu --executor ray --address auto
+      mi probe model.onnx --inputs /shared/data/ --select op:Relu \\
+          --executor ray --address auto
+      mi probe lstm.onnx --sequence chunks/ --select op:LSTM \\
+          --per-step --break-on 'absmax>1e4'
     """
     from ..render.probe_view import history_list_view, probe_view, tensor_list_view
     from ..render.rollup_view import with_rollup
@@ -98,6 +104,8 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         history=not params["no_history"], history_dir=params["history_dir"], keep_runs=params["keep_runs"],
         since=params.get("since"), hist_sample=params["hist_sample"], capture_budget=params.get("capture_budget"),
         executor=build_executor(params))
+    if params.get("sequence"):  # each step one sample, state fed back (issue 19)
+        return run_probe_sequence(ctx, model, params, config)
     state = app_state(ctx)
     with progress_bar(state, "probing", enabled=json_path != "-" and fmt == "table") as progress:
         result = probe_model(model, config, progress=progress)

@@ -27,7 +27,8 @@ def report(ctx: click.Context, results: Tuple[str, ...], diff: bool, tolerance: 
     \b
     Examples:
       mi report r.json --html r.html
-      mi report validate.json compare.json profile.json --html all.html --junit all.xml
+      mi report validate.json compare.json profile.json \\
+          --html all.html --junit all.xml
       mi report old.json new.json --diff          # exit 1 on regression
       mi report inspect.json --html map.html --map activation_bytes
     """

@@ -70,6 +70,10 @@ def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[
         if step.index in default_maps and step.kind in commands:
             accepted = {p.name for p in commands[step.kind].params}
             default_maps[step.index].update({k: v for k, v in overrides.items() if k in accepted})
+    from ._suite_data import share_suite_data
+
+    shared = share_suite_data(suite.steps, default_maps,
+                              {k: any(p.name == "inputs" for p in c.params) for k, c in commands.items()})
     if errors:
         first = errors[0]
         more = f"{len(errors) - 1} more problem(s): mi config check {suite_path} lists them all"
@@ -82,7 +86,9 @@ def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[
         if not state.quiet:
             click.echo(visible(line), err=True)
 
-    config = {"suite": str(suite.path), "only": list(only), "skip": list(skip), "keep_going": keep_going,
+    for note in shared:
+        echo(note)
+    config = {"suite": str(suite.path), **({"shared_inputs": shared} if shared else {}), "only": list(only), "skip": list(skip), "keep_going": keep_going,
               **({"overrides": {k: v for k, v in overrides.items()}} if overrides else {}),
               "defaults": suite.defaults, "selected": [s.name for s in suite.steps if s.index in selected]}
     result, interrupted = run_steps(ctx, suite, commands, default_maps, selected, keep_going=keep_going,

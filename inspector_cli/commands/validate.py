@@ -48,7 +48,8 @@ def validate(ctx: click.Context, model: Optional[str], **params: Any) -> int:
     \b
     Examples:
       mi validate model.onnx
-      mi validate int8.onnx --input-range input:0,255 --fail-on warning --format sarif > mi.sarif
+      mi validate int8.onnx --input-range input:0,255 --fail-on warning \\
+          --format sarif > mi.sarif
       mi validate int8.onnx --against fp32.onnx
       mi validate --list-rules
     """

@@ -20,7 +20,7 @@ from ..batching import ItemFailure, batch_runtime, check_executor, fixed_shards,
 from ..core.inputs import SampleRef, SampleSet
 from ..core.io_match import NameMatching
 from ..core.lazyload import load_model_lazy
-from ..core.runner import RuntimeConfig, open_session
+from ..core.runner import RuntimeConfig, open_session, open_sessions
 from ..diff.engine import TensorTracker
 from ..diff.metrics import PairStats, compare_arrays, shapes_compatible
 from ..errors import UsageError
@@ -84,8 +84,14 @@ class CompareJob(Job):
 class CompareRunner(Runner):
     def __init__(self, job: CompareJob, plan: ComparePlan) -> None:
         self.job, self.plan = job, plan
-        self.session_a = open_session(plan.graph_a, job.runtime_a, label=f"A {plan.graph_a.display_name}")
-        self.session_b = open_session(plan.graph_b, job.runtime_b, label=f"B {plan.graph_b.display_name}")
+        labels = (f"A {plan.graph_a.display_name}", f"B {plan.graph_b.display_name}")
+        if plan.graph_a is plan.graph_b:  # one proto cannot be serialised by two threads at once
+            self.session_a = open_session(plan.graph_a, job.runtime_a, label=labels[0])
+            self.session_b = open_session(plan.graph_b, job.runtime_b, label=labels[1])
+        else:
+            # Built side by side: onnxruntime releases the GIL while it builds, on one core each.
+            self.session_a, self.session_b = open_sessions([(plan.graph_a, job.runtime_a, labels[0]),
+                                                            (plan.graph_b, job.runtime_b, labels[1])])
 
     def run_item(self, item: WorkItem) -> Any:
         ref: SampleRef = item.payload

@@ -71,6 +71,40 @@ class Reader:
         return (flat.astype(np.float32) - np.float32(affine[1])) * np.float32(affine[0])
 
 
+def _fits(shape: Tuple[int, ...], expected: Optional[Tuple[object, ...]]) -> bool:
+    """Whether a run-time shape agrees with a (partly symbolic) declared one."""
+    return expected is not None and len(shape) == len(expected) and \
+        all(not isinstance(d, int) or d < 0 or d == s for d, s in zip(expected, shape))
+
+
+def settle_layout(reader: Reader, raw: np.ndarray, expected: Optional[Tuple[object, ...]]) -> Reader:
+    """The reader with its layout permutation checked against the original tensor's declared shape.
+
+    The optimised graph's layout tracking (optgraph.py) takes a Transpose onnxruntime inserted for a
+    relayout; but onnxruntime's transpose optimiser also *moves* the model's own Transposes (Swin: the
+    patch embedding's Transpose pushed past the LayerNorm's Sub, re-inserted after it as
+    `Transpose_token_N`), and the tensor after it is then already in the original layout. Undoing a
+    permutation there compared [1, 32, 3136] element-wise with [1, 3136, 32] (cosine 0.02 where the
+    truth is 0.9999996). The shapes tell: keep the permutation only if the permuted shape fits."""
+    if reader.perm is None:
+        return reader
+    if len(reader.perm) != raw.ndim:
+        # optgraph.py takes a channels-last kernel's output as NHWC, (0, 2, 3, 1); a 1-D Conv (OCR heads,
+        # Conv1d over a sequence) gives a rank-3 array: `transpose` failed ("axes don't match array").
+        # Channels-last at the array's own rank if the declared shape allows it, else the array as is.
+        perm = (0, *range(2, raw.ndim), 1) if raw.ndim >= 3 else None
+        if perm is not None and (expected is None or
+                                 _fits(tuple(raw.shape[i] for i in np.argsort(perm)), expected)):
+            return Reader(reader.expose, reader.quant, perm)
+        return Reader(reader.expose, reader.quant, None)
+    if expected is None:
+        return reader
+    permuted = tuple(raw.shape[i] for i in np.argsort(reader.perm))
+    if not _fits(permuted, expected) and _fits(tuple(raw.shape), expected):
+        return Reader(reader.expose, reader.quant, None)
+    return reader
+
+
 @dataclass
 class Side:
     """One model's capture set-up."""

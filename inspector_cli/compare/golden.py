@@ -14,6 +14,7 @@ from typing import Dict, Iterator, List, Tuple
 import numpy as np
 
 from ..core.graph import ModelGraph
+from ..core.input_formats import numpy_file_error
 from ..core.inputs import check_feeds
 from ..core.runner import open_session
 from ..core.types import TensorMap
@@ -45,7 +46,9 @@ def _read_pb(path: Path) -> Tuple[str, np.ndarray]:
 def _zoo_sample(folder: Path, graph: ModelGraph) -> GoldenSample:
     def by_index(prefix: str, names: List[str]) -> TensorMap:
         found: TensorMap = {}
-        files = sorted(folder.glob(f"{prefix}_*.pb"), key=lambda p: int(p.stem.split("_")[-1]))
+        # only input_K.pb / output_K.pb: a stray input_x.pb is not a numbered tensor (and int() on it a crash)
+        files = sorted((p for p in folder.glob(f"{prefix}_*.pb") if p.stem.split("_")[-1].isdigit()),
+                       key=lambda p: int(p.stem.split("_")[-1]))
         for path in files:
             name, value = _read_pb(path)
             index = int(path.stem.split("_")[-1])
@@ -64,8 +67,11 @@ def _zoo_sample(folder: Path, graph: ModelGraph) -> GoldenSample:
 
 
 def _npz_sample(path: Path, graph: ModelGraph) -> GoldenSample:
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except Exception as exc:  # BadZipFile, zlib.error, bad CRC, pickled object arrays...: a bad file, exit 3
+        raise numpy_file_error(path, exc, ".npz") from exc
     inputs = {k: v for k, v in arrays.items() if k in graph.input_names}
     outputs = {k: v for k, v in arrays.items() if k in graph.output_names}
     if not outputs:

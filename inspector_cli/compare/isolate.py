@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..core.binding import BoundRunner
 from ..core.runner import Session, open_session
+from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..errors import UsageError
 from .capture import LayerPlan, Reader
 from .config import CompareConfig, LayerConfig
+from .isoshapes import ShapeProbe
 from .pairing.match import TensorPair
 from .plan import ComparePlan
 from .subgraph import build_isolation, fake_quantize, feed_value, qdq_noise_affine
@@ -38,8 +40,10 @@ class IsolationOutcome:
 
 
 def run_isolation(layers: LayerPlan, trackers: Sequence[TensorTracker], plan: ComparePlan,
-                  config: CompareConfig) -> IsolationOutcome:
-    """Run the candidate's producing subgraph of each `--isolate` layer on the reference's values."""
+                  config: CompareConfig, adapt_b: Optional[Callable[[TensorMap], TensorMap]] = None
+                  ) -> IsolationOutcome:
+    """Run the candidate's producing subgraph of each `--isolate` layer on the reference's values.
+    `adapt_b` turns the reference's feeds into the candidate's (to probe its symbolic shapes)."""
     lc = config.layers or LayerConfig()
     chosen = [layers.pairs[i] for i in select_isolated(lc.isolate, layers.pairs, trackers)]
     input_sources = {p.b: p.a for p in plan.inputs.pairs}
@@ -70,15 +74,28 @@ def run_isolation(layers: LayerPlan, trackers: Sequence[TensorTracker], plan: Co
         if affine is not None:
             noise_specs[a] = affine
             noise_trackers[a] = TensorTracker(a, a, distribution=False, keep_per_sample=False)
+    probe = ShapeProbe(plan.graph_b, config.runtime_of_b, iso.feeds)
     scratch, runs = Scratch(), 0
     for sample, feeds in plan.samples:
         captured = runner_a.run(feeds, sample)
         values: Dict[str, np.ndarray] = {}
+        shapes: Dict[str, Tuple[int, ...]] = {}
         for tensor, reader in readers.items():
-            values[tensor] = reader.value(captured[reader.expose], layers.side_a.resolver)
+            raw = captured[reader.expose]
+            values[tensor] = reader.value(raw, layers.side_a.resolver)
+            # the reference layout's shape: binds the candidate's symbolic dims (dynamic exports)
+            shapes[tensor] = tuple(raw.shape) if reader.perm is None else \
+                tuple(raw.shape[i] for i in np.argsort(reader.perm))
         for name in a_inputs:
             values[name] = np.asarray(feeds[name], dtype=np.float32).reshape(-1)
-        iso_feeds = {f.name: feed_value(values[f.source], f, layers.sem_b) for f in iso.feeds}
+            shapes[name] = tuple(np.shape(feeds[name]))
+        iso_feeds = {}
+        for f in iso.feeds:
+            try:
+                iso_feeds[f.name] = feed_value(values[f.source], f, layers.sem_b, shapes.get(f.source))
+            except ValueError:  # a reshaped view of the paired tensor: its shape comes from the candidate
+                bound = probe.shapes(adapt_b(feeds) if adapt_b is not None else feeds).get(f.name)
+                iso_feeds[f.name] = feed_value(values[f.source], f, layers.sem_b, bound, exact=True)
         outputs = runner_iso.run(iso_feeds, sample)
         runs += 2
         for a, out in iso.outputs.items():

@@ -27,7 +27,7 @@ from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..diff.gates import Gate, check_gate_targets
 from ..progress import Progress, no_progress
-from .capture import CaptureMeasurements, LayerPlan, Reader, prepare_side, workdir
+from .capture import CaptureMeasurements, LayerPlan, Reader, Side, prepare_side, settle_layout, workdir
 from .config import CompareConfig, Granularity, LayerConfig
 from .isolate import IsolationOutcome, run_isolation
 from .pairing.match import TensorMatching, TensorPair, match_tensors, parse_tensor_map
@@ -115,7 +115,7 @@ def run_layers(plan: ComparePlan, config: CompareConfig, progress: Progress = no
         layers = LayerPlan(sa, sb, matching, tuple(usable), side_a, side_b, gates, not lc.gates, skipped,
                            tuple(unavailable))
         measured = LayerCapture(layers, plan, config, adapt_b, first_id).run(progress)
-        isolation = run_isolation(layers, measured.trackers, plan, config) if lc.isolate else None
+        isolation = run_isolation(layers, measured.trackers, plan, config, adapt_b) if lc.isolate else None
     return LayerRun(layers, measured, isolation)
 
 
@@ -230,6 +230,9 @@ class LayerCapture:
         reader_a = side_a.readers.get(pair.view_a.expose) or Reader(pair.view_a.expose)
         reader_b = side_b.readers[pair.view_b.expose]
         raw_a, raw_b = out_a[reader_a.expose], out_b[reader_b.expose]
+        if not tracker.dtype_a:  # first sample: check relaid readers against the declared shapes
+            reader_a = self._settled(side_a, pair.view_a.expose, reader_a, raw_a)
+            reader_b = self._settled(side_b, pair.view_b.expose, reader_b, raw_b)
         flat_a, affine_a = reader_a.flat(raw_a, side_a.resolver, self._layout_buffer(("a", index), reader_a, raw_a))
         flat_b, affine_b = reader_b.flat(raw_b, side_b.resolver, self._layout_buffer(("b", index), reader_b, raw_b))
         if not tracker.dtype_a:
@@ -241,6 +244,13 @@ class LayerCapture:
             return
         tracker.samples += 1
         tracker.add_stats(sample, fast_pair_stats(flat_a, flat_b, self.scratch, affine_a=affine_a, affine_b=affine_b))
+
+    @staticmethod
+    def _settled(side: Side, name: str, reader: Reader, raw: np.ndarray) -> Reader:
+        settled = settle_layout(reader, raw, side.sem.graph.tensor_info(name).shape)
+        if settled is not reader:
+            side.readers[name] = settled  # later samples (and --isolate) read it this way too
+        return settled
 
     def _layout_buffer(self, key: Tuple[str, int], reader: Reader, raw: np.ndarray) -> Optional[np.ndarray]:
         """A per-pair array to transpose channels-last tensors into, reused from sample to sample."""

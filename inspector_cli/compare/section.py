@@ -17,7 +17,7 @@ from ..results.layers import (CaptureInfo, LayerDiff, LayerSection, LayerThresho
 from .isolate import error_source, own_share
 from .layers import LayerRun
 
-WORST_METRICS = ("cosine", "sqnr", "max_abs", "mean_abs", "max_rel")
+WORST_METRICS = ("cosine", "sqnr", "max_abs", "mean_abs", "max_rel_sig")  # not max_rel: ~0 references dominate it
 
 
 def _failed(tracker: TensorTracker) -> List[str]:

@@ -32,7 +32,10 @@ class IsolationFeed:
     source: str
     """The reference (A) tensor whose captured value is fed (a paired layer or a model input)."""
     elem_type: int
-    shape: Tuple[int, ...]
+    shape: Optional[Tuple[Optional[int], ...]]
+    """Declared shape; None for a dimension (or the whole shape) that is symbolic in the candidate.
+    Exports with dynamic batch/sequence axes have such dims everywhere: they are bound at run time
+    from the captured reference value (`feed_value`), since the samples fix them."""
     quant: Optional[QuantSpec] = None
     """Set when the candidate consumes integers here (QOperator models): the value is quantised."""
 
@@ -103,9 +106,10 @@ def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequ
             used_inits.update(t for t in needed if t in graph.initializer_names)
             outputs[target.a] = prefix + target.view_b.expose
             continue
-        skipped[target.a] = "the shape or type of an input of its subgraph is unknown"
+        skipped[target.a] = "the type of an input of its subgraph is unknown (or integer without a quantisation)"
     initializers = [t for t in graph.model.graph.initializer if t.name in used_inits]
-    inputs = [helper.make_tensor_value_info(f.name, f.elem_type, list(f.shape)) for f in feeds.values()]
+    inputs = [helper.make_tensor_value_info(f.name, f.elem_type, None if f.shape is None else list(f.shape))
+              for f in feeds.values()]
     sub = helper.make_graph(nodes, "mi_isolation", inputs, [onnx.ValueInfoProto(name=o) for o in outputs.values()],
                             initializers)
     model = helper.make_model(sub, opset_imports=list(graph.model.opset_import), ir_version=graph.model.ir_version)
@@ -115,12 +119,27 @@ def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequ
 
 def _feed(b: SemanticGraph, tensor: str, source: str) -> Optional[IsolationFeed]:
     info = b.graph.tensor_info(tensor)
-    if not info.elem_type or not info.is_static:
+    elem_type = info.elem_type or _quantised_type(b, tensor)
+    if not elem_type:
         return None
-    quant = b.quant_of.get(tensor) if info.elem_type not in FLOAT_TYPES else None
-    if info.elem_type not in FLOAT_TYPES and quant is None:
-        return None
-    return IsolationFeed(tensor, source, info.elem_type, tuple(int(d) for d in info.shape or ()), quant)  # type: ignore[arg-type]
+    quant = b.quant_of.get(tensor) if elem_type not in FLOAT_TYPES else None
+    if elem_type not in FLOAT_TYPES and quant is None and tensor not in b.graph.input_names:
+        return None  # integers of the candidate's own making, with no scale to read them as floats
+    shape = None if info.shape is None else \
+        tuple(int(d) if isinstance(d, int) and d >= 0 else None for d in info.shape)
+    return IsolationFeed(tensor, source, elem_type, shape, quant)
+
+
+def _quantised_type(b: SemanticGraph, tensor: str) -> int:
+    """Element type of a QOperator output that shape inference left unknown (com.microsoft ops such as
+    QLinearAdd defeat it): its zero point's type (uint8 when the zero point is omitted)."""
+    spec = b.quant_of.get(tensor)
+    if spec is None:
+        return 0
+    zero = b.array(spec.zero_point) if spec.zero_point else None
+    if zero is None:
+        return onnx.TensorProto.UINT8 if not spec.zero_point else 0
+    return int(helper.np_dtype_to_tensor_dtype(np.asarray(zero).dtype))
 
 
 def _renamed(node: onnx.NodeProto, prefix: str, produced: Set[str]) -> onnx.NodeProto:
@@ -136,11 +155,34 @@ def _renamed(node: onnx.NodeProto, prefix: str, produced: Set[str]) -> onnx.Node
     return copy
 
 
-def feed_value(value: np.ndarray, feed: IsolationFeed, sem: SemanticGraph) -> np.ndarray:
-    """The reference's value (float) in the form the candidate consumes at this cut tensor."""
+def feed_shape(feed: IsolationFeed, size: int, observed: Optional[Tuple[int, ...]],
+               exact: bool = False) -> Tuple[int, ...]:
+    """The concrete shape of a feed for one sample: the declared static shape, or the reference
+    tensor's run-time shape where the candidate's is symbolic (checked against the static dims).
+    `exact`: `observed` is the candidate's own run-time shape of the tensor (isoshapes.ShapeProbe).
+    A feed of unknown rank is bound only by an exact shape (the paired tensor may be a flattened view)."""
+    if feed.shape is not None and all(d is not None for d in feed.shape):
+        return tuple(int(d) for d in feed.shape)  # type: ignore[arg-type]
+    if observed is not None and int(np.prod(observed, dtype=np.int64)) == size and (
+            (feed.shape is None and exact) or (feed.shape is not None and len(observed) == len(feed.shape)
+                                   and all(d is None or d == o for d, o in zip(feed.shape, observed)))):
+        return tuple(observed)
+    if feed.shape is not None and sum(d is None for d in feed.shape) == 1:
+        known = int(np.prod([d for d in feed.shape if d is not None], dtype=np.int64))
+        if known > 0 and size % known == 0:  # one free dim: the size fixes it
+            return tuple(size // known if d is None else int(d) for d in feed.shape)
+    raise ValueError(f"cannot bind the symbolic shape of isolation input '{feed.name}' "
+                     f"({feed.shape}) to {size} values of shape {observed}")
+
+
+def feed_value(value: np.ndarray, feed: IsolationFeed, sem: SemanticGraph,
+               observed: Optional[Tuple[int, ...]] = None, exact: bool = False) -> np.ndarray:
+    """The reference's value (float) in the form the candidate consumes at this cut tensor; `observed`
+    is the reference tensor's shape in this sample (binds the candidate's symbolic dims)."""
     from ..core.types import numpy_dtype_for
 
-    shaped = np.asarray(value, dtype=np.float32).reshape(feed.shape)
+    flat = np.asarray(value, dtype=np.float32)
+    shaped = flat.reshape(feed_shape(feed, flat.size, observed, exact))
     dtype = numpy_dtype_for(feed.elem_type)
     if feed.quant is None:
         return shaped.astype(dtype, copy=False)

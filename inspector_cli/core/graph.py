@@ -128,7 +128,8 @@ class ModelGraph:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
         if self._tensor_info is None:
             self._tensor_info = infer_tensor_info(light_copy(self.model))
-        return self._tensor_info.get(name, TensorInfo(name))
+        info = self._tensor_info.get(name)  # no default built per call: pairing asks ~10 times per node
+        return info if info is not None else TensorInfo(name)
 
     def all_tensor_info(self) -> Dict[str, TensorInfo]:
         self.tensor_info("")

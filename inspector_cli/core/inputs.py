@@ -139,7 +139,7 @@ def synthetic_samples(specs: Sequence[TensorInfo], spec: SyntheticSpec) -> Sampl
     spec = replace(spec, specs=tuple(specs))
     spec.check(specs)
     refs = [SampleRef(id=f"synthetic_{i:04d}", kind="synthetic", index=i) for i in range(spec.count)]
-    return SampleSet(refs, list(specs), source="synthetic", synthetic=spec)
+    return SampleSet(refs, list(specs), source="synthetic", synthetic=spec, notes=spec.defaulted())
 
 
 def open_samples(paths: Sequence[str], specs: Sequence[TensorInfo], synthetic: SyntheticSpec,

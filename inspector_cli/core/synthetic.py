@@ -55,15 +55,26 @@ class SyntheticSpec:
                                  hint=f"fix it with --shape {spec.name}:1x3x224x224")
         dims: List[int] = []
         for axis, dim in enumerate(spec.shape):
+            if axis == 0 and is_batch_dim(dim):
+                dims.append(1)  # the batch: 1 is what every model accepts (said in the result's notes)
+                continue
             if not isinstance(dim, int) or dim < 0:
                 label = f"'{dim}'" if isinstance(dim, str) else "unknown"
                 raise InputDataError(
                     f"input '{spec.name}' {format_shape(spec.shape)}: dimension {axis} ({label}) is dynamic",
                     hint=f"fix it with --shape {spec.name}:" + "x".join(
-                        str(d) if isinstance(d, int) and d >= 0 else "N" for d in spec.shape),
+                        str(d) if isinstance(d, int) and d >= 0 else "1" if i == 0 and is_batch_dim(d) else "N"
+                        for i, d in enumerate(spec.shape)),
                 )
             dims.append(dim)
         return tuple(dims)
+
+    def defaulted(self) -> List[str]:
+        """Notes for the symbolic batch dimensions that were set to 1 (no --shape for them)."""
+        given = dict(self.shapes)
+        return [f"input '{s.name}' {format_shape(s.shape)}: symbolic batch dimension set to 1 "
+                f"(--shape {s.name}:... sets another)"
+                for s in self.specs if s.name not in given and s.shape and is_batch_dim(s.shape[0])]
 
     def check(self, specs: Sequence[TensorInfo]) -> None:
         names = {s.name for s in specs}
@@ -124,6 +135,17 @@ class SyntheticSpec:
             "val_ranges": {n or "*": [lo, hi] for n, lo, hi in self.val_ranges},
             "shapes": {n: list(s) for n, s in self.shapes},
         }
+
+
+BATCH_NAMES = frozenset({"batch", "n", "batch_size", "batchsize", "bs", "b"})
+
+
+def is_batch_dim(dim: object) -> bool:
+    """A first-axis dimension that is a symbolic batch: named batch/N/batch_size (any case) or unnamed.
+    Other symbolic dimensions (sequence length, image size) still need --shape: no default fits them."""
+    if isinstance(dim, int) and dim >= 0:
+        return False
+    return not isinstance(dim, str) or dim == "" or dim.lower() in BATCH_NAMES
 
 
 def generate_sample(spec: SyntheticSpec, index: int) -> TensorMap:

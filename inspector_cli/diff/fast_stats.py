@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .metrics import REL_EPSILON, PairStats, compare_arrays
+from .metrics import REL_EPSILON, REL_SIG_FRACTION, PairStats, compare_arrays
 
 BLOCK = 1 << 16
 _EPS32 = np.float32(REL_EPSILON)
@@ -37,6 +37,8 @@ class Scratch:
         self.rel = np.empty(block, dtype=np.float32)
         self.a = np.empty(block, dtype=np.float32)
         self.b = np.empty(block, dtype=np.float32)
+        self.sig = np.empty(block, dtype=np.float32)
+        """1.0 where |a| is significant (>= REL_SIG_FRACTION * max|a|), else 0.0."""
         self.ones = np.ones(block, dtype=np.float32)
         """Sums as dot products with ones: BLAS is 2-5x faster than numpy's float32 or float64 sum."""
 
@@ -69,21 +71,34 @@ def fast_pair_stats(a: np.ndarray, b: np.ndarray, scratch: Optional[Scratch] = N
     if fa.size == 0:
         return stats
     with np.errstate(all="ignore"):  # NaN/Inf show up in the sums and are handled below
-        a2, b2, err, sum_abs, sum_rel, max_abs, max_rel = _blocks(fa, fb, scratch, affine_a, affine_b)
-    if not all(math.isfinite(v) for v in (a2, b2, err, sum_rel)):
+        floor = np.float64(REL_SIG_FRACTION * _peak(fa, affine_a))
+        sums = _blocks(fa, fb, scratch, affine_a, affine_b, floor)
+    a2, b2, err, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig = sums
+    if not all(math.isfinite(v) for v in (a2, b2, err, sum_rel, sum_sig)):
         # NaN/Inf (or float32 overflow): the exact float64 path counts and excludes them
         return compare_arrays(_dequantized(fa, affine_a), _dequantized(fb, affine_b), distribution=False)
     stats.sum_a2, stats.sum_b2, stats.sum_sq_err = a2, b2, err
     stats.dot = (a2 + b2 - err) / 2.0
     stats.sum_abs, stats.max_abs = sum_abs, max_abs
     stats.sum_rel, stats.max_rel = sum_rel, max_rel
+    if floor > 0.0:  # an all-zero reference has no significant element
+        stats.sum_rel_sig, stats.max_rel_sig, stats.count_rel_sig = sum_sig, max_sig, int(count_sig)
     return stats
 
 
+def _peak(fa: np.ndarray, affine: Optional[Affine]) -> float:
+    """max |a| without a full-size temporary (NaN when `a` holds one: the exact path takes over)."""
+    hi, lo = float(fa.max()), float(fa.min())
+    if affine is not None:
+        scale, zero = affine
+        hi, lo = (hi - zero) * scale, (lo - zero) * scale
+    return max(abs(hi), abs(lo)) if math.isfinite(hi) and math.isfinite(lo) else math.nan
+
+
 def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional[Affine],
-            affine_b: Optional[Affine]) -> Tuple[float, float, float, float, float, float, float]:
-    a2 = b2 = err = sum_abs = sum_rel = 0.0
-    max_abs = max_rel = 0.0
+            affine_b: Optional[Affine], floor: np.float64) -> Tuple[float, ...]:
+    a2 = b2 = err = sum_abs = sum_rel = sum_sig = count_sig = 0.0
+    max_abs = max_rel = max_sig = 0.0
     n = fa.size
     for start in range(0, n, scratch.block):
         stop = min(n, start + scratch.block)
@@ -100,11 +115,18 @@ def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional
         max_abs = max(max_abs, float(d.max()))
         sum_abs += float(np.dot(d, ones))
         np.abs(xa, out=r)
+        sig = scratch.sig[: stop - start]
+        np.greater_equal(r, floor, out=sig)  # float64 floor: the same elements as the exact path
         np.maximum(r, _EPS32, out=r)
         np.divide(d, r, out=r)
         max_rel = max(max_rel, float(r.max()))
         sum_rel += float(np.dot(r, ones))
-    return a2, b2, err, sum_abs, sum_rel, max_abs, max_rel
+        # relative errors are >= 0, so zeroing the insignificant ones keeps the max and the sum right
+        np.multiply(r, sig, out=d)
+        max_sig = max(max_sig, float(d.max()))
+        sum_sig += float(np.dot(d, ones))
+        count_sig += float(np.dot(sig, ones))  # exact: a block holds far fewer than 2**24 elements
+    return a2, b2, err, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig
 
 
 def _dequantized(x: np.ndarray, affine: Optional[Affine]) -> np.ndarray:

@@ -15,6 +15,9 @@ import numpy as np
 
 REL_EPSILON = 1e-12
 """Floor of |a| in relative errors, so that a_i = 0 does not divide by zero."""
+REL_SIG_FRACTION = 1e-3
+"""The significant relative error counts only elements with |a| >= this fraction of the sample's
+max |a|: elements whose reference is ~0 (where |b - a| / |a| is 1e+12 and says nothing) drop out."""
 KL_EPSILON = 1e-12
 """Floor of probabilities in KL divergence, so that q_i = 0 gives a large but finite term."""
 DISTRIBUTION_TOLERANCE = 2e-2
@@ -40,12 +43,16 @@ METRICS: Dict[str, MetricSpec] = {m.name: m for m in [
     MetricSpec("rmse", "RMSE", False, "sqrt(mean (b - a)^2)"),
     MetricSpec("max_rel", "max rel err", False, "max |b - a| / max(|a|, 1e-12)"),
     MetricSpec("mean_rel", "mean rel err", False, "mean |b - a| / max(|a|, 1e-12)"),
+    MetricSpec("max_rel_sig", "max rel err (|a| >= 1e-3 max|a|)", False,
+               "max |b - a| / |a| over the elements with |a| >= 1e-3 * max|a| of the sample (others ignored)"),
+    MetricSpec("mean_rel_sig", "mean rel err (|a| >= 1e-3 max|a|)", False,
+               "mean |b - a| / |a| over the elements with |a| >= 1e-3 * max|a| of the sample (others ignored)"),
     MetricSpec("sqnr", "SQNR dB", True, "10 log10(sum a^2 / sum (b - a)^2)"),
     MetricSpec("kl", "KL div", False, "mean over rows of KL(P_a || P_b) on the last axis"),
     MetricSpec("top1", "top-1 overlap", True, "mean over rows of |top1(a) ∩ top1(b)| on the last axis"),
     MetricSpec("top5", "top-5 overlap", True, "mean over rows of |top5(a) ∩ top5(b)| / 5 on the last axis"),
 ]}
-ELEMENT_METRICS = ("cosine", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", "sqnr")
+ELEMENT_METRICS = ("cosine", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", "max_rel_sig", "mean_rel_sig", "sqnr")
 
 
 def topk_metric_name(k: int) -> str:
@@ -63,6 +70,10 @@ class PairStats:
     max_abs: float = 0.0
     sum_rel: float = 0.0
     max_rel: float = 0.0
+    max_rel_sig: float = 0.0
+    sum_rel_sig: float = 0.0
+    count_rel_sig: int = 0
+    """Relative error over the significant elements only: |a| >= REL_SIG_FRACTION * max|a| (per sample)."""
     dot: float = 0.0
     sum_a2: float = 0.0
     sum_b2: float = 0.0
@@ -83,7 +94,7 @@ class PairStats:
         """Add another comparison's sums into this one (exact, order-independent up to rounding)."""
         for f in fields(self):
             name = f.name
-            if name in ("max_abs", "max_rel"):
+            if name in ("max_abs", "max_rel", "max_rel_sig"):
                 setattr(self, name, max(getattr(self, name), getattr(other, name)))
             elif name == "kl_mode":
                 if other.kl_mode and self.kl_mode and other.kl_mode != self.kl_mode:
@@ -108,6 +119,9 @@ class PairStats:
             "rmse": math.sqrt(self.sum_sq_err / n) if n else 0.0,
             "max_rel": self.max_rel,
             "mean_rel": self.sum_rel / n if n else 0.0,
+            # None when no element is significant (an all-zero reference): undefined, not 0
+            "max_rel_sig": self.max_rel_sig if self.count_rel_sig else None,
+            "mean_rel_sig": self.sum_rel_sig / self.count_rel_sig if self.count_rel_sig else None,
             "sqnr": _sqnr(self.sum_a2, self.sum_sq_err),
             "kl": self.kl_sum / self.kl_rows if self.kl_rows else None,
         }
@@ -176,8 +190,12 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, *, topk: Sequence[int] = DEFAUL
             neither = ~finite_a & ~finite_b
             agree = neither & ((a64 == b64) | (np.isnan(a64) & np.isnan(b64)))
             stats.nonfinite_mismatch = int(a64.size - both.sum() - agree.sum())
+            # the floor of the significant relative error comes from every finite reference value
+            peak = float(np.abs(a64[finite_a]).max()) if finite_a.any() else 0.0
             a64, b64 = a64[both], b64[both]
-        _accumulate_elements(stats, a64, b64)
+            _accumulate_elements(stats, a64, b64, peak=peak)
+        else:
+            _accumulate_elements(stats, a64, b64)
     float_inputs = np.issubdtype(arr_a.dtype, np.floating) and np.issubdtype(arr_b.dtype, np.floating)
     if distribution and float_inputs and arr_a.ndim >= 1 and stats.nonfinite_mismatch == 0 and all_finite:
         # a64/b64 hold exactly arr.astype(float64): reuse them instead of widening again
@@ -204,14 +222,21 @@ def _accumulate_finite(stats: PairStats, a: np.ndarray, b: np.ndarray) -> bool:
     stats.max_abs = float(abs_diff.max())
     stats.sum_abs = float(abs_diff.sum())
     rel = np.abs(a)
+    peak = float(rel.max())
+    significant = rel >= np.float64(REL_SIG_FRACTION * peak)  # before |a| is overwritten by |b - a| / |a|
     np.maximum(rel, REL_EPSILON, out=rel)
     np.divide(abs_diff, rel, out=rel)
     stats.max_rel = float(rel.max())
     stats.sum_rel = float(rel.sum())
+    if peak > 0.0:  # an all-zero reference has no significant element
+        sig = rel[significant]
+        stats.max_rel_sig, stats.sum_rel_sig, stats.count_rel_sig = float(sig.max()), float(sig.sum()), int(sig.size)
     return True
 
 
-def _accumulate_elements(stats: PairStats, a: np.ndarray, b: np.ndarray) -> None:
+def _accumulate_elements(stats: PairStats, a: np.ndarray, b: np.ndarray, *, peak: Optional[float] = None) -> None:
+    """Element sums of finite `a`, `b`; `peak` = max |a| over the sample's finite reference values
+    (default: over `a`), the scale of the significant relative error's floor."""
     stats.count = int(a.size)
     if a.size == 0:
         return
@@ -219,13 +244,30 @@ def _accumulate_elements(stats: PairStats, a: np.ndarray, b: np.ndarray) -> None
     abs_diff = np.abs(diff)
     stats.max_abs = float(abs_diff.max())
     stats.sum_abs = float(abs_diff.sum())
-    stats.sum_sq_err = float(diff @ diff)
-    stats.dot = float(a @ b)
-    stats.sum_a2 = float(a @ a)
-    stats.sum_b2 = float(b @ b)
-    rel = abs_diff / np.maximum(np.abs(a), REL_EPSILON)
+    with np.errstate(over="ignore", invalid="ignore"):  # squares past float64's range are inf, checked by callers
+        stats.sum_sq_err = float(diff @ diff)
+        stats.dot = float(a @ b)
+        stats.sum_a2 = float(a @ a)
+        stats.sum_b2 = float(b @ b)
+    abs_a = np.abs(a)
+    rel = abs_diff / np.maximum(abs_a, REL_EPSILON)
     stats.max_rel = float(rel.max())
     stats.sum_rel = float(rel.sum())
+    accumulate_rel_sig(stats, abs_a, rel, float(abs_a.max()) if peak is None else peak)
+
+
+def accumulate_rel_sig(stats: PairStats, abs_a: np.ndarray, rel: np.ndarray, peak: float) -> None:
+    """Add the relative errors `rel` of the significant elements (|a| >= REL_SIG_FRACTION * peak)
+    into `stats`; a zero peak (all-zero reference) has no significant element."""
+    floor = REL_SIG_FRACTION * peak
+    if not floor > 0.0:
+        return
+    # np.float64: |a| in float32 is compared exactly (a Python float would be rounded to float32)
+    sig = rel[abs_a >= np.float64(floor)]
+    if sig.size:
+        stats.max_rel_sig = max(stats.max_rel_sig, float(sig.max()))
+        stats.sum_rel_sig += float(sig.sum())
+        stats.count_rel_sig += int(sig.size)
 
 
 def _accumulate_distribution(stats: PairStats, a: np.ndarray, b: np.ndarray, topk: Sequence[int]) -> None:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, TextIO, Tuple
 
-from ..errors import ReportError
+from ..errors import ReportError, UsageError
 from ..results.codec import from_jsonable, to_jsonable
 from ..results.nan_bisect import Group, SampleRecord
+from ..serialize import os_error_text
 
 KIND_ORDER = {"origin": 0, "masked": 1, "fp16-overflow": 2, "fp16-underflow": 3, "error": 4}
 
@@ -45,22 +46,47 @@ def read_records(path: Path) -> Tuple[List[SampleRecord], int]:
     return records, good
 
 
-class JsonlLog:
-    """Appends one line per sample and flushes it, so a killed run leaves every finished sample."""
+def check_jsonl(path: Optional[str], *, resume: bool, overwrite: bool = False) -> None:
+    """Refuse (exit 2) to start a fresh log over an existing non-empty file: a run without --resume
+    must never delete earlier records silently (issue 15 item 6)."""
+    if path is None or resume or overwrite:
+        return
+    target = Path(path)
+    try:
+        non_empty = target.is_file() and target.stat().st_size > 0
+    except OSError:
+        return  # unreadable: opening it for writing says why, naming the path
+    if non_empty:
+        raise UsageError(f"{path} exists: use --resume or --overwrite",
+                         hint="--jsonl: --resume skips the samples it records, --overwrite starts a new log")
 
-    def __init__(self, path: Optional[str], *, resume: bool) -> None:
+
+class JsonlLog:
+    """Appends one line per sample and flushes it, so a killed run leaves every finished sample.
+
+    Without `resume`, an existing non-empty file is refused unless `overwrite` (see check_jsonl).
+    Every OSError (a full disk, a read-only folder) is a `ReportError` naming the file."""
+
+    def __init__(self, path: Optional[str], *, resume: bool, overwrite: bool = False) -> None:
         self.path = Path(path) if path else None
         self.previous: List[SampleRecord] = []
         self._handle: Optional[TextIO] = None
         if self.path is None:
             return
-        if resume and self.path.exists():
-            self.previous, good = read_records(self.path)
-            with open(self.path, "r+b") as handle:
-                handle.truncate(good)
-        elif self.path.exists():
-            self.path.unlink()  # a fresh run starts a fresh log; --resume continues one
-        self._handle = open(self.path, "a", encoding="utf-8")
+        check_jsonl(path, resume=resume, overwrite=overwrite)
+        try:
+            if resume and self.path.exists():
+                self.previous, good = read_records(self.path)
+                with open(self.path, "r+b") as handle:
+                    handle.truncate(good)
+            elif self.path.exists():
+                self.path.unlink()  # --overwrite (or an empty file): a fresh run starts a fresh log
+            self._handle = open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: OSError) -> ReportError:
+        return ReportError(f"{self.path}: cannot write the JSONL log: {os_error_text(exc)}")
 
     @property
     def done(self) -> Set[str]:
@@ -68,15 +94,25 @@ class JsonlLog:
 
     def write(self, record: SampleRecord) -> None:
         if self._handle is not None:
-            self._handle.write(record_line(record) + "\n")
-            self._handle.flush()
+            try:
+                self._handle.write(record_line(record) + "\n")
+                self._handle.flush()
+            except OSError as exc:
+                raise self._error(exc) from exc
 
     def close(self) -> None:
         if self._handle is not None:
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-            self._handle.close()
-            self._handle = None
+            handle, self._handle = self._handle, None
+            try:
+                handle.flush()
+                os.fsync(handle.fileno())
+            except OSError as exc:
+                raise self._error(exc) from exc
+            finally:
+                try:
+                    handle.close()
+                except OSError:
+                    pass  # the flush above already reported the failure
 
 
 @dataclass

@@ -36,6 +36,8 @@ class NanBisectConfig:
     repro_dir: Optional[str] = None
     jsonl: Optional[str] = None
     resume: bool = False
+    overwrite: bool = False
+    """Replace an existing non-empty --jsonl file (without it and without resume: refused, exit 2)."""
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)
     """Where the samples run: this process (default), local worker processes (isolated, own session and
     budget) or Ray actors."""
@@ -48,6 +50,9 @@ class NanBisectConfig:
         # the rules the CLI enforces hold for library callers too, with the CLI's words
         if self.resume and not self.jsonl:
             raise ConfigError("--resume needs --jsonl PATH", hint="the JSONL log says which samples are done")
+        if self.resume and self.overwrite:
+            raise ConfigError("--resume and --overwrite contradict each other",
+                              hint="--resume continues the log, --overwrite replaces it")
         if not isinstance(self.simulate, Simulate):
             object.__setattr__(self, "simulate", Simulate(self.simulate))
 
@@ -69,6 +74,7 @@ class NanBisectConfig:
             "repro": self.repro_dir,
             "jsonl": self.jsonl,
             "resume": self.resume,
+            "overwrite": self.overwrite,
             "workers": self.executor.workers,
             "executor": self.executor.engine,
             "address": self.executor.address,

@@ -6,7 +6,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 import numpy as np
 import onnx
 
-from ..results.nan_bisect import Origin, TensorStats, Transition
+from ..results.nan_bisect import Hint, Origin, TensorStats, Transition
 from .model import PreparedModel
 from .nested import drill
 from .rootcause import hints_for
@@ -102,3 +102,20 @@ def describe_transition(prepared: PreparedModel, position: int, lookup: ValueLoo
     attributes = attribute_values(prepared.graph.node_proto(node.name))
     hints = [h for h in hints_for(node.op_type, inputs, outputs, attributes, values) if h.rule != "unexplained"]
     return Transition(node=node.name, op_type=node.op_type, hints=hints)
+
+
+INPUT_OP = "(input)"
+
+
+def input_origin(origin: Origin, sample: str) -> Origin:
+    """The sample's own input as the origin when the located node only passed on NaN/Inf it was fed
+    (issue 15 item 17): the origin is that input, named with its counts and the sample, not the first
+    node that consumes it. Any other origin is returned as it is."""
+    bad = next((s for s in origin.inputs if s.source == "input" and s.nonfinite), None)
+    if bad is None:
+        return origin
+    what = " and ".join(p for p in (f"{bad.nan} NaN" if bad.nan else "", f"{bad.inf} Inf" if bad.inf else "") if p)
+    message = (f"input '{bad.name}' of sample {sample} already holds {what} value(s) "
+               f"(first read by {origin.node} ({origin.op_type})): the model did not create them")
+    return Origin(node=bad.name, op_type=INPUT_OP, position=-1, outputs=[bad],
+                  hints=[Hint("nonfinite-input", message)], reaches_outputs=origin.reaches_outputs)

@@ -17,7 +17,7 @@ from ..core.runner import Session
 from ..errors import MiError
 from ..results.nan_bisect import Origin, RangeEvent, SampleRecord, TensorStats
 from .analyse import find_origins, first_nan_birth
-from .describe import ValueLookup, describe_origin, describe_transition
+from .describe import ValueLookup, describe_origin, describe_transition, input_origin
 from .model import PreparedModel
 from .values import FP16_MAX, FP16_TINY, Predicate, fp16_range, is_bad, nonfinite_counts, tensor_stats
 
@@ -179,7 +179,7 @@ class FullScanner:
         counts = {o: self._counts(o, lookup) for o in dirty}
         scan = find_origins(self.topo, positions, bad, dirty)
         wanted = scan.reaching if self.all_origins else scan.reaching[:1]
-        origins: List[Origin] = [describe_origin(self.prepared, p, lookup) for p in wanted]
+        origins: List[Origin] = [input_origin(describe_origin(self.prepared, p, lookup), sample) for p in wanted]
         nan_targets = [o for o in dirty if o in nan]
         if origins and nan_targets and not any(o.nan for o in origins[0].outputs):
             birth = first_nan_birth(self.topo, positions, nan, nan_targets)

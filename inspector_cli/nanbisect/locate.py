@@ -30,7 +30,7 @@ from ..core.runner import Session
 from ..errors import InferenceError
 from ..results.nan_bisect import SampleRecord
 from .analyse import find_origins
-from .describe import ValueLookup, describe_origin, describe_transition
+from .describe import ValueLookup, describe_origin, describe_transition, input_origin
 from .model import PreparedModel
 from .regions import CheckpointPlan, Region, RegionLayout, layout, make_region, plan_checkpoints, root_region
 from .values import Predicate, is_bad, nonfinite_counts
@@ -149,7 +149,7 @@ class Locator:
         if position < 0 or found.lookup is None:
             raise InferenceError(f"{sample}: the outputs hold NaN/Inf but no origin was found "
                                  f"(the model may not be deterministic)")
-        origin = describe_origin(self.prepared, position, found.lookup)
+        origin = input_origin(describe_origin(self.prepared, position, found.lookup), sample)
         del found
         if any(counts[o]["nan"] for o in dirty) and not any(o.nan for o in origin.outputs):
             birth = self._explain_run(self.root, rp.plan, values, {}, feeds, Predicate.NAN, self.budget)

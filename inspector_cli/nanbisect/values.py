@@ -32,7 +32,10 @@ def is_float(array: Any) -> bool:
 def is_bad(array: Any, predicate: Predicate = Predicate.NONFINITE) -> bool:
     if not is_float(array) or array.size == 0:
         return False
-    total = np.sum(array, dtype=np.float64)
+    # One pass: the sum is finite iff every value is. +Inf and -Inf together make NaN, which numpy
+    # warns about ("invalid value encountered in reduce"): expected here, silenced where it arises.
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = np.sum(array, dtype=np.float64)
     if np.isfinite(total):
         return False
     if predicate == Predicate.NAN:

@@ -89,6 +89,19 @@ class HistoryStore:
                 return run
         raise UsageError(f"--since {run_id}: no such run in {self.directory}", hint="'mi probe --history' lists runs")
 
+    def check_writable(self) -> None:
+        """Fail (exit 2, naming the folder) before any work when the folder cannot take a run: a
+        finished probe must not be the first to find out (issue 15 item 5). Tries a real write,
+        since os.access says yes to root on a read-only mount or a path through a file."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            probe = self.directory / f".mi-write-check-{os.getpid()}-{secrets.token_hex(3)}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise UsageError(f"{self.directory}: cannot write the probe history ({exc.strerror or exc})",
+                             hint="choose another place with --history-dir or skip it with --no-history") from exc
+
     def save(self, key: str, summary: Dict[str, Any]) -> Tuple[Path, int]:
         """Write a run summary and prune the key's older runs; returns (path, runs deleted)."""
         from ..serialize import write_atomic

@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..core.graph import ModelGraph
 from ..core.inputs import SampleSet
 from ..core.select import selectable_tensors
+from ..errors import UsageError
 from ..results.base import Finding, ModelRef, Severity
 from ..results.probe import (HistoryEntry, HistoryInfo, HistoryListResult, QuantRange, TensorEntry, TensorListResult,
                              TensorStats, TriggerHit)
@@ -83,14 +84,20 @@ def _selection(config: ProbeConfig) -> List[str]:
 
 
 def check_since(config: ProbeConfig, graph: ModelGraph) -> None:
-    """Fail before any inference when `--since` names no stored run."""
+    """Fail before any inference when `--since` names no stored run or the history folder cannot be
+    written (a run must never be thrown away at the end for want of a place to store its summary)."""
+    if config.history and graph.path is not None:
+        HistoryStore(config.history_dir).check_writable()
     if config.since and graph.path is not None:
         HistoryStore(config.history_dir).find(config.since, history_key(str(graph.path), _selection(config)))
 
 
 def record_history(config: ProbeConfig, graph: ModelGraph, model: ModelRef, samples: SampleSet, done: int,
-                   tensors: Sequence[TensorStats]) -> Optional[HistoryInfo]:
-    """Compare with an earlier run (`--since`) and store this one (unless --no-history)."""
+                   tensors: Sequence[TensorStats], warnings: Optional[List[str]] = None) -> Optional[HistoryInfo]:
+    """Compare with an earlier run (`--since`) and store this one (unless --no-history).
+
+    A failed save (the folder became unwritable or the disk filled during the run) is a line in
+    `warnings`, not an error: the finished result is still shown and written (--json)."""
     if graph.path is None or (not config.history and not config.since):
         return None
     selection = _selection(config)
@@ -106,8 +113,14 @@ def record_history(config: ProbeConfig, graph: ModelGraph, model: ModelRef, samp
     if config.history:
         summary = make_summary(run_id, key, model=str(graph.path), model_sha256=model.sha256, selection=selection,
                                inputs=samples.source, samples=done, tensors=tensors)
-        path, pruned = store.save(key, summary)
-        info.update(saved=str(path), pruned=pruned)
+        try:
+            path, pruned = store.save(key, summary)
+        except UsageError as exc:
+            if warnings is None:
+                raise
+            warnings.append(f"{exc.message}: this run was not saved to the history")
+        else:
+            info.update(saved=str(path), pruned=pruned)
     return HistoryInfo(**info)
 
 

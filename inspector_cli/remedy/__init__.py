@@ -7,7 +7,7 @@
 - `optbisect`: which onnxruntime graph transformer changes the outputs (`bisect_optimizers`);
 - `labels`: task accuracy against labels (`load_labels`, `accuracy_report`);
 - `qsteps`: error in units of the quantisation step (`quant_step_error`);
-- `fingerprint`: the environment of a run (`run_fingerprint`).
+- the environment of a run (`run_fingerprint`) lives in core/fingerprint.py: every result records it.
 
 Each module imports onnx/onnxruntime lazily or only where it needs them; nothing here prints or exits.
 """

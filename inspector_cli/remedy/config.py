@@ -46,3 +46,29 @@ class RemedyConfig:
                 "sensitivity_top": self.sensitivity_top, "prune": self.prune,
                 "write_model": str(self.write_model) if self.write_model else None,
                 "exclude_list": str(self.exclude_list) if self.exclude_list else None}
+
+
+@dataclass(frozen=True)
+class RemedyRequest:
+    """What `mi compare` should compute beyond the comparison: a fallback plan (`fallback`), the
+    optimiser bisection, accuracy against a label file with its gates."""
+
+    fallback: Optional[RemedyConfig] = None
+    bisect_optimizers: bool = False
+    labels: Optional[Path] = None
+    min_accuracy: Optional[float] = None
+    max_accuracy_drop: Optional[float] = None
+    simulated: bool = False
+    """Also run MODEL_B with optimisations off (QDQ arithmetic) and set it beside the deployed kernels."""
+
+    def __post_init__(self) -> None:
+        if self.labels is None and (self.min_accuracy is not None or self.max_accuracy_drop is not None):
+            flag = "--min-accuracy" if self.min_accuracy is not None else "--max-accuracy-drop"
+            raise ConfigError(f"{flag} needs --labels FILE")
+        for flag, value in (("--min-accuracy", self.min_accuracy), ("--max-accuracy-drop", self.max_accuracy_drop)):
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{flag}: a fraction between 0 and 1 (0.015 = 1.5 points), got {value:g}")
+
+    @property
+    def active(self) -> bool:
+        return self.fallback is not None or self.bisect_optimizers or self.labels is not None or self.simulated

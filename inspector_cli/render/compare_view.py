@@ -8,7 +8,11 @@ from ..results.base import GateOutcome, Severity
 from ..results.compare import CompareResult, OutputDiff
 from .table import FAIL, MUTED, OK, Cell, Table, View, fmt_value
 
-METRIC_ORDER = ["cosine", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", "sqnr", "kl", "top1", "top5"]
+METRIC_ORDER = ["cosine", "max_abs", "mean_abs", "rmse", "max_rel_sig", "mean_rel_sig", "max_rel", "mean_rel", "sqnr",
+                "kl", "top1", "top5"]
+GATED_ONLY = {"max_rel", "mean_rel"}
+"""Shown only when gated (--max-rel): elements whose reference is ~0 make them 1e+12 and unreadable;
+the significant relative error (max_rel_sig, mean_rel_sig) is shown instead. Both are in the JSON."""
 
 
 def output_table(out: OutputDiff, gates: List[GateOutcome]) -> Table:
@@ -21,7 +25,7 @@ def output_table(out: OutputDiff, gates: List[GateOutcome]) -> Table:
     )
     metrics = [m for m in METRIC_ORDER if m in out.dataset] + [m for m in out.dataset if m not in METRIC_ORDER]
     for metric in metrics:
-        if out.dataset.get(metric) is None and metric not in by_metric:
+        if (out.dataset.get(metric) is None or metric in GATED_ONLY) and metric not in by_metric:
             continue
         label = METRICS[metric].label if metric in METRICS else metric
         if metric == "kl" and out.kl_mode:
@@ -50,10 +54,15 @@ def compare_view(result: CompareResult) -> View:
     if result.layers is not None:
         from .layers_view import capture_notes, layer_tables
 
-        view.tables.extend(layer_tables(result.layers))
+        steps = result.remedy.quant_steps if result.remedy is not None else []
+        view.tables.extend(layer_tables(result.layers, steps))
         view.notes.extend(capture_notes(result.layers))
     for out in result.outputs:
         view.tables.append(output_table(out, result.gates))
+    if result.remedy is not None:
+        from .remedy_view import remedy_tables
+
+        view.tables.extend(remedy_tables(result.remedy))
     for finding in result.findings:
         prefix = "error" if finding.severity == Severity.ERROR else finding.severity.value
         view.notes.append(f"{prefix}: {finding.message}" + (f" ({finding.hint})" if finding.hint else ""))

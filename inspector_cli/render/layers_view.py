@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from ..results.layers import LayerDiff, LayerSection
+from ..results.remedy import QuantStepRow
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, fmt_value
 
 
@@ -24,18 +25,22 @@ def _share(value: Optional[float]) -> str:
 # (header, numeric, extra): extra columns show in the terminal only with --wide or --columns.
 LAYER_COLUMNS = [("#", True, False), ("tensor", False, False), ("op", False, False), ("shape", False, True),
                  ("cosine", True, False), ("SQNR dB", True, False), ("max abs", True, False),
-                 ("mean abs", True, True), ("max rel", True, True), ("NaN/Inf", True, True),
+                 ("mean abs", True, True), ("max rel", True, True), ("max rel sig", True, True),
+                 ("NaN/Inf", True, True),
                  ("paired", False, False), ("note", False, False)]
 ISOLATED_COLUMNS = [("isolated cos", True, True), ("own share", True, True), ("error", False, True)]
 NOISE_COLUMNS = [("Q/DQ SQNR", True, True)]
+STEP_COLUMNS = [("q steps max/mean", True, True)]  # error in units of the quantisation scale (issue 18)
 WORST_MARKED = 3  # "worst N" marks the N worst layers by cosine
 
 
-def layer_table(section: LayerSection) -> Table:
-    """The layer table: by default #, tensor, op, cosine, SQNR, max abs, paired and a note column."""
+def layer_table(section: LayerSection, steps: Sequence[QuantStepRow] = ()) -> Table:
+    """The layer table: by default #, tensor, op, cosine, SQNR, max abs, paired and a note column;
+    `steps` (a layer's error in quantisation steps) adds the column `q steps max/mean`."""
     isolated = any(r.isolated is not None for r in section.layers)
     noise = any(r.qdq_noise is not None for r in section.layers)
-    spec = LAYER_COLUMNS + ISOLATED_COLUMNS * isolated + NOISE_COLUMNS * noise
+    by_layer: Dict[str, QuantStepRow] = {s.layer: s for s in steps}
+    spec = LAYER_COLUMNS + ISOLATED_COLUMNS * isolated + NOISE_COLUMNS * noise + STEP_COLUMNS * bool(by_layer)
     thresholds = ", ".join(f"{t.metric} {t.op} {t.threshold:g}" + (f" on {t.target}" if t.target else "")
                            for t in section.thresholds)
     source = section.thresholds[0].source if section.thresholds else "user"
@@ -44,7 +49,10 @@ def layer_table(section: LayerSection) -> Table:
                   columns=[c[0] for c in spec], numeric=[c[1] for c in spec], extra=[c[2] for c in spec],
                   elide=[1, 2])
     for row in section.layers:
-        table.rows.append(_row(row, section, isolated, noise))
+        cells = _row(row, section, isolated, noise)
+        if by_layer:
+            cells.append(_steps_cell(by_layer.get(row.name)))
+        table.rows.append(cells)
     notes = []
     if section.first_divergence:
         notes.append(f"first divergence: '{section.first_divergence}' "
@@ -53,6 +61,13 @@ def layer_table(section: LayerSection) -> Table:
                  "the layer's error is its own / comes from upstream / both (--isolate)")
     table.caption = "; ".join(notes)
     return table
+
+
+def _steps_cell(step: Optional[QuantStepRow]) -> Cell:
+    if step is None or step.max_steps is None:
+        return Cell("")
+    mean = "?" if step.mean_steps is None else f"{step.mean_steps:.2f}"
+    return Cell(f"{step.max_steps:.2f}/{mean}", FAIL if step.flagged else WARN if step.max_steps > 4 else None)
 
 
 def _marks(row: LayerDiff, section: LayerSection) -> List[str]:
@@ -82,7 +97,7 @@ def _row(row: LayerDiff, section: LayerSection, isolated: bool, noise: bool) -> 
     mark_status = FAIL if first or row.error_source == "own" else WARN if marks else None
     cells = [Cell(str(row.index)), Cell(row.name, FAIL if first else None), Cell(_short(row.op_a)),
              Cell(_shape(row.shape_a)), metric("cosine"), metric("sqnr"), metric("max_abs"), metric("mean_abs"),
-             metric("max_rel"), Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),
+             metric("max_rel"), metric("max_rel_sig"), Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),
              Cell(paired, WARN if row.confidence < 0.9 else MUTED), Cell(",".join(marks), mark_status)]
     if isolated:
         iso = row.isolated or {}
@@ -158,8 +173,8 @@ def capture_notes(section: LayerSection) -> List[str]:
     return notes
 
 
-def layer_tables(section: LayerSection) -> List[Table]:
-    tables = [layer_table(section), pairing_table(section), worst_table(section)]
+def layer_tables(section: LayerSection, steps: Sequence[QuantStepRow] = ()) -> List[Table]:
+    tables = [layer_table(section, steps), pairing_table(section), worst_table(section)]
     structure = structure_table(section)
     if structure is not None:
         tables.append(structure)

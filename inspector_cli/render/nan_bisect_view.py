@@ -71,6 +71,9 @@ def origin_table(record: SampleRecord, origin: Origin) -> Table:
     # The title is one line CI greps: a long (or hostile) node name is shortened in the middle; the
     # full name is in the table below and in JSON/HTML.
     title = f"root cause: {elide_middle(visible(origin.node), 48)} ({origin.op_type}) on sample {record.sample}"
+    if origin.op_type == "(input)":  # fed in by the sample, not born in the model
+        title = (f"root cause: input '{elide_middle(visible(origin.node), 48)}' already holds NaN/Inf "
+                 f"on sample {record.sample}")
     table = Table(title=title, columns=["tensor", "role", "dtype", "shape", "min", "max", "zeros", "negatives",
                                         "NaN", "Inf"],
                   numeric=[False, False, False, False, True, True, True, True, True, True])
@@ -91,6 +94,10 @@ def nan_bisect_view(result: NanBisectResult) -> View:
         view.tables.append(static_table(result))
     if result.groups:
         view.tables.append(groups_table(result.groups))
+    if result.remedy is not None:
+        from .remedy_view import remedy_tables
+
+        view.tables.extend(remedy_tables(result.remedy))
     first = next((r for r in result.records if r.origin is not None), None)
     if first is not None and first.origin is not None:
         view.tables.append(origin_table(first, first.origin))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..results.report_diff import ReportDiffResult
+from .safe import visible
 from .table import FAIL, OK, Cell, Table, View, fmt_value
 
 
@@ -15,6 +16,11 @@ def _change_text(old: float, change: float) -> str:
     if old == 0 or abs(change) == float("inf"):
         return "from 0" if old == 0 else "inf"
     return f"{change:+.1%}" if abs(change) < 100 else f"{1 + change:.3g}x"
+
+
+def _fact(value: object) -> str:
+    text = "absent" if value is None else (", ".join(map(str, value)) if isinstance(value, list) else str(value))
+    return visible(text)[:120]
 
 
 def report_diff_view(result: ReportDiffResult) -> View:
@@ -43,6 +49,12 @@ def report_diff_view(result: ReportDiffResult) -> View:
                 table.add(f.rule, Cell(f.severity, FAIL if f.severity == "error" and title.endswith("added") else None),
                           f.node or f.tensor or "", f.message)
             view.tables.append(table)
+    if result.environment:
+        # next to the metric changes: "the outputs moved after an upgrade" answers itself
+        table = Table(title="environment changes", columns=["fact", "old", "new"])
+        for e in result.environment:
+            table.add(e.key, _fact(e.old), _fact(e.new))
+        view.tables.append(table)
     if not view.tables:
         view.notes.append("no change beyond the tolerance")
     return view

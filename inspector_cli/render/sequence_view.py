@@ -21,14 +21,35 @@ def sequence_view(result: SequenceResult) -> View:
     view.tables.append(_events(result))
     if result.outputs or result.states:
         view.tables.append(_summaries("per step, over all steps", result.outputs + result.states))
+    if result.layers is not None:
+        view.tables.append(_layers(result))
     if result.decode is not None:
         d = result.decode
         table = Table(title=f"decode ({d.mode})", columns=["", "tokens"])
         table.add("A", " ".join(map(str, d.tokens_a[:32])) + (" …" if len(d.tokens_a) > 32 else ""))
         table.add("B", " ".join(map(str, d.tokens_b[:32])) + (" …" if len(d.tokens_b) > 32 else ""))
         view.tables.append(table)
-    view.notes = list(result.notes)
+    view.notes = list(result.notes) + (list(result.layers.notes) if result.layers is not None else [])
     return view
+
+
+def _layers(result: SequenceResult) -> Table:
+    """The diverging step's layers: the first divergence, then the worst by cosine (A's state fed to both)."""
+    section = result.layers
+    assert section is not None
+    table = Table(title=f"layers at step {section.step} (both models fed the step's inputs and A's state)",
+                  columns=["tensor", "op", "cosine", "max_abs", ""])
+    by_name = {row.tensor: row for row in section.layers}
+    shown = ([section.first_divergence] if section.first_divergence else []) + \
+        [t for t in section.worst if t != section.first_divergence]
+    for name in shown:
+        row = by_name[name]
+        mark = "first divergence" if name == section.first_divergence else "worst"
+        table.add(row.tensor, row.op, fmt_value(row.cosine, "cosine"), fmt_value(row.max_abs, "max_abs"),
+                  Cell(mark, FAIL if row.failed else WARN))
+    if not shown:
+        table.add(Cell(f"{len(section.layers)} layer(s) compared; none diverged", OK), "", "", "", "")
+    return table
 
 
 def _events(result: SequenceResult) -> Table:

@@ -21,6 +21,7 @@ def escape(text: object) -> Markup:
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"]
 LABEL_CHAR_W = 7.0   # px per character of an 11px bold label (a generous estimate: boxes must not touch)
 LABEL_H = 14.0       # px per label row
+DOT_R = 6.0          # half the side of the box kept free around a marker's dot (r=4.5, plus a margin)
 
 
 def _free_row(placed: Sequence[Tuple[float, float, float, float]], x0: float, x1: float, want: float,
@@ -129,25 +130,29 @@ def line_chart(series: Dict[str, Sequence[Optional[float]]], *, labels: Sequence
             parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{" ".join(seg)}">'
                          f"<title>{escape(name)}</title></polyline>")
     first = next(iter(series.values()))
-    placed: List[Tuple[float, float, float, float]] = []  # label boxes drawn so far: x0, y0, x1, y1
-    for index, text in sorted((markers or {}).items()):
-        if 0 <= index < len(first) and first[index] is not None and math.isfinite(first[index]):  # type: ignore[arg-type]
-            cx, cy = x(index), y(first[index])  # type: ignore[arg-type]
-            name = labels[index] if index < len(labels) else ""
-            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" class="marker"><title>{escape(text)}: '
-                         f'{escape(name)}</title></circle>')
-            short = text if len(text) <= 48 else text[:47] + "…"
-            right_half = cx > left + plot_w * 0.6  # label on the side with room
-            box_w = LABEL_CHAR_W * len(short)
-            x0 = cx - 8 - box_w if right_half else cx + 8
-            ty = _free_row(placed, x0, x0 + box_w, max(cy - 8, 12.0), top, top + plot_h)
-            placed.append((x0, ty - LABEL_H + 2, x0 + box_w, ty + 2))
-            if abs(ty - max(cy - 8, 12.0)) > 1:  # moved away from its point: a leader line keeps them together
-                parts.append(f'<line x1="{cx:.1f}" y1="{cy:.1f}" x2="{(x0 + box_w if right_half else x0):.1f}" '
-                             f'y2="{ty - 4:.1f}" class="leader"/>')
-            anchor, tx = ("end", cx - 8) if right_half else ("start", cx + 8)
-            parts.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" class="marker-label">'
-                         f'{escape(short)}</text>')
+    shown = sorted((i, t) for i, t in (markers or {}).items()
+                   if 0 <= i < len(first) and first[i] is not None and math.isfinite(first[i]))  # type: ignore[arg-type]
+    # Boxes a label must not cover, x0, y0, x1, y1: every marker's dot (a label drawn over another
+    # layer's dot reads as that layer's label), then each label as it is placed.
+    placed: List[Tuple[float, float, float, float]] = [
+        (x(i) - DOT_R, y(first[i]) - DOT_R, x(i) + DOT_R, y(first[i]) + DOT_R) for i, _ in shown]  # type: ignore[arg-type]
+    for index, text in shown:
+        cx, cy = x(index), y(first[index])  # type: ignore[arg-type]
+        name = labels[index] if index < len(labels) else ""
+        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" class="marker"><title>{escape(text)}: '
+                     f'{escape(name)}</title></circle>')
+        short = text if len(text) <= 48 else text[:47] + "…"
+        right_half = cx > left + plot_w * 0.6  # label on the side with room
+        box_w = LABEL_CHAR_W * len(short)
+        x0 = cx - 8 - box_w if right_half else cx + 8
+        ty = _free_row(placed, x0, x0 + box_w, max(cy - 8, 12.0), top, top + plot_h)
+        placed.append((x0, ty - LABEL_H + 2, x0 + box_w, ty + 2))
+        if abs(ty - max(cy - 8, 12.0)) > 1:  # moved away from its point: a leader line keeps them together
+            parts.append(f'<line x1="{cx:.1f}" y1="{cy:.1f}" x2="{(x0 + box_w if right_half else x0):.1f}" '
+                         f'y2="{ty - 4:.1f}" class="leader"/>')
+        anchor, tx = ("end", cx - 8) if right_half else ("start", cx + 8)
+        parts.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" class="marker-label">'
+                     f'{escape(short)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
 

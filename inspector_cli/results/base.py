@@ -136,6 +136,10 @@ class Result:
 
     kind: ClassVar[str] = ""
 
+    fingerprint: Dict[str, Any] = field(default_factory=dict, kw_only=True, compare=False, repr=False)
+    """The environment of the run (core.fingerprint.run_fingerprint): written at the top of the JSON
+    envelope, filled when the result is first written; keyword-only so subclasses keep their field order."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.kind:

@@ -10,7 +10,7 @@ import enum
 import math
 import sys
 import typing
-from typing import Any, Dict, Type, TypeVar, Union
+from typing import Any, Dict, Tuple, Type, TypeVar, Union
 
 T = TypeVar("T")
 NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
@@ -22,6 +22,10 @@ def encode_float(value: float) -> Union[float, str]:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return value
+
+
+_FIELDS: Dict[type, Tuple[str, ...]] = {}
+"""Serialised field names per dataclass type (a layer report encodes ~10,000 objects of a few types)."""
 
 
 def to_jsonable(obj: Any) -> Any:

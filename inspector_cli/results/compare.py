@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Dict, List, Optional
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
 from .layers import LayerSection
 from .scope_section import ScopeSection
+from .remedy import RemedySection
 
 Metrics = Dict[str, Optional[float]]
 
@@ -68,6 +69,8 @@ class CompareResult(Result):
     """Layer-by-layer section (`--layers`)."""
     scopes: Optional[ScopeSection] = None
     """Scopes of the model and the rows rolled up by scope (depth 1; `--group-by` picks another)."""
+    remedy: Optional[RemedySection] = None
+    """Fallback plan, optimiser bisection, accuracy against labels (`--fallback-plan`, ... ; issue 18)."""
 
     def node_values(self) -> List[NodeValues]:
         """Cosine, max abs error and SQNR per compared tensor (data-set values), keyed by A's names:

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Dict, List, Optional
 from ..errors import EXIT_CANNOT_ANALYSE, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .base import Check, Finding, ModelRef, NodeValues, Result, Severity
 from .scope_section import ScopeSection
+from .remedy import RemedySection
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ class Origin:
 
     @property
     def label(self) -> str:
+        if self.op_type == "(input)":
+            return f"input '{self.node}'"
         return f"{self.node} ({self.op_type})"
 
     def describe(self) -> str:
@@ -93,6 +96,8 @@ class Origin:
         nan = sum(o.nan for o in self.outputs)
         inf = sum(o.inf for o in self.outputs)
         what = " and ".join(p for p in (f"{nan} NaN" if nan else "", f"{inf} Inf" if inf else "") if p) or "non-finite values"
+        if self.op_type == "(input)":  # NaN/Inf fed in by the sample, not born in the model
+            return self.hints[0].message if self.hints else f"input '{self.node}' of the sample holds {what}"
         text = f"{self.node} ({self.op_type}) produced {what} from finite inputs"
         if self.nested is not None:
             inner = f" at node '{self.nested.node}' ({self.nested.op_type})" if self.nested.node else ""
@@ -201,6 +206,8 @@ class NanBisectResult(Result):
     elapsed_s: float = 0.0
     scopes: Optional[ScopeSection] = None
     """Scopes of the model and the rows rolled up by scope (depth 1; `--group-by` picks another)."""
+    remedy: Optional[RemedySection] = None
+    """`--fallback-plan --reference fp32.onnx`: the fp32 block list of the fp16 conversion (issue 18)."""
 
     @property
     def found(self) -> bool:
@@ -247,6 +254,8 @@ class NanBisectResult(Result):
         if self.nonfinite:
             top = next((g for g in self.groups if g.kind == "origin"), None)
             where = f", first born at {top.node} ({top.op_type}) in {top.samples} of them" if top else ""
+            if top is not None and top.op_type == "(input)":
+                where = f", already in input '{top.node}' in {top.samples} of them"  # fed in, not born in the model
             parts.append(f"{self.nonfinite} sample(s) with NaN/Inf outputs{where}")
         if self.masked:
             parts.append(f"{self.masked} sample(s) with masked NaN/Inf")

@@ -41,6 +41,15 @@ class FindingChange:
 
 
 @dataclass(frozen=True)
+class EnvironmentChange:
+    """One fact of the run's environment (fingerprint) that differs, e.g. 'onnxruntime.version'."""
+
+    key: str
+    old: Any = None
+    new: Any = None
+
+
+@dataclass(frozen=True)
 class ReportDiffResult(Result):
     """Regressions and improvements between an old and a new result of the same kind."""
 
@@ -58,6 +67,8 @@ class ReportDiffResult(Result):
     better: List[ValueChange] = field(default_factory=list)
     findings_added: List[FindingChange] = field(default_factory=list)
     findings_removed: List[FindingChange] = field(default_factory=list)
+    environment: List[EnvironmentChange] = field(default_factory=list)
+    """What changed in the environment between the two runs (empty when either has no fingerprint)."""
     old_passed: bool = True
     new_passed: bool = True
 

@@ -73,26 +73,41 @@ def _dataclass_schema(cls: type, defs: Dict[str, Any], skip: tuple = ()) -> Dict
     return schema
 
 
+FINGERPRINT: Dict[str, Any] = {
+    "type": "object",
+    "description": "the environment of the run (core/fingerprint.py); absent in results written before it existed",
+    "properties": {
+        "mi": {"type": ["string", "null"]}, "python": {"type": ["string", "null"]},
+        "onnxruntime": {"type": "object"}, "onnx": {"type": ["string", "null"]}, "numpy": {"type": ["string", "null"]},
+        "cpu": {"type": "object", "properties": {"model": {"type": ["string", "null"]},
+                                                 "flags": {"type": "array", "items": {"type": "string"}}}},
+        "threads": {"type": "object"}, "os": {"type": "object"},
+    },
+}
+
+
 def envelope_schema(kind: str) -> Dict[str, Any]:
     """The full schema of an `mi` JSON document of `kind` (envelope + results)."""
-    from ..serialize import SCHEMA_VERSION
+    from .document import SCHEMA_VERSION
 
     cls: Type[Result] = result_class(kind)
     defs: Dict[str, Any] = {}
-    results = _dataclass_schema(cls, defs, skip=("models", "config", "inputs"))
+    results = _dataclass_schema(cls, defs, skip=("models", "config", "inputs", "fingerprint"))
     model_ref = _schema_for(_field_type(cls, "models"), defs) if _has_field(cls, "models") else {"type": "array"}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://model-inspector.invalid/schemas/{kind}.schema.json",
         "title": f"mi {kind} result",
         "type": "object",
-        "required": ["schema_version", "kind", "tool_version", "created", "models", "config", "verdict", "results"],
+        "required": ["schema_version", "kind", "tool_version", "created", "fingerprint", "models", "config", "verdict",
+                     "results"],
         "additionalProperties": False,
         "properties": {
             "schema_version": {"const": SCHEMA_VERSION},
             "kind": {"const": kind},
             "tool_version": {"type": "string"},
             "created": {"type": "string", "format": "date-time"},
+            "fingerprint": FINGERPRINT,
             "models": model_ref,
             "config": {"type": "object"},
             "inputs": {"anyOf": [{"type": "object"}, {"type": "null"}]},

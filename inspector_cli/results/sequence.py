@@ -103,6 +103,35 @@ class Timeline:
 
 
 @dataclass(frozen=True)
+class StepLayer:
+    """One intermediate tensor at the diverging step (both models fed the step's inputs and A's state)."""
+
+    tensor: str
+    op: str
+    cosine: Optional[float] = None
+    max_abs: Optional[float] = None
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class StepLayers:
+    """`--layers` in sequence mode: the layer comparison of the first diverging step.
+
+    Both models run that step on the same inputs: the step's own inputs and the state A carried into
+    it, so the rows show where inside the step B's computation departs from A's."""
+
+    step: int
+    first_divergence: Optional[str] = None
+    layers: List[StepLayer] = field(default_factory=list)
+    """In A's topological order."""
+    worst: List[str] = field(default_factory=list)
+    """The layers with the lowest cosine, worst first."""
+    sample: Optional[str] = None
+    """The .npz holding the step's inputs and A's state (kept with --repro)."""
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class SequenceResult(Result):
     """A sequence run: per-step comparison of A and B (or one model's NaN scan) with state fed back."""
 
@@ -125,6 +154,8 @@ class SequenceResult(Result):
     nonfinite: Optional[NonFiniteStep] = None
     decode: Optional[DecodeSummary] = None
     timeline: Optional[Timeline] = None
+    layers: Optional[StepLayers] = None
+    """With --layers: the layer comparison of the first diverging step."""
     source: Dict[str, Any] = field(default_factory=dict)
     journal: Optional[str] = None
     config: Dict[str, Any] = field(default_factory=dict)

@@ -80,7 +80,7 @@ class SuiteResult(Result):
 
         For JUnit and run-to-run diffs. Uses results.base.Check, which the report writers bring.
         """
-        from ..serialize import result_from_document
+        from .document import result_from_document
         from .base import Check  # type: ignore[attr-defined]
 
         checks: List[Any] = []

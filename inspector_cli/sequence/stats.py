@@ -46,11 +46,19 @@ class _TensorRun:
         if not rows:
             return
         self.last = dict(rows[-1])
+        keys = set().union(*rows)  # only the metrics some row has (a row holds 6 of METRICS' names)
         for name in METRICS:
-            index = [i for i, row in enumerate(rows) if row.get(name) is not None]
-            if not index:
+            if name not in keys:
                 continue
-            values = np.array([float(rows[i][name]) for i in index])
+            column = [row.get(name) for row in rows]
+            if None in column:
+                index = [i for i, value in enumerate(column) if value is not None]
+                values = np.array([float(column[i]) for i in index])
+            else:  # the usual block: every step has the metric, one column, one conversion
+                index = range(len(rows))
+                values = np.array(column, dtype=np.float64)
+            if not len(index):
+                continue
             j = _worst_index(name, values)
             previous = self.worst.get(name)
             if previous is None or worse(name, float(values[j]), previous):

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Tuple
 import onnx
 import onnx.defs
 
+from ..core.light import light_copy  # the weight-less copy shape inference sees (one home, shared with load_model)
 from ..core.protoutil import value_info_to_tensor
 from ..core.types import TensorInfo, format_shape
 from .context import Context
@@ -21,8 +22,6 @@ _KNOWN_SCHEMA_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training")
 _INFERENCE_LINE = re.compile(r"(?:\[(\w+)\] )?\(op_type:([^,]*), node name: (.*?)\): (?:\[(\w+)\] )?(.*)")
 _BAD_NODE = re.compile(r"Bad node spec for node\. Name: (\S*) OpType: (\S+)")
 _NULL_TYPE = "expected to have type but instead is null"
-_LIGHT_LIMIT = 64
-"""Initializers with more elements than this lose their data in the inference copy."""
 
 
 def check_operators(ctx: Context) -> None:
@@ -127,33 +126,6 @@ def _first_line(text: str) -> str:
 
 
 # ---- shape inference ---------------------------------------------------------------------------
-def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model without the data of large non-integer initializers (dims and types kept)."""
-    light = onnx.ModelProto()
-    light.ir_version = model.ir_version
-    light.opset_import.extend(model.opset_import)
-    light.functions.extend(model.functions)
-    src, dst = model.graph, light.graph
-    dst.name = src.name
-    dst.node.extend(src.node)
-    dst.input.extend(src.input)
-    dst.output.extend(src.output)
-    dst.value_info.extend(src.value_info)
-    dst.sparse_initializer.extend(src.sparse_initializer)
-    integer = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
-    for tensor in src.initializer:
-        count = 1
-        for dim in tensor.dims:
-            count *= int(dim)
-        if count <= _LIGHT_LIMIT or tensor.data_type in integer:
-            dst.initializer.append(tensor)
-        else:
-            stub = dst.initializer.add()
-            stub.name, stub.data_type = tensor.name, tensor.data_type
-            stub.dims.extend(tensor.dims)
-    return light
-
-
 def infer_strict(ctx: Context) -> None:
     """MI202/MI203/MI204 from strict shape inference; installs the inferred tensor types.
 

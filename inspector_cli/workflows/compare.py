@@ -16,18 +16,37 @@ from ..compare.outputs import build_result
 from ..compare.plan import ComparePlan, ModelArg, plan_comparison
 from ..compare.section import build_section, layer_gate_outcomes
 from ..diff.engine import TensorTracker
+from ..errors import UsageError
+from ..remedy.compare_run import run_remedies
+from ..remedy.qstep_layers import quant_step_findings, quant_step_rows, simulated_finding, simulated_rows
+from ..remedy.config import RemedyRequest
 from ..progress import Progress, no_progress
+from ..results.base import Finding
 from ..results.compare import CompareResult
+from ..results.remedy import RemedySection
 
 
 def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[CompareConfig] = None,
-                   *, progress: Progress = no_progress) -> CompareResult:
+                   *, progress: Progress = no_progress, remedy: Optional[RemedyRequest] = None) -> CompareResult:
     """Compare the outputs of `model_a` (the reference) and `model_b` over the configured samples.
 
     Samples stream: each is run on both models, reduced to metrics and dropped. Returns a
     `CompareResult`; raises `MiError` subclasses only when no result is possible.
     """
     config = config or CompareConfig()
+    if remedy is not None and remedy.active:
+        if config.golden:
+            raise UsageError("--fallback-plan, --bisect-optimizers and --labels need MODEL_B (not --golden) for now")
+        result = compare_models(model_a, model_b, config, progress=progress)
+        # the remedies run on the same pairing and samples, after the comparison (issue 18)
+        section, findings = run_remedies(model_a, model_b, config, remedy, result.layers)
+        if result.remedy is not None:
+            section = replace(section, quant_steps=result.remedy.quant_steps)
+        if remedy.simulated:
+            rows, finding = _simulated(model_a, model_b, config, result)
+            section = replace(section, simulated=rows)
+            findings += [finding] if finding else []
+        return replace(result, remedy=section, findings=[*result.findings, *findings])
     if config.golden:
         return compare_golden(model_a, config, progress=progress)
     plan = plan_comparison(model_a, model_b, config)
@@ -46,5 +65,32 @@ def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Pro
     assert config.layers is not None
     run = run_layers(plan, config, progress)
     section, notes = build_section(run, gate_layers=config.layers.gate_layers, worst_count=config.layers.worst)
-    result = build_result(plan, config, run.measured.output_trackers, notes, layers=section, extra_gates=layer_gate_outcomes(run))
-    return attach_scopes(result, plan.graph_a, plan.graph_b)
+    result = build_result(plan, config, run.measured.output_trackers, notes, layers=section,
+                          extra_gates=layer_gate_outcomes(run))
+    result = attach_scopes(result, plan.graph_a, plan.graph_b)
+    steps = quant_step_rows(plan.graph_b.model, section)  # error in quantisation steps (issue 18)
+    if not steps:
+        return result
+    return replace(result, remedy=RemedySection(quant_steps=steps),
+                   findings=[*result.findings, *quant_step_findings(steps)])
+
+
+def _simulated(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, deployed: CompareResult
+               ) -> "tuple[list, Optional[Finding]]":
+    """B again with optimisations off: its QDQ arithmetic, beside the deployed kernels (`--simulated`)."""
+    from ..core.graph import ModelGraph
+    from ..core.model_arg import as_graph
+    from ..core.runner import OptLevel
+    from ..core.fingerprint import read_cpuinfo
+
+    runtime_b = (config.runtime_b or config.runtime).replace(opt_level=OptLevel.DISABLE)
+    simulated = compare_models(model_a, model_b, replace(config, runtime_b=runtime_b))
+
+    def by_name(result: CompareResult) -> dict:
+        found = {o.name: o.dataset for o in result.outputs}
+        found.update({layer.name: layer.dataset for layer in (result.layers.layers if result.layers else [])})
+        return found
+
+    rows = simulated_rows(by_name(deployed), by_name(simulated))
+    graph_b = model_b if isinstance(model_b, ModelGraph) else as_graph(model_b)
+    return rows, simulated_finding(rows, graph_b.model, read_cpuinfo()["flags"])

@@ -16,7 +16,7 @@ from ..core.inputs import SampleSet, open_samples
 from ..errors import UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
 from ..executor.factory import make_executor
-from ..nanbisect.batch import JsonlLog, Summary
+from ..nanbisect.batch import JsonlLog, Summary, check_jsonl
 from ..nanbisect.config import NanBisectConfig, Simulate
 from ..nanbisect.findings import build_findings
 from ..nanbisect.job import NanBisectJob, error_record
@@ -45,6 +45,7 @@ def nan_bisect(model: ModelArg, config: Optional[NanBisectConfig] = None, *,
     config = config or NanBisectConfig()
     started = time.monotonic()
     check_executor(config.executor)
+    check_jsonl(config.jsonl, resume=config.resume, overwrite=config.overwrite)  # before any work
     executor = make_executor(config.executor, WARM_MODULES)  # workers import while we load the model
     try:
         return _prepare_and_run(model, config, progress, on_static, executor, started)
@@ -59,7 +60,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
                      on_static: Optional[Callable[[List[WeightIssue]], None]], executor: Executor,
                      started: float) -> NanBisectResult:
     owned = not isinstance(model, ModelGraph)
-    graph = as_graph(model)
+    graph = as_graph(model, lazy=True)  # weights stay in the file: nothing to externalise or re-serialise
     hashing = _hash_in_background(graph)
     static = nonfinite_weights(graph)
     if on_static is not None and static:
@@ -75,12 +76,25 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
     del graph
     try:
+        if samples.refs:
+            _check_loadable(prepared)
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
         result = attach_scopes(result, prepared.graph)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:
         prepared.close()
+
+
+def _check_loadable(prepared: PreparedModel) -> None:
+    """One session of the model as it is, opened and dropped before the scan: a model onnxruntime
+    refuses (duplicate names, a cycle, an unknown op, opset 99) is one `Error:` naming the model and
+    the cause (exit 3), not an error record per sample (issue 15 item 16)."""
+    from ..core.expose import serialized_with_outputs
+    from ..core.runner import Session
+
+    data = serialized_with_outputs(prepared.graph, [], keep_original=True)
+    Session(data, prepared.runtime, label=prepared.label, external_dir=prepared.external_dir)
 
 
 def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
@@ -94,7 +108,7 @@ def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":
 def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, budget: int,
          static: List[WeightIssue], warnings: List[str], model_ref: ModelRef, label: str,
          progress: Progress, started: float, executor: Executor, source: Optional[str]) -> NanBisectResult:
-    log = JsonlLog(config.jsonl, resume=config.resume)
+    log = JsonlLog(config.jsonl, resume=config.resume, overwrite=config.overwrite)
     summary = Summary(examples=config.examples, keep_records=config.keep_records)
     for record in log.previous:
         summary.add(record, resumed=True)
@@ -185,3 +199,22 @@ def write_repros(prepared: PreparedModel, config: NanBisectConfig, samples: Samp
         path = write_bundle(prepared, group.node, samples.load(ref), folder, sample=ref.id, model_label=label)
         written[group.node] = str(path)
     return written
+
+
+def fp16_fallback_plan(result: NanBisectResult, reference: ModelArg, config: NanBisectConfig,
+                       fallback: Any) -> NanBisectResult:
+    """`--fallback-plan --reference fp32.onnx`: the fp32 block list (node_block_list of
+    onnxconverter_common's float16 converter) so that no sample overflows and the targets hold,
+    found by converting the fp32 reference again and verified on the same samples (issue 18)."""
+    from ..remedy.compare_run import fp16_fallback, plan_findings
+    from ..results.remedy import RemedySection
+
+    graph = as_graph(reference)
+    samples = open_samples(config.inputs, graph.inputs, config.synthetic)
+    ids, feeds = [], []
+    for sample_id, sample in samples:
+        ids.append(sample_id)
+        feeds.append(sample)
+    section = fp16_fallback(graph.model, ids, feeds, config.runtime, fallback)
+    return replace(result, remedy=RemedySection(fallback=section),
+                   findings=[*result.findings, *plan_findings(section, fallback)])

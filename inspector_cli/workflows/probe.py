@@ -87,7 +87,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         raise UsageError("--dump needs --break-on: it writes the sample that met the condition")
     for spec in config.plugins:  # unknown or broken plugins are usage errors before any inference
         load_plugin(spec)
-    graph = as_graph(model)
+    graph = as_graph(model, lazy=True)  # weights stay in the file: no parse or re-serialisation of them
     check_since(config, graph)
     plan = plan_probe(graph, config)
     # blocks of samples, in this process or in workers (config.executor): merged in sample order
@@ -111,7 +111,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
                                    rows=dict(call_plugin(p, "summary") or {}))
                       for (p, _), spec in zip(consumers.plugins, config.plugins)]
     model_ref = ModelRef.of(graph, "model")
-    history = record_history(config, graph, model_ref, plan.samples, done, tensors)
+    history = record_history(config, graph, model_ref, plan.samples, done, tensors, warnings)
     per_sample = [row for t in plan.tensors for row in consumers.trackers[t].rows] if config.per_sample else []
     return attach_scopes(ProbeResult(
         models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),

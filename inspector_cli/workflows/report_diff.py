@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..errors import UsageError
 from ..results.base import Result
-from ..results.report_diff import CheckChange, FindingChange, ReportDiffResult, ValueChange
+from ..results.report_diff import CheckChange, EnvironmentChange, FindingChange, ReportDiffResult, ValueChange
 
 DEFAULT_TOLERANCE = 0.05
 
@@ -80,6 +80,15 @@ def _findings(result: Result) -> Dict[Tuple[str, Optional[str], Optional[str], s
     return found
 
 
+def environment_changes(old: Result, new: Result) -> List[EnvironmentChange]:
+    """Changed facts of the two runs' fingerprints (none when either result predates fingerprints)."""
+    from ..core.fingerprint import diff_fingerprints
+
+    if not old.fingerprint or not new.fingerprint:
+        return []
+    return [EnvironmentChange(c["key"], c["old"], c["new"]) for c in diff_fingerprints(old.fingerprint, new.fingerprint)]
+
+
 def diff_results(old: Result, new: Result, *, tolerance: float = DEFAULT_TOLERANCE,
                  old_source: str = "old", new_source: str = "new") -> ReportDiffResult:
     """Checks that flipped, per-tensor values that got worse or better beyond `tolerance`, findings
@@ -97,5 +106,6 @@ def diff_results(old: Result, new: Result, *, tolerance: float = DEFAULT_TOLERAN
         check_changes=_check_changes(old, new), worse=worse, better=better,
         findings_added=[f for k, f in after.items() if k not in before],
         findings_removed=[f for k, f in before.items() if k not in after],
+        environment=environment_changes(old, new),
         old_passed=old.passed, new_passed=new.passed,
     )

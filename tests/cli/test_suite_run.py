@@ -242,3 +242,25 @@ def test_executor_options_override_the_steps_that_have_them(work):
     assert compare["results"]["outputs"][0]["samples"] == 1
     assert doc["results"]["steps"][1]["status"] in ("passed", "failed")  # validate has no such option: untouched
     assert doc["config"]["overrides"] == {"workers": 1}
+
+
+def test_step_without_inputs_uses_the_suite_data_when_the_model_inputs_match(tmp_path):
+    """Issue 14: ci-gate's profile step (no inputs) stopped on a symbolic sequence dim; the suite's
+    compare step reads real samples for the same model, so the profile step now uses them."""
+    save(affine_model(shape=("batch", "seq")), tmp_path / "a.onnx")
+    save(affine_model(shape=("batch", "seq"), scale=1.1), tmp_path / "b.onnx")
+    save_npz(tmp_path / "data", [{"x": np.array([[1, 2, 3, 4]], np.float32)}])
+    body = ("steps:\n" + step("accuracy") +
+            "  - name: speed\n    profile:\n      model: b.onnx\n      runs: 2\n      warmup: 1\n")
+    result = invoke(["run", suite(tmp_path, body), "--json", tmp_path / "report.json"], exit_code=0)
+    doc = read_json(tmp_path / "report.json")
+    assert statuses(doc) == [("accuracy", "passed", 0), ("speed", "passed", 0)]
+    note = f"step 'speed': no inputs given; uses the suite's data {tmp_path / 'data'} (step 'accuracy', same model inputs)"
+    assert doc["config"]["shared_inputs"] == [note] and note in result.stderr
+    assert doc["results"]["steps"][1]["result"]["inputs"]["source"] == str(tmp_path / "data")
+    # a model with other inputs does not take the data: synthetic, and the symbolic 'seq' still asks
+    other = tmp_path / "other.onnx"
+    save(affine_model(shape=("batch", "seq"), inp="z"), other)
+    body = "steps:\n" + step("accuracy") + "  - name: speed\n    profile:\n      model: other.onnx\n"
+    result = invoke(["run", suite(tmp_path, body, "s2.yaml")], exit_code=3)
+    assert "dimension 1 ('seq') is dynamic" in result.stderr and "uses the suite's data" not in result.stderr

@@ -184,9 +184,10 @@ def test_interrupt_exit_130(pair, monkeypatch):
 
 def test_usage_errors_exit_2(tmp_path, pair):
     a, b, _ = pair
-    invoke(["compare", a, tmp_path / "missing.onnx"], exit_code=2)
-    invoke(["compare", a, b, "--min-cosine", "high"], exit_code=2)
-    invoke(["compare", a, b, "--opt-level", "fast"], exit_code=2)
+    # the message, not only the code: a usage error that names nothing is no help
+    assert "missing.onnx' does not exist" in invoke(["compare", a, tmp_path / "missing.onnx"], exit_code=2).stderr
+    assert "Invalid value for '--min-cosine': 'high'" in invoke(["compare", a, b, "--min-cosine", "high"], exit_code=2).stderr
+    assert "Invalid value for '--opt-level': 'fast'" in invoke(["compare", a, b, "--opt-level", "fast"], exit_code=2).stderr
     result = invoke(["compare", a, b, "--providers", "nosuch"], exit_code=2)
     assert "not available" in result.stderr
 

@@ -134,10 +134,15 @@ def test_layer_flags_need_layers_and_golden_needs_one_model(cnn_pair, tmp_path):
     fp32, int8, data = cnn_pair
     result = invoke(["compare", fp32, int8, "-i", data, "--isolate", "all"], exit_code=2)
     assert "--isolate needs --layers" in result.stderr
-    invoke(["compare", fp32, int8, "-i", data, "--layers", "all", "--isolate", "worst:x"], exit_code=2)
-    invoke(["compare", fp32, int8, "--golden", data], exit_code=2)
-    invoke(["compare", fp32], exit_code=2)
-    invoke(["compare", fp32, int8, "-i", data, "--map", "relu_3_out=x"], exit_code=2)  # intermediate: needs --layers
+    def error(argv):  # the one Error: line of a usage error (exit 2)
+        lines = [line for line in invoke(argv, exit_code=2).stderr.splitlines() if line.startswith("Error:")]
+        assert len(lines) == 1
+        return lines[0]
+
+    assert "worst:x" in error(["compare", fp32, int8, "-i", data, "--layers", "all", "--isolate", "worst:x"])
+    assert "--golden" in error(["compare", fp32, int8, "--golden", data])
+    assert "MODEL_B" in error(["compare", fp32])
+    assert "--map" in error(["compare", fp32, int8, "-i", data, "--map", "relu_3_out=x"])  # intermediate: needs --layers
 
 
 def test_per_model_opt_levels(cnn_pair):

@@ -123,11 +123,26 @@ def test_empty_folder_and_missing_path(tmp_path):
 
 
 def test_dynamic_dimension_needs_shape():
-    model = affine_model(shape=("batch", 4))
-    with pytest.raises(InputDataError, match=r"input 'x' \[batch, 4\]: dimension 0 \('batch'\) is dynamic.*--shape x:Nx4"):
+    model = affine_model(shape=(4, "seq"))
+    with pytest.raises(InputDataError, match=r"input 'x' \[4, seq\]: dimension 1 \('seq'\) is dynamic.*--shape x:4xN"):
+        open_samples([], specs(model), SyntheticSpec())
+    model = affine_model(shape=("batch", "seq"))  # the batch defaults, the sequence still asks
+    with pytest.raises(InputDataError, match=r"dimension 1 \('seq'\) is dynamic.*--shape x:1xN"):
         open_samples([], specs(model), SyntheticSpec())
     samples = list(open_samples([], specs(model), make_synthetic_spec(2, 0, [], ["x:3x4"])))
     assert samples[0][1]["x"].shape == (3, 4)
+
+
+@pytest.mark.parametrize("batch", ["batch", "N", "batch_size", None])
+def test_symbolic_batch_defaults_to_one_with_a_note(batch):
+    model = affine_model(shape=(batch, 4))
+    samples = open_samples([], specs(model), SyntheticSpec())
+    assert [feeds["x"].shape for _, feeds in samples] == [(1, 4)]
+    shown = "?" if batch is None else batch
+    assert samples.describe()["notes"] == [
+        f"input 'x' [{shown}, 4]: symbolic batch dimension set to 1 (--shape x:... sets another)"]
+    given = open_samples([], specs(model), make_synthetic_spec(1, 0, [], ["x:2x4"]))
+    assert given.describe()["notes"] == [] and next(iter(given))[1]["x"].shape == (2, 4)
 
 
 def test_synthetic_ranges_seed_and_dtypes():

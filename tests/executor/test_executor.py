@@ -2,6 +2,8 @@
 dies is detected, its item retried once, then recorded as an error while the run goes on."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from inspector_cli.executor.base import InlineExecutor, Outcome, WorkItem, make_shards
@@ -31,7 +33,8 @@ def test_inline_and_two_workers_agree_in_order(tmp_path):
     inline = collect(InlineExecutor(), job)
     local = collect(LocalExecutor(2), job)
     assert squares(inline) == squares(local) == [(f"s{i:02d}", i * i) for i in range(12)]
-    assert len({o.value["pid"] for o in local}) == 2  # both workers took part
+    # The work ran in worker processes (how it was spread between the two is scheduling, not a promise)
+    assert os.getpid() not in {o.value["pid"] for o in local}
 
 
 def test_a_worker_killed_once_is_retried(tmp_path):

@@ -77,3 +77,37 @@ def test_enospc_outside_report_writes_is_exit_3_at_the_boundary() -> None:
         raise OSError(errno.ENOSPC, "No space left on device", "/data/run.jsonl")
 
     assert run_guarded(jsonl_append, debug=False) == 3
+
+
+def test_nan_bisect_jsonl_on_a_full_tmpfs_names_the_log(full_disk: Path, tmp_path: Path) -> None:
+    import numpy as np
+    from onnx import helper
+
+    from ..helpers import make_model, save_npz, vi
+
+    model = save(make_model([helper.make_node("Log", ["x"], ["y"], name="log")], [vi("x", [1, 4])],
+                            [vi("y", [1, 4])]), tmp_path / "log.onnx")
+    data = save_npz(tmp_path / "data", [{"x": np.ones((1, 4), np.float32)} for _ in range(64)])
+    target = full_disk / "run.jsonl"
+    result = invoke(["-q", "nan-bisect", model, "-i", data, "--jsonl", target], exit_code=3)
+    assert result.stderr == f"Error: {target}: cannot write the JSONL log: no space left on device\n"
+
+
+def test_simulated_enospc_on_the_jsonl_names_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 15 item 9 for --jsonl: the path and "no space left", exit 3 (not exit 4, not a bare errno)
+    import numpy as np
+    from onnx import helper
+
+    from ..helpers import make_model, save_npz, vi
+
+    model = save(make_model([helper.make_node("Log", ["x"], ["y"], name="log")], [vi("x", [1, 4])],
+                            [vi("y", [1, 4])]), tmp_path / "log.onnx")
+    data = save_npz(tmp_path / "data", [{"x": np.ones((1, 4), np.float32)}])
+    target = tmp_path / "run.jsonl"
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    result = invoke(["-q", "nan-bisect", model, "-i", data, "--jsonl", target], exit_code=3)
+    assert result.stderr == f"Error: {target}: cannot write the JSONL log: no space left on device\n"

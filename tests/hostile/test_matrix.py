@@ -68,6 +68,20 @@ def _trimmed(stdout: str, stderr: str, out: Path) -> None:
     assert "onnxruntime_src" not in stderr and "std::unordered_map" not in stderr and "[ONNXRuntimeError]" not in stderr
 
 
+def _once_before_the_scan(stdout: str, stderr: str, out: Path) -> None:
+    assert "could not be analysed" not in stderr and "(scan)" not in stderr  # not an error record per sample
+    assert stdout == ""  # no result: the model was refused before any sample ran
+
+
+def _input_origin(stdout: str, stderr: str, out: Path) -> None:
+    assert "root cause: input 'x' already holds NaN/Inf on sample nan_in.npz" in stdout
+    assert "first born at" not in stdout  # not the first consumer node
+
+
+def _no_numpy_warning(stdout: str, stderr: str, out: Path) -> None:
+    assert "invalid value" not in stderr and "RuntimeWarning" not in stderr  # silenced where it arises, not by -q
+
+
 def _quiet_stderr(stdout: str, stderr: str, out: Path) -> None:
     assert stderr == ""  # numpy's RuntimeWarning (Inf + -Inf) silenced under -q
 
@@ -124,6 +138,12 @@ CASES = [
          "short.npy: not a readable .npy file, truncated or corrupt (Failed to read all data"),
     Case("npy-five-bytes", ["inputs", "show", "{npy_5}", "-m", "{m}"], 3, "five.npy: not a .npy file, truncated or corrupt"),
     Case("npz-pickled", ["compare", "{m}", "{m2}", "-i", "{pickled}"], 3, "pickled.npz: cannot read .npz without unpickling"),
+    Case("golden-pickled-npz", ["compare", "{m}", "--golden", "{golden_pickled}"], 3,
+         "g.npz: cannot read .npz without unpickling"),
+    Case("golden-truncated-npz", ["compare", "{m}", "--golden", "{golden_trunc}"], 3,
+         "golden_trunc/g.npz: not a readable .npz file, truncated or corrupt"),
+    Case("golden-zoo-junk-pb", ["compare", "{m}", "--golden", "{golden_zoo_junk}"], 3,
+         "input_0.pb: not an ONNX TensorProto"),
     Case("pb-junk", ["inputs", "show", "{junk_pb}", "-m", "{m}"], 3, "junk.pb: not a readable ONNX TensorProto"),
     Case("pb-junk-no-model", ["inputs", "show", "{junk_pb}"], 3, "junk.pb: not a readable ONNX TensorProto"),
     # ---- synthetic inputs and flag values (items 13, 14) ---------------------------------------
@@ -181,7 +201,48 @@ CASES = [
     Case("ort-opset99-nan-bisect-q", ["-q", "nan-bisect", "{opset99}"], 3,
          "ONNX Runtime only *guarantees* support for models stamped with official released onnx opset versions. "
          "Opset 99 is under development", _trimmed),
+    Case("ort-duplicate-nan-bisect-samples-q", ["-q", "nan-bisect", "{dup}", "-i", "{good_dir}"], 3,
+         "dup.onnx: onnxruntime could not load the model: This is an invalid model. Error: Duplicate definition of "
+         "name (t).", _once_before_the_scan),
+    Case("ort-cycle-nan-bisect-workers-json", ["nan-bisect", "{cycle}", "-i", "{good_dir}", "--workers", "2",
+                                               "--json", "-"], 3,
+         "cycle.onnx: onnxruntime could not load the model: This is an invalid model. Error: the graph is not acyclic.",
+         _once_before_the_scan),
+    Case("ort-custom-op-nan-bisect-samples-q", ["-q", "nan-bisect", "{custom}", "-i", "{good_dir}"], 3,
+         "custom.onnx: onnxruntime could not load the model: Fatal error: com.evil:FancyOp(-1) is not a registered",
+         _once_before_the_scan),
     Case("ort-opset99-profile", ["profile", "{opset99}"], 3, "Opset 99 is under development", _trimmed),
+    # ---- part 2: probe history, nan-bisect JSONL, NaN in the input, numpy noise (items 5, 6, 17, 19) ----
+    Case("probe-history-dir-through-a-file", ["probe", "{m}", "--history-dir", "{ok}/h"], 2,
+         "ok.yaml/h: cannot write the probe history (Not a directory)"),
+    Case("probe-history-dir-through-a-file-json", ["probe", "{m}", "--history-dir", "{ok}/h", "--json", "{out}/r.json"],
+         2, "cannot write the probe history"),
+    Case("probe-history-dir-is-a-file", ["probe", "{m}", "--history-dir", "{ok}"], 2,
+         "Invalid value for '--history-dir'"),
+    Case("jsonl-exists-without-resume", ["nan-bisect", "{m}", "--jsonl", "{old_jsonl}"], 2,
+         "old.jsonl exists: use --resume or --overwrite"),
+    Case("jsonl-exists-json-stdout-q", ["-q", "nan-bisect", "{m}", "--jsonl", "{old_jsonl}", "--json", "-"], 2,
+         "old.jsonl exists: use --resume or --overwrite"),
+    Case("jsonl-exists-with-workers", ["nan-bisect", "{m}", "-i", "{good_dir}", "--workers", "2", "--jsonl",
+                                       "{old_jsonl}"], 2, "old.jsonl exists: use --resume or --overwrite"),
+    Case("jsonl-resume-and-overwrite", ["nan-bisect", "{m}", "--jsonl", "{out}/n.jsonl", "--resume", "--overwrite"], 2,
+         "--resume and --overwrite contradict each other"),
+    Case("jsonl-missing-folder", ["nan-bisect", "{m}", "--jsonl", "{out}/no/such/n.jsonl"], 2, "does not exist"),
+    Case("jsonl-is-the-sample", ["nan-bisect", "{m}", "-i", "{good_npz}", "--jsonl", "{good_npz}", "--overwrite"], 2,
+         "is the input"),
+    Case("nan-in-input-sample", ["nan-bisect", "{m}", "-i", "{nan_npz}"], 1,
+         "FOUND: 1 sample(s) with NaN/Inf outputs, already in input 'x' in 1 of them (1/1 sample(s) scanned)",
+         _input_origin),
+    Case("nan-in-input-sample-json-q", ["-q", "nan-bisect", "{m}", "-i", "{nan_npz}", "--json", "-"], 1,
+         "input 'x' of sample nan_in.npz already holds 1 NaN and 1 Inf value(s)"),
+    Case("nan-in-input-sample-all", ["nan-bisect", "{m}", "-i", "{nan_npz}", "--all"], 1,
+         "already in input 'x' in 1 of them", _input_origin),
+    Case("fp16-overflow-deep-not-quiet", ["nan-bisect", "{fp16}", "--val-range", "x:-10,10", "--deep"], 1,
+         "first born at mul (Mul)", _no_numpy_warning),
+    Case("fp16-overflow-simulate-not-quiet", ["nan-bisect", "{fp16}", "--val-range", "x:-10,10", "--simulate", "fp16"],
+         1, "first born at mul (Mul)", _no_numpy_warning),
+    Case("fp16-overflow-all-quiet", ["-q", "nan-bisect", "{fp16}", "--val-range", "x:-10,10", "--all"], 1, "",
+         _quiet_stderr),
     # ---- names (items 2, 3, 18) ---------------------------------------------------------------
     Case("names-validate-markdown", ["validate", "{evil}", "--format", "markdown"], 0, "PASS"),
     Case("names-probe-table", ["probe", "{evil}", "--val-range", "inp:1,2"], 0, "PASS", _no_raw_controls),

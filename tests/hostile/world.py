@@ -128,6 +128,21 @@ def build_samples(folder: Path) -> Dict[str, Path]:
     paths["pickled"] = folder / "pickled.npz"
     paths["junk_pb"] = folder / "junk.pb"
     paths["junk_pb"].write_bytes(bytes(range(7, 37)))
+    # NaN/Inf already in an input sample (item 17) and an earlier nan-bisect log (item 6)
+    paths["nan_npz"] = folder / "nan_in.npz"
+    np.savez(paths["nan_npz"], x=np.array([[1.0, np.nan, np.inf, 2.0]], np.float32))
+    paths["old_jsonl"] = folder / "old.jsonl"
+    paths["old_jsonl"].write_text("".join(f'{{"sample": "s{i:03d}.npz", "status": "clean"}}\n' for i in range(50)))
+    # --golden folders (items 8, 11): a pickled output, a truncated archive, a junk TensorProto
+    for name in ("golden_pickled", "golden_trunc", "golden_zoo_junk"):
+        paths[name] = folder / name
+        paths[name].mkdir()
+    np.savez(paths["golden_pickled"] / "g.npz", x=np.ones((1, 4), np.float32), y=np.array([{"a": 1}], dtype=object))
+    (paths["golden_trunc"] / "g.npz").write_bytes(raw[: len(raw) // 2])
+    zoo = paths["golden_zoo_junk"] / "test_data_set_0"
+    zoo.mkdir()
+    (zoo / "input_0.pb").write_bytes(bytes(range(7, 37)))
+    (zoo / "output_0.pb").write_bytes(bytes(range(7, 37)))
     return paths
 
 

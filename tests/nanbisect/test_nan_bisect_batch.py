@@ -82,3 +82,41 @@ def test_summaries_of_shards_merge_into_the_whole(tmp_path):
     assert (merged.scanned, merged.nonfinite, merged.runs) == (whole.scanned, whole.nonfinite, whole.runs) == (
         12, 6, whole.runs)
     assert merged.groups()[0].examples == ["x_0001.npz", "x_0004.npz", "x_0005.npz"]
+
+
+def test_existing_jsonl_without_resume_is_refused_not_truncated(tmp_path):
+    # issue 15 item 6: 50 records became 5 when a run forgot --resume
+    path, data = batch(tmp_path, 3)
+    jsonl = tmp_path / "nan.jsonl"
+    jsonl.write_text('{"earlier": "record"}\n' * 50)
+    before = jsonl.read_bytes()
+    result = invoke(["nan-bisect", path, "--inputs", data, "--jsonl", jsonl], exit_code=2)
+    assert result.stderr == (f"Error: {jsonl} exists: use --resume or --overwrite (--jsonl: --resume skips the "
+                             "samples it records, --overwrite starts a new log)\n")
+    assert jsonl.read_bytes() == before
+    invoke(["nan-bisect", path, "--inputs", data, "--jsonl", jsonl, "--overwrite"], exit_code=1)
+    assert [json.loads(line)["sample"] for line in jsonl.read_text().splitlines()] == [
+        "x_0000.npz", "x_0001.npz", "x_0002.npz"]
+
+
+def test_empty_jsonl_is_started_without_flags_and_overwrite_contradicts_resume(tmp_path):
+    path, data = batch(tmp_path, 2)
+    jsonl = tmp_path / "nan.jsonl"
+    jsonl.write_text("")
+    invoke(["nan-bisect", path, "--inputs", data, "--jsonl", jsonl], exit_code=1)
+    assert len(jsonl.read_text().splitlines()) == 2
+    result = invoke(["nan-bisect", path, "--inputs", data, "--jsonl", jsonl, "--resume", "--overwrite"], exit_code=2)
+    assert "Error: --resume and --overwrite contradict each other" in result.stderr
+
+
+def test_library_callers_are_refused_too(tmp_path):
+    import pytest
+
+    from inspector_cli.errors import UsageError
+
+    path, data = batch(tmp_path, 2)
+    jsonl = tmp_path / "nan.jsonl"
+    jsonl.write_text("x\n")
+    with pytest.raises(UsageError, match="exists: use --resume or --overwrite"):
+        nan_bisect(str(path), NanBisectConfig(inputs=(str(data),), jsonl=str(jsonl)))
+    assert jsonl.read_text() == "x\n"

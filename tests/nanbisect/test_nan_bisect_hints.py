@@ -44,8 +44,6 @@ CASES = [
      "epsilon is 0"),
     ("corrupted-weight", lambda: nm.binary("Add", nm.row(1, np.nan, 1, 1)), {"x": nm.row(1, 2, 3, 4)},
      "corrupted-weight", "holds 1 NaN and 0 Inf"),
-    ("nonfinite-input", lambda: nm.unary("Relu"), {"x": nm.row(1, np.nan, 2, 4)}, "nonfinite-input",
-     "input 'x' of the sample already holds 1 NaN"),
 ]
 
 
@@ -83,3 +81,26 @@ def test_no_rule_matches_says_so():
     out = TensorStats("y", "float32", [1], 1, nan=1)
     hints = hints_for("Erf", [TensorStats("x", "float32", [1], 1, min=0.0, max=1.0)], [out], {})
     assert [h.rule for h in hints] == ["unexplained"]
+
+
+@pytest.mark.parametrize("all_origins", [False, True], ids=["layered", "full-scan"])
+def test_nan_already_in_the_input_is_the_origin_not_its_first_consumer(tmp_path, all_origins):
+    # issue 15 item 17: the headline said "first born at target (Relu)"; the model made none of it
+    path, data = nm.write(tmp_path, nm.unary("Relu"), [{"x": nm.row(1, np.nan, np.inf, 4)}, {"x": nm.row(1, 2, 3, 4)}])
+    result = nan_bisect(str(path), NanBisectConfig(inputs=(str(data),), all_origins=all_origins))
+    record = result.records[0]
+    assert (record.origin.node, record.origin.op_type, record.origin.position) == ("x", "(input)", -1)
+    assert record.strategy.startswith("full-scan" if all_origins else "layered")
+    assert [(s.name, s.nan, s.inf, s.source) for s in record.origin.outputs] == [("x", 1, 1, "input")]
+    assert record.origin.hints[0].rule == "nonfinite-input"
+    assert record.origin.hints[0].message == ("input 'x' of sample x_0000.npz already holds 1 NaN and 1 Inf value(s) "
+                                              "(first read by target (Relu)): the model did not create them")
+    assert [(g.node, g.op_type, g.samples) for g in result.groups] == [("x", "(input)", 1)]
+    assert result.summary() == "FOUND: 1 sample(s) with NaN/Inf outputs, already in input 'x' in 1 of them (2/2 sample(s) scanned)"
+
+
+def test_nan_born_in_the_model_after_a_finite_input_keeps_its_node(tmp_path):
+    # the input rule must not swallow real origins: finite input, Log of a negative
+    path, data = nm.write(tmp_path, nm.unary("Log"), [{"x": nm.row(1, -3, 2, 4)}])
+    record = nan_bisect(str(path), NanBisectConfig(inputs=(str(data),))).records[0]
+    assert (record.origin.node, record.origin.op_type) == ("target", "Log")

@@ -11,8 +11,23 @@ from inspector_cli.workflows.nan_bisect import nan_bisect
 from ..fixtures import nan_models as nm
 
 # (max_memory, checkpoints): unbudgeted (one run exposes everything), and a budget below the
-# all-exposed size with 2 checkpoints, which forces the layered scan and several span replays.
-BUDGETS = [pytest.param(None, 16, id="unbudgeted"), pytest.param(300, 2, id="budget-300B")]
+# all-exposed size of every model here (the smallest needs 160 B) with 2 checkpoints, which forces
+# the layered scan and span replays. 300 B let three of the five models expose everything, so
+# their "budget" case never took the layered path (issue 15): `took` asserts the path taken.
+BUDGETS = [pytest.param(None, 16, id="unbudgeted"), pytest.param(64, 2, id="budget-64B")]
+
+
+def took(record, budget, *, full_scan=False):
+    """The path the search took: what the budget forces, asserted (not assumed)."""
+    if full_scan:
+        assert record.strategy == ("full-scan" if budget is None else record.strategy)
+        if budget is not None:
+            assert record.strategy.startswith("full-scan (") and record.runs >= 2, record.strategy
+    elif budget is None:
+        assert record.strategy == "expose-all" and record.runs == 1
+    else:
+        assert record.strategy == "layered" and record.runs >= 2, (record.strategy, record.runs)
+    return record
 
 
 def run(path, data, **kw):
@@ -24,7 +39,7 @@ def only(result):
     return result.records[0]
 
 
-@pytest.mark.parametrize("budget,k", BUDGETS)
+@pytest.mark.parametrize("budget,k", [pytest.param(None, 16, id="unbudgeted"), pytest.param(300, 2, id="budget-300B")])
 def test_chain(tmp_path, budget, k):
     path, data = nm.write(tmp_path, nm.chain(), [{"x": np.full((1, 8), -0.5, np.float32)}])
     result = run(path, data, max_memory=budget, checkpoints=k)
@@ -43,7 +58,7 @@ def test_chain(tmp_path, budget, k):
 @pytest.mark.parametrize("budget,k", BUDGETS)
 def test_nan_in_the_earlier_branch(tmp_path, budget, k):
     path, data = nm.write(tmp_path, nm.branches(), [{"x": np.ones((1, 8), np.float32)}])
-    record = only(run(path, data, max_memory=budget, checkpoints=k))
+    record = took(only(run(path, data, max_memory=budget, checkpoints=k)), budget)
     # branch A's sqrt comes before all of branch B in topological order; B's last tensor is clean
     assert record.origin.node == "sqrt_a"
     assert record.origin.hints[0].rule == "sqrt-negative"
@@ -52,7 +67,7 @@ def test_nan_in_the_earlier_branch(tmp_path, budget, k):
 @pytest.mark.parametrize("budget,k", BUDGETS)
 def test_inf_then_nan_reports_where_the_inf_appeared(tmp_path, budget, k):
     path, data = nm.write(tmp_path, nm.inf_then_nan(), [{"x": nm.row(1, 2, 10, 3)}])
-    record = only(run(path, data, max_memory=budget, checkpoints=k))
+    record = took(only(run(path, data, max_memory=budget, checkpoints=k)), budget)
     assert record.outputs == {"y": {"nan": 1, "inf": 0}}
     assert record.origin.node == "exp"
     assert record.origin.hints[0].rule == "exp-overflow"
@@ -63,9 +78,9 @@ def test_inf_then_nan_reports_where_the_inf_appeared(tmp_path, budget, k):
 @pytest.mark.parametrize("budget,k", BUDGETS)
 def test_several_origins_first_and_all(tmp_path, budget, k):
     path, data = nm.write(tmp_path, nm.two_origins(), [{"x": nm.row(-1, 2, 3, 4)}])
-    record = only(run(path, data, max_memory=budget, checkpoints=k))
+    record = took(only(run(path, data, max_memory=budget, checkpoints=k)), budget)
     assert record.origin.node == "log"
-    everything = only(run(path, data, max_memory=budget, all_origins=True))
+    everything = took(only(run(path, data, max_memory=budget, all_origins=True)), budget, full_scan=True)
     assert [o.node for o in everything.origins] == ["log", "div"]
     assert [o.hints[0].rule for o in everything.origins] == ["log-nonpositive", "div-by-zero"]
 
@@ -84,9 +99,10 @@ def test_masked_nan_needs_deep(tmp_path):
 @pytest.mark.parametrize("budget,k", BUDGETS)
 def test_masked_nan_before_the_real_origin(tmp_path, budget, k):
     path, data = nm.write(tmp_path, nm.masked(with_real=True), [{"x": nm.row(-1, 2, 3, 4)}])
-    record = only(run(path, data, max_memory=budget, checkpoints=k))
+    record = took(only(run(path, data, max_memory=budget, checkpoints=k)), budget)
     assert record.origin.node == "sqrt"  # the masked Log is not where the output's NaN comes from
-    deep = only(run(path, data, deep=True, max_memory=budget))
+    assert record.outputs == {"y": {"nan": 3, "inf": 0}}
+    deep = took(only(run(path, data, deep=True, max_memory=budget)), budget, full_scan=True)
     assert deep.origin.node == "sqrt" and [o.node for o in deep.masked] == ["log"]
 
 

@@ -42,7 +42,7 @@ def test_selection_forms_and_json_round_trip(tmp_path):
 
 
 def test_model_is_required_unless_history(tmp_path):
-    invoke(["probe"], exit_code=2)
+    assert invoke(["probe"], exit_code=2).stderr.endswith("\nError: MODEL is required (except with --history)\n")
 
 
 def test_shipped_config_runs(tmp_path, monkeypatch):

@@ -50,9 +50,11 @@ def test_since_last_and_since_run_id_show_each_change(tmp_path, setup):
 
 def test_since_without_history_is_a_usage_error(tmp_path, setup):
     model, data, hist = setup
-    invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--since", "last"], exit_code=2)
-    invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--since", "20990101-000000-abcdef"],
-           exit_code=2)
+    result = invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--since", "last"], exit_code=2)
+    assert f"Error: --since last: no earlier run of this model and selection in {hist}" in result.stderr
+    result = invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--since", "20990101-000000-abcdef"],
+                    exit_code=2)
+    assert f"Error: --since 20990101-000000-abcdef: no such run in {hist}" in result.stderr
 
 
 def test_history_lists_runs(tmp_path, setup):
@@ -67,3 +69,37 @@ def test_history_lists_runs(tmp_path, setup):
     assert runs[0]["samples"] == 3 and runs[0]["tensors"] == 2
     text = invoke(["probe", "--history", "--history-dir", hist, "--format", "csv"]).stdout
     assert runs[1]["run_id"] in text
+
+
+def test_unwritable_history_folder_refused_before_any_work(tmp_path, setup):
+    # issue 15 item 5: a path through a file cannot be written, even by root (os.access would say yes)
+    model, data, _ = setup
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    out = tmp_path / "r.json"
+    result = invoke(["probe", model, "--inputs", data, "--history-dir", blocker / "h", "--json", out], exit_code=2)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [f"Error: {blocker / 'h'}: cannot write the probe history (Not a directory) "
+                      "(choose another place with --history-dir or skip it with --no-history)"]
+    assert not out.exists() and blocker.read_text() == "a file, not a folder"
+    assert not list(tmp_path.glob("blocker*/.mi-write-check*"))
+
+
+def test_history_failing_after_the_run_still_writes_json_and_warns(tmp_path, setup, monkeypatch):
+    # issue 15 item 5: the folder was fine at the start, the save fails at the end (disk filled,
+    # folder removed): the finished result is written, the lost history is a warning, exit 0
+    from inspector_cli.probe.history import HistoryStore
+    from inspector_cli.errors import UsageError
+
+    def full_disk(self, key, summary):
+        raise UsageError(f"{self.directory / key}: cannot write the probe history (No space left on device)")
+
+    monkeypatch.setattr(HistoryStore, "save", full_disk)
+    model, data, hist = setup
+    out = tmp_path / "r.json"
+    result = invoke(["probe", model, "--inputs", data, "--history-dir", hist, "--json", out], exit_code=0)
+    document = read_json(out)
+    assert document["results"]["samples"] == 3 and document["results"]["history"]["saved"] is None
+    warning = [w for w in document["results"]["warnings"] if "not saved to the history" in w]
+    assert len(warning) == 1 and "No space left on device" in warning[0] and str(hist) in warning[0]
+    assert "not saved to the history" in result.stdout + result.stderr

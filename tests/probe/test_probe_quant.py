@@ -64,7 +64,8 @@ def test_good_model_relu_folding_is_not_saturation(cnn_pair, tmp_path):
 
 def test_reference_needs_quant_ranges(cnn_pair):
     fp32, int8, data = cnn_pair
-    invoke(["probe", int8, "--inputs", data, "--reference", fp32, "--no-history"], exit_code=2)
+    result = invoke(["probe", int8, "--inputs", data, "--reference", fp32, "--no-history"], exit_code=2)
+    assert result.stderr == "Error: --reference is used by --quant-ranges; add --quant-ranges\n"
 
 
 def test_qlinear_output_saturation(tmp_path):

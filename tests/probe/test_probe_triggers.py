@@ -66,7 +66,8 @@ def test_dump_writes_the_sample_and_respects_the_cap(tmp_path, case):
 
 def test_dump_without_trigger_is_a_usage_error(tmp_path, case):
     model, data, _ = case
-    invoke(["probe", model, "--inputs", data, "--no-history", "--dump", tmp_path / "d"], exit_code=2)
+    result = invoke(["probe", model, "--inputs", data, "--no-history", "--dump", tmp_path / "d"], exit_code=2)
+    assert "--dump needs --break-on" in result.stderr
 
 
 def test_chunked_capture_restarts_when_a_later_chunk_triggers_earlier(tmp_path, case):

@@ -65,7 +65,13 @@ def test_min_speedup_needs_against(affine):
 
 def test_dynamic_batch_is_fixed_with_shape(tmp_path):
     model = save(affine_model(shape=("N", 4)), tmp_path / "dyn.onnx")
-    invoke(["profile", model, "--runs", "2"], exit_code=3)
+    batch1 = tmp_path / "b1.json"  # a symbolic batch defaults to 1, said in the result (issue 14)
+    invoke(["profile", model, "--runs", "2", "--no-memory-stats", "--json", batch1])
+    assert read_json(batch1)["inputs"]["notes"] == [
+        "input 'x' [N, 4]: symbolic batch dimension set to 1 (--shape x:... sets another)"]
+    assert read_json(batch1)["results"]["profiles"][0]["memory"]["peak_bytes"] == 32  # x and m, [1,4] float32
+    seq = save(affine_model(shape=("N", "seq")), tmp_path / "seq.onnx")
+    invoke(["profile", seq, "--runs", "2"], exit_code=3)  # any other symbolic dim still asks for --shape
     out = tmp_path / "r.json"
     invoke(["profile", model, "--runs", "2", "--shape", "x:3x4", "--no-memory-stats", "--json", out])
     memory = read_json(out)["results"]["profiles"][0]["memory"]

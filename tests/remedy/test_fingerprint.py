@@ -5,7 +5,7 @@ import platform
 
 import numpy as np
 
-from inspector_cli.remedy.fingerprint import (
+from inspector_cli.core.fingerprint import (
     diff_fingerprints,
     read_cpuinfo,
     run_fingerprint,

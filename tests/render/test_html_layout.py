@@ -33,3 +33,15 @@ def test_names_get_break_opportunities_only_after_separators():
     assert str(wbr("backbone/layer4.conv_2:0")) == "backbone/<wbr>layer4.<wbr>conv_<wbr>2:<wbr>0"
     assert str(wbr("qdq 0.90")) == "qdq 0.90"  # numbers stay whole
     assert str(wbr("<script>x_y")) == "&lt;script&gt;x_<wbr>y"  # still escaped
+
+
+def test_labels_keep_clear_of_other_markers_dots():
+    # the demo's shape: three worst layers close together on a nearly flat line
+    values = [1.0, 0.9999, 0.9998, 0.9997, 0.9998, 0.9995, 0.9993, 0.9995, 0.9991, 0.9991, 0.9995, 0.9996]
+    markers = {6: "worst: /15/Relu_output_0", 8: "worst: /19/Relu_output_0", 9: "worst: /22/Relu_output_0"}
+    svg = str(line_chart({"cosine": values}, labels=[f"t{i}" for i in range(12)], markers=markers))
+    dots = [(float(cx), float(cy)) for cx, cy in re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="4.5"', svg)]
+    assert len(dots) == 3
+    for l, t, r, b in label_boxes(svg):
+        for cx, cy in dots:
+            assert r <= cx - 4.5 or l >= cx + 4.5 or b <= cy - 4.5 or t >= cy + 4.5, ((l, t, r, b), (cx, cy))

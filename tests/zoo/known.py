@@ -10,8 +10,8 @@ ISOLATION_DYNAMIC = ("isolation skips every layer of a model with a symbolic dim
 PROFILE_SYMBOLIC_BATCH = ("profile with synthetic inputs refuses a symbolic batch dimension (exit 3: 'dimension 0 "
                           "(...) is dynamic (fix it with --shape ...)') instead of defaulting it to 1")
 
-DYNAMIC_PAIRING = ("dynamic quantisation (DynamicQuantizeLinear + ConvInteger/MatMulInteger) is barely paired: "
-                   "the integer ops' outputs are not read back as the float tensors they replace")
+DYNAMIC_PAIRING = ("dynamic quantisation: the ConvInteger/MatMulInteger chains pair now (issue 14 part 2), but "
+                   "on gpt2like 7 attention tensors are fused away at the default level (47 vs 58 pairs)")
 
 QOPERATOR_PAIRING = ("QOperator models are barely paired: QLinear* outputs are not read back dequantised with "
                      "their own scale and zero point (mobilenetv2: 2 layers vs 65 as QDQ; gpt2like: 27 vs 46; vad: 5 vs 6)")
@@ -27,9 +27,7 @@ SWIN_LAYOUT = ("deployed capture reads a tensor in another layout: swin fp16 '/m
                "(the Transpose moved past the LayerNorm Sub) and is compared element-wise: cosine 0.0004, true 1.0")
 
 KNOWN: Dict[Tuple[str, str, str], str] = {
-    ("isolation", "*", "*"): ISOLATION_DYNAMIC,
-    ("profile-synthetic", "*", "fp32"): PROFILE_SYMBOLIC_BATCH,
-    ("pairing", "*", "dynamic"): DYNAMIC_PAIRING,
+    ("pairing", "gpt2like", "dynamic"): DYNAMIC_PAIRING,  # 47 of QDQ's 58 at the default level: fused attention
     ("pairing", "gpt2like", "qop"): QOPERATOR_PAIRING,
     ("pairing", "vad", "qop"): QOPERATOR_PAIRING,
     ("pairing", "bert", "renamed"): RENAMED_PAIRING,
@@ -43,9 +41,6 @@ KNOWN: Dict[Tuple[str, str, str], str] = {
                                                                "fp16_io")},
     ("truth", "swin", "qdq_u8u8"): LAYER_PRECISION,
     ("truth", "swin", "qdq_s8s8_pc"): LAYER_PRECISION,
-    ("truth", "swin", "fp16"): SWIN_LAYOUT,
-    ("truth", "swin", "fp16_io"): SWIN_LAYOUT,
-    ("ci-gate", "*", "fp32"): "ci-gate.yaml's profile step (no inputs) " + PROFILE_SYMBOLIC_BATCH,
 }
 
 

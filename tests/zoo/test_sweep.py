@@ -102,7 +102,9 @@ def test_profile_symbolic_batch(request, sweep, model):
     """Synthetic inputs (the ci-gate suite's profile step) default a symbolic batch dimension to 1."""
     _case(request, sweep, "profile-synthetic", model, "fp32")
     run = sweep.profile_without_inputs(model)
-    assert run.rc == 0, f"exit {run.rc}: {run.stderr_tail.strip()[-300:]}"
+    # a symbolic sequence/image dim still asks for --shape (exit 3 naming it); the batch never does
+    asks = run.rc == 3 and "is dynamic" in run.stderr_tail and "dimension 0 " not in run.stderr_tail
+    assert run.rc == 0 or asks, f"exit {run.rc}: {run.stderr_tail.strip()[-300:]}"
 
 
 @pytest.mark.parametrize("model,variant", CASES)

@@ -31,6 +31,8 @@ __all__ = ["MIN_CONFIDENCE", "TensorPair", "Unpaired", "TensorMatching", "match_
 METHODS = ("map", "name", "qdq", "cast", "identity", "fused", "structural")
 
 
+_QUANTIZED = "quantized"
+
 @dataclass(frozen=True)
 class TensorPair:
     """A tensor of the reference (A) and the candidate (B) holding the same quantity."""
@@ -83,6 +85,17 @@ class _Matcher:
             for tensor in chain.inputs:
                 self.b_by_input.setdefault(tensor, []).append(chain)
         self.b_name_to_canon = dict(b.canon)
+        # onnxruntime's QOperator quantizer names an integer output after the float tensor it replaces
+        # ('<name>_quantized', '<name>quantized' for Split outputs): that is its name for pairing too.
+        # Only for a chain's last tensor: a reference chain's inner step (Gemm of Gemm+Sigmoid) must not
+        # take the candidate's shorter chain by such a name (its end is another tensor).
+        self.b_quantized_name: Dict[str, str] = {}
+        for name, canon in b.canon.items():
+            if name.endswith(_QUANTIZED) and canon in b.quant_of:
+                base = name[:-len(_QUANTIZED)]
+                base = base[:-1] if base.endswith("_") else base
+                if base not in self.b_name_to_canon:
+                    self.b_quantized_name[base] = canon
 
     # ---- anchors ------------------------------------------------------------------------------------
     def anchor(self, a: str, b: str) -> None:
@@ -110,8 +123,9 @@ class _Matcher:
             return found.setdefault(c.index, Candidate(c))
 
         for step, tensor in enumerate(chain.tensors):
+            last = step == len(chain.tensors) - 1
             for name in self.a.names_of(tensor):
-                cb = self.b_name_to_canon.get(name)
+                cb = self.b_name_to_canon.get(name) or (self.b_quantized_name.get(name) if last else None)
                 target = self.b.chain_of.get(cb) if cb else None
                 if target is not None:
                     cand = get(target)

@@ -40,7 +40,7 @@ FAMILY = {
     "QLinearLeakyRelu": "LeakyRelu", "QLinearGlobalAveragePool": "GlobalAveragePool",
     "QLinearAveragePool": "AveragePool", "QLinearConcat": "Concat", "QLinearSoftmax": "Softmax",
     "QLinearReduceMean": "ReduceMean", "QLinearWhere": "Where", "BiasGelu": "Gelu", "FastGelu": "Gelu",
-    "QuickGelu": "Gelu", "NhwcMaxPool": "MaxPool",
+    "QuickGelu": "Gelu", "NhwcMaxPool": "MaxPool", "MatMulNBits": "MatMul",
 }
 """Op types computing the same function as a standard op (quantised, fused or layout variants)."""
 HEADS_ABSORBING_AFFINE = frozenset({"Conv", "MatMul", "ConvTranspose"})
@@ -72,6 +72,9 @@ class Chain:
     """Canonical data inputs of the head."""
     extra_outputs: Tuple[str, ...] = ()
     """Further canonical outputs of a multi-output head (Split, TopK, ...)."""
+    kind: Optional[str] = None
+    """The op the chain stands for when its head is not it (dynamic quantisation: the Mul that rescales
+    a ConvInteger/MatMulInteger result is where the float Conv/MatMul output reappears)."""
 
     @property
     def head(self) -> NodeInfo:
@@ -83,7 +86,7 @@ class Chain:
 
     @property
     def family(self) -> str:
-        return family(self.head.op_type)
+        return family(self.kind or self.head.op_type)
 
     def ops(self, upto: Optional[int] = None) -> str:
         nodes = self.nodes if upto is None else self.nodes[:upto + 1]
@@ -116,7 +119,11 @@ class SemanticGraph:
 
     # ---- tensors ----------------------------------------------------------------------------------
     def elem_type(self, tensor: str) -> int:
-        return self.graph.tensor_info(tensor).elem_type
+        # one dict read: chains and views ask this several times per tensor (132k calls at 20k nodes)
+        elems = self.__dict__.get("_elems")
+        if elems is None:
+            elems = self._elems = {name: info.elem_type for name, info in self.graph.all_tensor_info().items()}
+        return elems.get(tensor, 0)
 
     def is_data(self, tensor: str) -> bool:
         """Whether a tensor carries activations worth comparing (floats, quantised ints, graph inputs)."""
@@ -206,7 +213,7 @@ class SemanticGraph:
                 if len(ins) > s:
                     self.quant_of.setdefault(node.outputs[0], QuantSpec(ins[s], ins[z] if len(ins) > z and ins[z] else None))
             elif node.op_type in INT_PASSTHROUGH and ins and ins[0] in self.quant_of:
-                for out in node.outputs[:1]:
+                for out in node.outputs if node.op_type == "Split" else node.outputs[:1]:
                     if out and self.elem_type(out) not in FLOAT_TYPES:
                         self.quant_of.setdefault(out, self.quant_of[ins[0]])
 
@@ -274,13 +281,38 @@ class SemanticGraph:
                 chain.nodes.append(node)
                 chain.tensors.append(outs[0])
             else:
-                chain = Chain(len(self.chains), [node], [outs[0]], inputs, tuple(outs[1:]))
+                origin = self._integer_origin(node)
+                if origin is not None:  # the float inputs the integer op quantised are the chain's inputs
+                    inputs = tuple(self._dequantised_input(t) for t in origin.inputs[:2] if t)
+                    inputs = tuple(t for t in inputs if t and t not in self.static and self.is_data(t))
+                chain = Chain(len(self.chains), [node], [outs[0]], inputs, tuple(outs[1:]),
+                              origin.op_type if origin is not None else None)
                 self.chains.append(chain)
-            for position, out in enumerate(chain.tensors):
-                self.chain_of[out] = chain
-                self.step_of[out] = position
+            # only the new end: the earlier tensors of the chain are mapped already
+            self.chain_of[outs[0]] = chain
+            self.step_of[outs[0]] = len(chain.tensors) - 1
             for out in chain.extra_outputs:
                 self.chain_of[out] = chain
+
+    def _integer_origin(self, node: NodeInfo) -> Optional[NodeInfo]:
+        """The ConvInteger/MatMulInteger whose int32 result this Mul rescales to float (through a Cast):
+        `quantize_dynamic`'s DynamicQuantizeLinear -> ConvInteger -> Cast -> Mul(scales) chain."""
+        if node.op_type != "Mul":
+            return None
+        for tensor in node.inputs:
+            cast = self.graph.producer.get(tensor)
+            if cast is not None and cast.op_type == "Cast" and cast.inputs:
+                origin = self.graph.producer.get(cast.inputs[0])
+                if origin is not None and origin.op_type in ("ConvInteger", "MatMulInteger"):
+                    return origin
+        return None
+
+    def _dequantised_input(self, tensor: str) -> str:
+        """The float tensor a DynamicQuantizeLinear quantised into `tensor`, else `tensor`'s canonical."""
+        producer = self.graph.producer.get(tensor)
+        if producer is not None and producer.op_type == "DynamicQuantizeLinear" and producer.inputs:
+            return self.canonical(producer.inputs[0])
+        return self.canonical(tensor)
 
     def _chain_to_extend(self, node: NodeInfo, inputs: Sequence[str], graph_outputs: Set[str]) -> Optional[Chain]:
         if node.op_type not in FOLLOWERS or len(inputs) != 1 or len([o for o in node.outputs if o]) != 1:

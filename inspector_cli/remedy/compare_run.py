@@ -1,0 +1,221 @@
+"""`mi compare` beyond the comparison: fallback plan, optimiser bisection, accuracy against labels.
+
+Runs after the comparison on the same pairing and samples (compare/plan.py) and returns the
+`RemedySection` of the result plus the findings that decide the exit code (plan not found,
+accuracy gate failed). The engines are the other modules of this package.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import onnx
+
+from ..compare.config import CompareConfig
+from ..compare.plan import ComparePlan, ModelArg, plan_comparison, run_pair
+from ..core.runner import RuntimeConfig, Session
+from ..core.types import TensorMap
+from ..results.base import Finding, Severity
+from ..results.layers import LayerSection
+from ..results.remedy import (AccuracyRow, FallbackSection, FallbackStepRow, OptimizerSection, RemedySection,
+                              WeightAdviceRow)
+from .config import RemedyConfig, RemedyRequest
+
+
+def run_remedies(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, request: RemedyRequest,
+                 layers: Optional[LayerSection] = None) -> Tuple[RemedySection, List[Finding]]:
+    """The remedy section asked for by `request`, and its error findings (see module docstring)."""
+    plan = plan_comparison(model_a, model_b, config)
+    ids: List[str] = []
+    samples: List[TensorMap] = []
+    for sample_id, feeds in plan.samples:
+        ids.append(sample_id)
+        samples.append(feeds)
+    runtime_a = config.runtime
+    runtime_b = config.runtime_b or config.runtime
+    findings: List[Finding] = []
+    accuracy: List[AccuracyRow] = []
+    if request.labels is not None:
+        accuracy = _accuracy(plan, ids, samples, runtime_a, runtime_b, request)
+        for row in accuracy:
+            findings.extend(Finding("MI862", Severity.ERROR, f"--labels: {text}", tensor=row.output)
+                            for text in row.failed_gates)
+    optimizers = None
+    if request.bisect_optimizers:
+        optimizers = _optimizers(plan, samples, runtime_a, runtime_b)
+        if optimizers.differs:
+            findings.append(Finding("MI863", Severity.INFO, f"optimiser bisection: {optimizers.verdict}",
+                                    hint="disable it with the session config entry "
+                                         "optimization.disable_specified_optimizers" if optimizers.culprits else None))
+    fallback = None
+    if request.fallback is not None:
+        fallback = _fallback(plan, ids, samples, runtime_b, request.fallback, layers)
+        findings.extend(plan_findings(fallback, request.fallback))
+    section = RemedySection(fallback=fallback, optimizers=optimizers, accuracy=accuracy,
+                            labels=str(request.labels) if request.labels else None)
+    return section, findings
+
+
+def plan_findings(plan: FallbackSection, cfg: RemedyConfig) -> List[Finding]:
+    """MI861 when no plan within --max-nodes meets the targets (the best found is named), MI864 when the
+    written model misses them when re-checked from the file."""
+    if not plan.found:
+        best = ", ".join(f"{k} {_fmt(v)}" for k, v in plan.final.items())
+        what = "fp32 block list" if plan.mode == "fp16" else "fallback plan"
+        return [Finding("MI861", Severity.ERROR,
+                        f"no {what} of at most {cfg.max_nodes} node(s) meets the targets; best found "
+                        f"({len(plan.nodes)} node(s)): {best}", hint="raise --max-nodes or --max-runs, or relax --target")]
+    if plan.recheck_meets is False:
+        return [Finding("MI864", Severity.ERROR, f"{plan.written_model}: the written model misses the targets "
+                                                 "when re-checked")]
+    return []
+
+
+def _fmt(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.6g}"
+
+
+def _source(plan_graph: object) -> "bytes | str":
+    path = getattr(plan_graph, "path", None)
+    return str(path) if path else plan_graph.model.SerializeToString()  # type: ignore[attr-defined]
+
+
+def _accuracy(plan: ComparePlan, ids: List[str], samples: List[TensorMap], runtime_a: RuntimeConfig,
+              runtime_b: RuntimeConfig, request: RemedyRequest) -> List[AccuracyRow]:
+    from .labels import accuracy_reports, label_of, load_labels
+
+    assert request.labels is not None
+    labels = load_labels(request.labels)
+    session_a = Session(_source(plan.graph_a), runtime_a, label="A")
+    session_b = Session(_source(plan.graph_b), runtime_b, label="B")
+    scores_a: Dict[str, Dict[str, np.ndarray]] = {p.a: {} for p in plan.outputs.pairs}
+    scores_b: Dict[str, Dict[str, np.ndarray]] = {p.a: {} for p in plan.outputs.pairs}
+    for sample_id, feeds in zip(ids, samples):
+        out_a, out_b, _ = run_pair(session_a, session_b, plan, feeds, sample_id)
+        for pair in plan.outputs.pairs:
+            scores_a[pair.a][sample_id] = out_a[pair.a]
+            scores_b[pair.a][sample_id] = out_b[pair.b]
+    # '*' labels apply to the first compared output; named ones to the outputs they name
+    first = plan.outputs.pairs[0].a
+    outputs = [p.a for p in plan.outputs.pairs
+               if p.a == first or any(p.a in entry for entry in labels.values())]
+    rows: List[AccuracyRow] = []
+    for output in outputs:
+        if output != first and not any(label_of(labels, s, output) is not None for s in ids):
+            continue
+        for acc in accuracy_reports(scores_a[output], scores_b[output], labels, output,
+                                    min_accuracy=request.min_accuracy, max_accuracy_drop=request.max_accuracy_drop):
+            rows.append(AccuracyRow(output=acc.output, k=acc.k, samples=acc.samples, accuracy_a=acc.accuracy_a,
+                                    accuracy_b=acc.accuracy_b, drop=acc.drop, drop_ci95=list(acc.drop_ci95),
+                                    a_right_b_wrong=list(acc.a_right_b_wrong),
+                                    a_wrong_b_right=list(acc.a_wrong_b_right), unlabelled=list(acc.unlabelled),
+                                    failed_gates=list(acc.failed_gates)))
+    return rows
+
+
+def _optimizers(plan: ComparePlan, samples: List[TensorMap], runtime_a: RuntimeConfig,
+                runtime_b: RuntimeConfig) -> OptimizerSection:
+    from .optbisect import bisect_optimizers
+
+    # the bisection runs one model under both settings: MODEL_B (the same file as A, or A's rewrite)
+    found = bisect_optimizers(plan.graph_b.model.SerializeToString(), samples, runtime_a, runtime_b)
+    return OptimizerSection(applied=list(found.applied), culprits=list(found.culprits), together=found.together,
+                            differs=found.differs, max_abs_diff=float(found.max_abs_diff),
+                            rewritten_nodes={k: list(v) for k, v in found.rewritten_nodes.items()},
+                            session_builds=found.session_builds, verdict=found.verdict, trials=list(found.trials))
+
+
+def is_fp16(model: onnx.ModelProto) -> bool:
+    """A float16 conversion (fp16 initializers or values) without quantisers."""
+    ops = {n.op_type for n in model.graph.node}
+    if ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"}:
+        return False
+    f16 = onnx.TensorProto.FLOAT16
+    return any(t.data_type == f16 for t in model.graph.initializer) or any(
+        v.type.tensor_type.elem_type == f16 for v in [*model.graph.value_info, *model.graph.output])
+
+
+def _fallback(plan: ComparePlan, ids: List[str], samples: List[TensorMap], runtime: RuntimeConfig,
+              cfg: RemedyConfig, layers: Optional[LayerSection]) -> FallbackSection:
+    fp32, other = plan.graph_a.model, plan.graph_b.model
+    if is_fp16(other):
+        return fp16_fallback(fp32, ids, samples, runtime, cfg)
+    from .fallback import own_errors_from_layers, plan_fallback
+    from .perchannel import per_channel_enough, weight_advice
+
+    targets = cfg.parsed_targets()
+    own = None
+    if layers is not None:  # `--layers --isolate`: rank by each node's own error
+        rows = [(row.name_b, (row.isolated or {}).get("cosine")) for row in layers.layers if row.isolated]
+        own = own_errors_from_layers(other, rows) or None
+    found = plan_fallback(fp32, other, samples, targets, sample_ids=ids, own_errors=own, max_nodes=cfg.max_nodes,
+                          sensitivity_top=cfg.sensitivity_top, max_runs=cfg.max_runs, prune=cfg.prune,
+                          runtime=runtime)
+    enough = per_channel_enough(fp32, other, found.nodes, samples, targets) if found.found and found.nodes else {}
+    advice = [WeightAdviceRow(node=a.node, weight=a.weight, sqnr_deployed=a.sqnr_deployed,
+                              sqnr_per_tensor=a.sqnr_per_tensor, sqnr_per_channel=a.sqnr_per_channel,
+                              advise_per_channel=a.advise_per_channel, per_channel_enough=enough.get(a.node))
+              for a in weight_advice(other, fp32)]
+    written, recheck, meets = _write(found.model, cfg, fp32, ids, samples, runtime, targets)
+    if cfg.exclude_list is not None:
+        found.write_exclude_list(cfg.exclude_list)
+    return FallbackSection(
+        mode="qdq", found=found.found, nodes=list(found.nodes), fp32_nodes=list(found.fp32_nodes),
+        targets=list(found.targets), baseline=dict(found.baseline), final=dict(found.final),
+        steps=[FallbackStepRow(s.action, s.node, list(s.float_nodes), dict(s.metrics), s.meets, s.latency_ms)
+               for s in found.steps],
+        runs=found.runs, inferences=found.inferences, seconds=found.seconds,
+        baseline_latency_ms=found.baseline_latency_ms, final_latency_ms=found.final_latency_ms,
+        skipped=dict(found.skipped), weight_advice=advice, written_model=written,
+        exclude_list=str(cfg.exclude_list) if cfg.exclude_list else None, recheck=recheck, recheck_meets=meets)
+
+
+def fp16_fallback(fp32: onnx.ModelProto, ids: List[str], samples: List[TensorMap], runtime: RuntimeConfig,
+                  cfg: RemedyConfig) -> FallbackSection:
+    """The fp32 block list of an fp16 conversion of `fp32` (nan-bisect and compare fp32 fp16)."""
+    import json
+
+    from .fp16_plan import plan_fp16_blocklist
+
+    targets = cfg.parsed_targets()
+    found = plan_fp16_blocklist(fp32, samples, targets, max_nodes=max(cfg.max_nodes, 1), runtime=runtime)
+    written, recheck, meets = _write(found.model, cfg, fp32, ids, samples, runtime, targets)
+    if cfg.exclude_list is not None:
+        document = {"node_block_list": list(found.node_block_list), "targets": list(cfg.targets),
+                    "found": found.found, "metrics": dict(found.final)}
+        path = Path(cfg.exclude_list)
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            path.write_text(yaml.safe_dump(document, sort_keys=False))
+        else:
+            path.write_text(json.dumps(document, indent=2) + "\n")
+    # the fp16 search records per step which samples still overflow: that is its metric
+    steps = [FallbackStepRow(s["action"], s.get("node", ""), list(s["node_block_list"]),
+                             {"nonfinite_samples": float(len(s.get("nonfinite_samples", [])))}, bool(s["meets"]), 0.0)
+             for s in found.steps]
+    return FallbackSection(
+        mode="fp16", found=found.found, nodes=list(found.node_block_list), fp32_nodes=list(found.node_block_list),
+        targets=list(cfg.targets), baseline={}, final=dict(found.final), steps=steps, runs=found.runs,
+        written_model=written, exclude_list=str(cfg.exclude_list) if cfg.exclude_list else None,
+        recheck=recheck, recheck_meets=meets,
+        # the engine names samples sample0, sample1, ...: back to the sample set's ids
+        baseline_nonfinite_samples=[ids[int(s[6:])] if s[6:].isdigit() and int(s[6:]) < len(ids) else s
+                                    for s in found.baseline_nonfinite_samples])
+
+
+def _write(model: Optional[onnx.ModelProto], cfg: RemedyConfig, fp32: onnx.ModelProto, ids: List[str],
+           samples: List[TensorMap], runtime: RuntimeConfig, targets: tuple
+           ) -> Tuple[Optional[str], Dict[str, Optional[float]], Optional[bool]]:
+    """Save the patched model and re-check its targets from the file (independently of the search)."""
+    from .evaluate import Evaluator
+
+    if cfg.write_model is None or model is None:
+        return None, {}, None
+    path = Path(cfg.write_model)
+    onnx.save(model, str(path))
+    ev = Evaluator(samples, ids, targets, runtime)
+    ev.set_reference(fp32.SerializeToString())
+    result = ev.evaluate(str(path), label=str(path))
+    return str(path), result.summary(targets), result.meets

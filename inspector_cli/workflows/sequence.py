@@ -1,0 +1,190 @@
+"""Sequence mode of `mi compare`, `mi nan-bisect` and `mi probe` (issue 19): the models are opened
+once (their wiring handed to `on_wiring` before any step runs), then the sequence engine
+(`inspector_cli.sequence`) steps them; nan-bisect and probe reuse their own engines on the step
+that matters (nan-bisect) or on every step as one sample (probe).
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..core.types import TensorMap
+from ..errors import MiError, UsageError
+from ..progress import Progress, no_progress
+from ..results.base import Result
+from ..results.sequence import SequenceResult, StepLayer, StepLayers
+from ..sequence import DecodeConfig, SequenceConfig, SteppedModel, decode_compare, open_stepped, open_steps, run_sequence
+from ..sequence.decode import read_prompt
+from ..sequence.wiring import initial_state
+
+OnWiring = Callable[[str, str], None]
+StepProgress = Callable[[int, Optional[int]], None]
+
+
+def _open(path: Any, config: Any, role: str, on_wiring: Optional[OnWiring],
+          same_as: Optional[SteppedModel] = None) -> SteppedModel:
+    """Open a stepped model and show its wiring (B's only when it differs from A's text)."""
+    model = open_stepped(path, config.state, config.runtime, role)
+    if on_wiring is not None:
+        text = model.wiring.describe()
+        if same_as is not None and same_as.wiring.describe() == text:
+            on_wiring(f"model {role} ({model.graph.display_name})", "the same as model A")
+        else:
+            on_wiring(f"model {role} ({model.graph.display_name})", text)
+    return model
+
+
+def compare_sequence(model_a: Any, model_b: Any, sequence: "str | Path", config: SequenceConfig, *,
+                     layers: Any = None, on_wiring: Optional[OnWiring] = None,
+                     progress: Optional[StepProgress] = None) -> SequenceResult:
+    """A and B stepped through `sequence`; with `layers` (a LayerConfig) the first diverging step's
+    layers compared too (both models fed that step's inputs and A's carried state)."""
+    a = _open(model_a, config, "A", on_wiring)
+    b = _open(model_b, config, "B", on_wiring, same_as=a)
+    result = run_sequence(a, b, sequence, config, progress=progress)
+    if layers is None:
+        return result
+    if result.divergence is None:
+        return replace(result, notes=result.notes + ["--layers: no step diverged, so no step's layers were compared"])
+    return replace(result, layers=step_layers(a, model_a, model_b, sequence, config, result.divergence.step, layers))
+
+
+def state_at(a: SteppedModel, sequence: "str | Path", config: SequenceConfig, step: int) -> Tuple[TensorMap, TensorMap]:
+    """(step inputs, state carried in) of A at `step`, by stepping A alone from the start (A's
+    outputs are deterministic, so this is the state the compared run carried)."""
+    source = open_steps(sequence, a.step_specs, config.chunk)
+    state: Optional[TensorMap] = None
+    for index, feeds in source.steps(0, step + 1):
+        if state is None:
+            state, _ = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+        if index == step:
+            return feeds, state
+        state = a.wiring.feed_back(a.run(feeds, state, index))
+    raise UsageError(f"{sequence}: has no step {step}")
+
+
+def step_layers(a: SteppedModel, model_a: Any, model_b: Any, sequence: "str | Path", config: SequenceConfig,
+                step: int, layers: Any) -> StepLayers:
+    """The existing layer comparison (compare/layers) on one sample: step `step`'s inputs plus A's state."""
+    from ..compare.config import CompareConfig
+    from .compare import compare_models
+
+    feeds, state = state_at(a, sequence, config, step)
+    keep = config.bundle_dir is not None
+    folder = Path(config.bundle_dir) / f"step_{step:06d}_layers" if keep else Path(tempfile.mkdtemp(prefix="mi-seq-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    sample = folder / f"step_{step:06d}.npz"
+    np.savez(sample, **{k: np.ascontiguousarray(v) for k, v in {**feeds, **state}.items()})
+    try:
+        compared = compare_models(model_a, model_b, CompareConfig(inputs=(str(sample),), runtime=config.runtime,
+                                                                  layers=layers, per_sample=False))
+    except MiError as exc:
+        return StepLayers(step, notes=[f"the layer comparison of step {step} failed: {exc}"])
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    section = compared.layers
+    if section is None:
+        return StepLayers(step, notes=["no layer was compared"])
+    rows = [StepLayer(layer.name, layer.op_a, layer.dataset.get("cosine"), layer.dataset.get("max_abs"),
+                      bool(layer.failed_gates)) for layer in section.layers]
+    ranked = sorted((r for r in rows if r.cosine is not None), key=lambda r: r.cosine)  # type: ignore[arg-type,return-value]
+    return StepLayers(step, section.first_divergence, rows, [r.tensor for r in ranked[:5]],
+                      str(sample) if keep else None, notes=list(compared.warnings))
+
+
+def decode_sequence(model_a: Any, model_b: Any, prompt: "str | Path", config: DecodeConfig, *,
+                    on_wiring: Optional[OnWiring] = None, progress: Optional[StepProgress] = None) -> SequenceResult:
+    """Greedy decoding of A and B from one prompt (token ids: .json, .npy, or .txt of integers)."""
+    a = _open(model_a, config, "A", on_wiring)
+    b = _open(model_b, config, "B", on_wiring, same_as=a)
+    return decode_compare(a, b, prompt_tokens(prompt), config, progress=progress)
+
+
+def prompt_tokens(path: "str | Path") -> List[int]:
+    """Token ids of the prompt file; a .txt holds one prompt: integers separated by spaces or commas."""
+    path = Path(path)
+    if path.suffix.lower() != ".txt":
+        return read_prompt(path)
+    from ..errors import InputDataError
+
+    lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    if len(lines) != 1:
+        raise InputDataError(f"{path}: a .txt prompt is one line of token ids, found {len(lines)} lines",
+                             hint="one prompt per run (mi has no tokenizer: give token ids, not text)")
+    try:
+        tokens = [int(t) for t in lines[0].replace(",", " ").split()]
+    except ValueError as exc:
+        raise InputDataError(f"{path}: not token ids ({exc}); mi has no tokenizer, give integers") from exc
+    if not tokens:
+        raise InputDataError(f"{path}: the prompt holds no tokens")
+    return tokens
+
+
+def nan_bisect_sequence(model: str, sequence: "str | Path", config: SequenceConfig, nan_config: Any, *,
+                        on_wiring: Optional[OnWiring] = None, progress: Optional[StepProgress] = None) -> Result:
+    """The first step whose outputs or state turn non-finite, then nan-bisect on that step's inputs +
+    carried state. Returns the scan's SequenceResult when no step turns non-finite."""
+    from .nan_bisect import nan_bisect
+
+    a = _open(model, config, "A", on_wiring)
+    temporary = config.bundle_dir is None
+    bundle = Path(tempfile.mkdtemp(prefix="mi-seq-nan-")) if temporary else Path(config.bundle_dir)  # type: ignore[arg-type]
+    try:
+        scan = run_sequence(a, None, sequence, replace(config, bundle_dir=bundle), progress=progress)
+        found = scan.nonfinite
+        if found is None or found.handoff is None:
+            return scan
+        bisected = nan_bisect(model, replace(nan_config, inputs=(found.handoff,)))
+    finally:
+        if temporary:
+            shutil.rmtree(bundle, ignore_errors=True)
+    what = ", ".join(found.tensors) + (" (fed-back state)" if found.in_state else "")
+    line = f"sequence: the first non-finite values appear at step {found.step} ({what})"
+    if not found.inputs_finite:
+        line += "; the step's inputs already held NaN/Inf"
+    if not temporary:
+        line += f"; that step's inputs and state: {found.handoff}"
+    inputs: Dict[str, Any] = {**bisected.inputs, "sequence": str(sequence), "sequence_step": found.step,
+                              "sequence_steps_run": scan.steps, "nonfinite_tensors": list(found.tensors),
+                              "wiring": [f"{w.input}={w.output}" for w in scan.wiring]}
+    return replace(bisected, inputs=inputs, warnings=[line] + list(bisected.warnings))
+
+
+def probe_sequence(model: str, sequence: "str | Path", config: SequenceConfig, probe_config: Any, *, per_step: bool,
+                   on_wiring: Optional[OnWiring] = None, progress: Progress = no_progress) -> Result:
+    """The probe over the steps of `sequence`, each step (its inputs + the carried state) one sample
+    named step_NNNNNN: statistics over all steps, with --per-step a row per step, and --break-on
+    stops at the first step meeting the condition (its sample index is the step).
+
+    The steps are first run once to write each step's full inputs to a temporary folder (disk grows
+    with the steps, memory does not), then the ordinary probe runs over that folder."""
+    from .probe import probe_model
+
+    a = _open(model, config, "A", on_wiring)
+    folder = Path(tempfile.mkdtemp(prefix="mi-seq-probe-"))
+    try:
+        source = open_steps(sequence, a.step_specs, config.chunk)
+        state: Optional[TensorMap] = None
+        count = 0
+        for index, feeds in source.steps(0, config.steps):
+            if state is None:
+                state, _ = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+            np.savez(folder / f"step_{index:06d}.npz", **{k: np.ascontiguousarray(v) for k, v in {**feeds, **state}.items()})
+            state = a.wiring.feed_back(a.run(feeds, state, index))
+            count += 1
+        if not count:
+            raise UsageError(f"{sequence}: holds no step")
+        probed = probe_model(model, replace(probe_config, inputs=(str(folder),), per_sample=per_step or probe_config.per_sample),
+                             progress=progress)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    wiring = ", ".join(f"{p.output}->{p.input}" for p in a.wiring.pairs) or "none"
+    note = f"sequence: {count} step(s) of {sequence}, state fed back ({wiring}); each step is one sample step_NNNNNN"
+    return replace(probed, inputs={**probed.inputs, "sequence": str(sequence), "steps": count},
+                   warnings=[note] + list(probed.warnings))
