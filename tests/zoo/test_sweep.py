@@ -31,7 +31,9 @@ def _case(request, sweep, check: str, model: str, variant: str) -> None:
         pytest.skip(f"{model}/{variant} not in the zoo: {reason}")
     defect = known(check, model, variant)
     if defect:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=defect))
+        # An open defect listed in known.py (and docs/zoo.md): expected to fail until fixed. Not strict: a
+        # fix elsewhere that makes it pass shows as XPASS in the summary, the cue to delete its entry.
+        request.applymarker(pytest.mark.xfail(strict=False, reason=defect))
 
 
 def _fact(sweep, model, variant, **kv) -> None:
@@ -111,11 +113,11 @@ def test_profile_symbolic_batch(request, sweep, model):
 def test_html_opens_in_chromium(request, sweep, model, variant):
     """Every HTML report of the sweep opens in headless Chromium without console errors or requests."""
     _case(request, sweep, "html", model, variant)
-    from tests.test_browser import _browser_or_skip, open_report  # the existing browser test's approach
+    from tests.cli.test_browser import _browser_or_skip, open_report  # the existing browser test's approach
     sync_playwright = _browser_or_skip()
     reports = [r for r in sweep.commands(model, variant) if r.html_path]
     assert reports, "no HTML report was written"
-    from tests.test_browser import CHROMIUM
+    from tests.cli.test_browser import CHROMIUM
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page()
