@@ -1,5 +1,5 @@
-"""Known defects of mi that the zoo sweep reproduces (issue 14), as strict xfails: when part 2 fixes one,
-its test passes unexpectedly and fails the run, so the entry here must go. Keys: (check, model, variant);
+"""Known open defects of mi that the zoo sweep reproduces (issue 14), as xfails: when a fix makes one pass,
+the run shows XPASS, the cue to delete its entry here (and in docs/zoo.md). Keys: (check, model, variant);
 model or variant "*" matches any."""
 from __future__ import annotations
 
@@ -26,7 +26,13 @@ SWIN_LAYOUT = ("deployed capture reads a tensor in another layout: swin fp16 '/m
                "Sub_output_0' has shape_b [1, 32, 3136] vs shape_a [1, 3136, 32] in onnxruntime's optimised graph "
                "(the Transpose moved past the LayerNorm Sub) and is compared element-wise: cosine 0.0004, true 1.0")
 
+ISOLATION_UNTYPED = ("isolation skips a layer whose subgraph input has no known type: the ai.onnx.ml ops of a "
+                     "skl2onnx pipeline (sklearn: 40-50% of layers isolated) and 3 of gpt2like's 17 layers paired "
+                     "on its renamed re-export ('the type of an input of its subgraph is unknown')")
+
 KNOWN: Dict[Tuple[str, str, str], str] = {
+    ("isolation", "sklearn", "*"): ISOLATION_UNTYPED,
+    ("isolation", "gpt2like", "renamed"): ISOLATION_UNTYPED,
     ("pairing", "gpt2like", "dynamic"): DYNAMIC_PAIRING,  # 47 of QDQ's 58 at the default level: fused attention
     ("pairing", "gpt2like", "qop"): QOPERATOR_PAIRING,
     ("pairing", "vad", "qop"): QOPERATOR_PAIRING,
