@@ -104,13 +104,8 @@ def _accuracy(plan: ComparePlan, ids: List[str], samples: List[TensorMap], runti
     for output in outputs:
         if output != first and not any(label_of(labels, s, output) is not None for s in ids):
             continue
-        for acc in accuracy_reports(scores_a[output], scores_b[output], labels, output,
-                                    min_accuracy=request.min_accuracy, max_accuracy_drop=request.max_accuracy_drop):
-            rows.append(AccuracyRow(output=acc.output, k=acc.k, samples=acc.samples, accuracy_a=acc.accuracy_a,
-                                    accuracy_b=acc.accuracy_b, drop=acc.drop, drop_ci95=list(acc.drop_ci95),
-                                    a_right_b_wrong=list(acc.a_right_b_wrong),
-                                    a_wrong_b_right=list(acc.a_wrong_b_right), unlabelled=list(acc.unlabelled),
-                                    failed_gates=list(acc.failed_gates)))
+        rows.extend(accuracy_reports(scores_a[output], scores_b[output], labels, output,
+                                     min_accuracy=request.min_accuracy, max_accuracy_drop=request.max_accuracy_drop))
     return rows
 
 

@@ -96,6 +96,11 @@ class AccuracyRow:
     unlabelled: List[str] = field(default_factory=list)
     failed_gates: List[str] = field(default_factory=list)
 
+    @property
+    def passed(self) -> bool:
+        """No accuracy gate failed on this row."""
+        return not self.failed_gates
+
 
 @dataclass(frozen=True)
 class QuantStepRow:
