@@ -114,11 +114,7 @@ def _optimizers(plan: ComparePlan, samples: List[TensorMap], runtime_a: RuntimeC
     from .optbisect import bisect_optimizers
 
     # the bisection runs one model under both settings: MODEL_B (the same file as A, or A's rewrite)
-    found = bisect_optimizers(plan.graph_b.model.SerializeToString(), samples, runtime_a, runtime_b)
-    return OptimizerSection(applied=list(found.applied), culprits=list(found.culprits), together=found.together,
-                            differs=found.differs, max_abs_diff=float(found.max_abs_diff),
-                            rewritten_nodes={k: list(v) for k, v in found.rewritten_nodes.items()},
-                            session_builds=found.session_builds, verdict=found.verdict, trials=list(found.trials))
+    return bisect_optimizers(plan.graph_b.model.SerializeToString(), samples, runtime_a, runtime_b)
 
 
 def is_fp16(model: onnx.ModelProto) -> bool:

@@ -72,6 +72,7 @@ class OptimizerSection:
     applied: List[str]
     culprits: List[str]
     together: bool
+    """True when no single transformer does it: the culprits are needed together."""
     differs: bool
     max_abs_diff: float
     rewritten_nodes: Dict[str, List[str]]
