@@ -6,6 +6,7 @@ accuracy gate failed). The engines are the other modules of this package.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -18,8 +19,7 @@ from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
 from ..results.base import Finding, Severity
 from ..results.layers import LayerSection
-from ..results.remedy import (AccuracyRow, FallbackSection, FallbackStepRow, OptimizerSection, RemedySection,
-                              WeightAdviceRow)
+from ..results.remedy import AccuracyRow, FallbackSection, FallbackStepRow, OptimizerSection, RemedySection
 from .config import RemedyConfig, RemedyRequest
 
 
@@ -144,10 +144,7 @@ def _fallback(plan: ComparePlan, ids: List[str], samples: List[TensorMap], runti
                           sensitivity_top=cfg.sensitivity_top, max_runs=cfg.max_runs, prune=cfg.prune,
                           runtime=runtime)
     enough = per_channel_enough(fp32, other, found.nodes, samples, targets) if found.found and found.nodes else {}
-    advice = [WeightAdviceRow(node=a.node, weight=a.weight, sqnr_deployed=a.sqnr_deployed,
-                              sqnr_per_tensor=a.sqnr_per_tensor, sqnr_per_channel=a.sqnr_per_channel,
-                              advise_per_channel=a.advise_per_channel, per_channel_enough=enough.get(a.node))
-              for a in weight_advice(other, fp32)]
+    advice = [replace(a, per_channel_enough=enough.get(a.node)) for a in weight_advice(other, fp32)]
     written, recheck, meets = _write(found.model, cfg, fp32, ids, samples, runtime, targets)
     if cfg.exclude_list is not None:
         found.write_exclude_list(cfg.exclude_list)

@@ -35,6 +35,11 @@ class WeightAdviceRow:
     per_channel_enough: Optional[bool] = None
     """For plan nodes: whether re-quantising this weight per channel alone meets the targets (verified)."""
 
+    @property
+    def gain_db(self) -> float:
+        """What per-channel quantisation gains over per-tensor, in dB of weight SQNR."""
+        return self.sqnr_per_channel - self.sqnr_per_tensor
+
 
 @dataclass(frozen=True)
 class FallbackSection:
