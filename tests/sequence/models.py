@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.helpers import init, make_model, save, vi
+from tests.fixtures.helpers import init, make_model, save, vi
 
 F, H = TensorProto.FLOAT, TensorProto.FLOAT16
 N_IN, HIDDEN, N_OUT = 8, 16, 5

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.helpers import invoke, make_model, save, vi
+from tests.fixtures.helpers import invoke, make_model, save, vi
 
 from .models import accumulator_fp16, accumulator_fp32, gpt2_greedy_without_cache, reference_loop
 from .test_nan import first_overflow_step
