@@ -38,7 +38,7 @@ case "$module" in
         tests=(tests/nanbisect tests/hostile/test_planted_bugs.py tests/hostile/test_numpy_warnings.py) ;;
     cli)
         targets=("inspector_cli/cli.py")
-        tests=(tests/cli tests/test_cli_global_options.py tests/hostile/test_planted_bugs.py) ;;
+        tests=(tests/cli/test_cli_boundary.py tests/test_cli_global_options.py tests/hostile/test_planted_bugs.py) ;;
     pairing)
         targets=("inspector_cli/compare/pairing/*")
         tests=(tests/compare/pairing tests/compare/test_match.py tests/compare/test_pairing_qkv.py
