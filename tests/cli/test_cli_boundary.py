@@ -167,3 +167,70 @@ def test_config_section_becomes_the_commands_defaults_and_flags_win(tmp_path: Pa
     config.write_text("validat:\n  json: x.json\n")
     result = invoke(["-q", "-c", config, "validate", model], exit_code=2)
     assert result.stderr.startswith("Error: ") and "validat: unknown section" in result.stderr
+
+
+# ---- from the survivors of the first run -----------------------------------------------------------
+@click.command()
+def warn_command() -> None:
+    """Emits a library-style warning (registered as a command only inside the test below)."""
+    warnings.warn("overflow encountered in reduce", RuntimeWarning)
+
+
+def test_quiet_silences_library_warnings_of_a_command_and_otherwise_one_line(monkeypatch) -> None:
+    monkeypatch.setitem(COMMANDS, "warnme", "tests.cli.test_cli_boundary:warn_command")
+    monkeypatch.setitem(SUMMARIES, "warnme", "test only")
+    assert invoke(["warnme"]).stderr == "warning: overflow encountered in reduce\n"
+    assert invoke(["-q", "warnme"]).stderr == ""
+    assert invoke(["warnme", "-q"]).stderr == ""  # hoisted in front: the group's -q
+
+
+def test_main_reads_sys_argv_and_names_itself_mi(monkeypatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr("sys.argv", ["/usr/bin/python-entry", "validate", "--help"])
+    assert cli.main(standalone_mode=False) == 0
+    assert capsys.readouterr().out.startswith("Usage: mi validate [OPTIONS] [MODEL]\n")
+    monkeypatch.setattr("sys.argv", ["/usr/bin/python-entry", "frobnicate"])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    assert info.value.code == 2
+    assert "Error: No such command 'frobnicate'." in capsys.readouterr().err
+
+
+def test_main_passes_context_settings_through(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["--help"], standalone_mode=False, terminal_width=50) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Usage: mi [OPTIONS] COMMAND [ARGS]...") and max(len(line) for line in out.splitlines()) <= 50
+    assert cli.main(["--help"], standalone_mode=False, terminal_width=100) == 0
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) > 50
+
+
+def test_quiet_flag_with_a_trailing_config_flag() -> None:
+    assert _quiet_flag(["-c"]) is False and _quiet_flag(["--config"]) is False
+
+
+def test_hoist_with_group_options_on_both_sides_and_edge_tokens() -> None:
+    assert hoist_global_options(cli, ["-v", "validate", "m.onnx", "-q"]) == ["-v", "-q", "validate", "m.onnx"]
+    assert hoist_global_options(cli, ["validate", "m.onnx", "-c"]) == ["-c", "validate", "m.onnx"]
+    assert hoist_global_options(cli, ["--config", "compare", "validate", "-q"]) == [
+        "--config", "compare", "validate", "-q"]
+    assert hoist_global_options(cli, ["validate", "m.onnx", "--columns=a=b"]) == ["--columns=a=b", "validate", "m.onnx"]
+
+
+def test_help_rows_fill_the_width_less_the_name_column() -> None:
+    formatter = click.HelpFormatter(width=80)
+    cli.format_commands(click.Context(cli), formatter)
+    rows = formatter.getvalue().splitlines()
+    # width 80 - 6 - len("nan-bisect"): summaries are cut at 64 characters (with '...')
+    assert rows[0] == "Commands:"
+    assert "  profile     Profile MODEL with onnxruntime: per-node latency, op types,..." in rows
+    assert max(len(r) for r in rows) <= 80
+
+
+def test_config_defaults_may_hold_keys_of_other_commands_only(tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(affine_model(2.0, 1.0), model)
+    config = tmp_path / "run.yaml"
+    config.write_text("defaults:\n  runs: 5\n")  # a profile flag: ignored by validate
+    invoke(["-q", "-c", config, "validate", model], exit_code=0)
+    config.write_text("defaults:\n  frobs: 5\n")
+    result = invoke(["-q", "-c", config, "validate", model], exit_code=2)
+    assert "defaults.frobs: unknown key" in result.stderr
