@@ -25,6 +25,7 @@ python="$here/.venv/bin/python"
 "$python" -c 'import mutmut' 2>/dev/null || "$python" -m pip install -q 'mutmut==3.8.1'
 
 module="${1:-}"
+extra=()
 # Per module: the files to mutate, and the in-process tests that exercise them (a test that runs
 # `mi` in a subprocess imports the unmutated code, so it cannot kill a mutant; mutmut runs only the
 # tests that cover the mutated function, so a wider selection costs little beyond the first pass).
@@ -34,8 +35,13 @@ case "$module" in
         tests=(tests/diff tests/hostile/test_planted_bugs.py tests/compare/test_compare_cli.py
                tests/compare/test_layers.py) ;;
     nanbisect)
-        targets=("inspector_cli/nanbisect/*")
-        tests=(tests/nanbisect tests/hostile/test_planted_bugs.py tests/hostile/test_numpy_warnings.py) ;;
+        # the origin logic first (scan, backward walk, origins, bad values); the rest of the engine
+        # (regions, describe, rootcause, fullscan, nested...) with: scripts/mutation.sh nanbisect 'inspector_cli/nanbisect/*'
+        targets=("inspector_cli/nanbisect/analyse.py" "inspector_cli/nanbisect/locate.py"
+                 "inspector_cli/nanbisect/values.py" "inspector_cli/nanbisect/batch.py")
+        tests=(tests/nanbisect tests/hostile/test_planted_bugs.py)
+        # worker processes import the unmutated code: the two-worker test cannot kill a mutant
+        extra=(--deselect tests/nanbisect/test_nan_bisect_batch.py::test_jsonl_is_the_same_with_two_workers) ;;
     cli)
         targets=("inspector_cli/cli.py")
         tests=(tests/cli/test_cli_boundary.py tests/test_cli_global_options.py tests/hostile/test_planted_bugs.py) ;;
@@ -64,6 +70,7 @@ cd "$scratch"
     printf 'only_mutate =\n'; for t in "${targets[@]}"; do printf '    %s\n' "$t"; done
     printf 'pytest_add_cli_args_test_selection =\n'; for t in "${tests[@]}"; do printf '    %s\n' "$t"; done
     printf 'pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -q\n    --ignore=tests/nanbisect/test_nan_bisect_kill.py\n'
+    for a in "${extra[@]}"; do printf '    %s\n' "$a"; done
     echo "mutate_only_covered_lines = true"
     printf 'also_copy =\n'; for d in configs docs schemas examples; do if [ -e "$d" ]; then printf '    %s\n' "$d"; fi; done
 } > "$scratch/setup.cfg.new"
