@@ -234,3 +234,13 @@ def test_config_defaults_may_hold_keys_of_other_commands_only(tmp_path: Path) ->
     config.write_text("defaults:\n  frobs: 5\n")
     result = invoke(["-q", "-c", config, "validate", model], exit_code=2)
     assert "defaults.frobs: unknown key" in result.stderr
+
+
+def test_help_summary_exactly_as_long_as_the_room_is_shown_whole(monkeypatch) -> None:
+    # width 80 - 6 - len("nan-bisect") = 64 characters of room
+    summary = "word " * 12 + "last"  # 64 characters
+    assert len(summary) == 64
+    monkeypatch.setitem(SUMMARIES, "compare", summary)
+    formatter = click.HelpFormatter(width=80)
+    cli.format_commands(click.Context(cli), formatter)
+    assert f"  compare     {summary}" in formatter.getvalue().splitlines()
