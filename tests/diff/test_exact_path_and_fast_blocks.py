@@ -104,3 +104,48 @@ def test_fast_stats_affine_applies_to_a_float_operand_too() -> None:
     a = np.array([1.0, 2.0], np.float32)
     stats = fast_pair_stats(a, np.array([4.0, 6.0], np.float32), affine_a=(2.0, -1.0))
     assert stats.sum_sq_err == 0.0 and stats.sum_a2 == 16.0 + 36.0
+
+
+def test_fast_stats_one_element_and_empty_tensors() -> None:
+    one = fast_pair_stats(np.array([2.0], np.float32), np.array([3.0], np.float32))
+    assert (one.samples, one.count, one.max_abs, one.sum_sq_err, one.sum_a2, one.sum_b2) == (1, 1, 1.0, 1.0, 4.0, 9.0)
+    assert one.max_rel == 0.5 and one.count_rel_sig == 1
+    empty = fast_pair_stats(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32))
+    assert (empty.samples, empty.count, empty.sum_a2, empty.max_abs) == (1, 0, 0.0, 0.0)
+
+
+def test_fast_stats_zero_reference_divides_by_the_float32_floor() -> None:
+    stats = fast_pair_stats(np.array([0.0, 1.0], np.float32), np.array([1.0, 1.0], np.float32))
+    # |b - a| / max(|a|, 1e-12) in float32 blocks (the exact float64 path would give 1e12 rounded otherwise)
+    assert stats.max_rel == float(np.float32(1.0) / np.float32(1e-12))
+    assert stats.count_rel_sig == 1 and stats.max_rel_sig == 0.0
+
+
+def test_fast_stats_float32_overflow_falls_back_to_exact_sums_without_distribution() -> None:
+    # finite in float64, but 1e30 squared overflows float32 blocks: the exact path takes over
+    a = np.array([[1e30, 2e30, 3e30]])
+    stats = fast_pair_stats(a, a * 1.5)
+    assert stats.count == 3 and stats.max_abs == pytest.approx(1.5e30) and stats.sum_a2 == pytest.approx(14e60)
+    assert stats.kl_rows == 0 and stats.topk_rows == {} and stats.samples == 1
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_fast_stats_overflow_fallback_still_dequantises(side: str) -> None:
+    q = np.array([1, 2, 3], np.int8)
+    real = q.astype(np.float64) * 1e30  # as the exact path dequantises (3 * 1e30 is not the literal 3e30)
+    if side == "a":
+        stats = fast_pair_stats(q, real, affine_a=(1e30, 0.0))
+    else:
+        stats = fast_pair_stats(real, q, affine_b=(1e30, 0.0))
+    assert stats.count == 3 and stats.max_abs == 0.0 and stats.sum_a2 == pytest.approx(14e60)
+
+
+@pytest.mark.parametrize("q, zero, values", [
+    ([-5, 5], -5.0, [0.0, 10.0]),    # (q - zero): hi - zero = 10, lo - zero = 0
+    ([-5, 5], 5.0, [-10.0, 0.0]),    # hi - zero = 0, lo - zero = -10
+])
+def test_fast_stats_peak_of_a_quantised_reference_uses_its_zero_point(q, zero, values) -> None:
+    stats = fast_pair_stats(np.array(q, np.int8), np.array(values, np.float32) * 1.1, affine_a=(1.0, zero))
+    # the peak |a| is 10: the floor is 0.01, the element of 10 is significant (relative error 0.1)
+    assert stats.count_rel_sig == 1 and stats.max_rel_sig == pytest.approx(0.1)
+    assert stats.metrics()["max_rel_sig"] == pytest.approx(0.1)
