@@ -77,30 +77,61 @@ def _fits(shape: Tuple[int, ...], expected: Optional[Tuple[object, ...]]) -> boo
         all(not isinstance(d, int) or d < 0 or d == s for d, s in zip(expected, shape))
 
 
-def settle_layout(reader: Reader, raw: np.ndarray, expected: Optional[Tuple[object, ...]]) -> Reader:
-    """The reader with its layout permutation checked against the original tensor's declared shape.
+def same_layout(shape_a: Sequence[int], shape_b: Sequence[int]) -> bool:
+    """Whether two shapes hold the same elements in the same (C) order: equal once size-1 dims are
+    dropped, or one splits dims of the other ([1, 49, 768] vs [1, 7, 7, 768]). A permutation
+    ([1, 3136, 32] vs [1, 32, 3136]) is not: compared element-wise it pairs unrelated values."""
+    x, y = [int(d) for d in shape_a if d != 1], [int(d) for d in shape_b if d != 1]
+    if int(np.prod(x, dtype=np.int64)) != int(np.prod(y, dtype=np.int64)):
+        return False
+    return 0 in x or _refines(x, y) or _refines(y, x)
+
+
+def _refines(fine: Sequence[int], coarse: Sequence[int]) -> bool:
+    """Whether consecutive groups of `fine` multiply to the dims of `coarse`, in order."""
+    i = 0
+    for dim in coarse:
+        product = 1
+        while product < dim and i < len(fine):
+            product *= fine[i]
+            i += 1
+        if product != dim:
+            return False
+    return i == len(fine)
+
+
+def settle_layout(reader: Reader, raw: np.ndarray, expected: Optional[Tuple[object, ...]],
+                  reference: Optional[Sequence[int]] = None) -> Reader:
+    """The reader with its layout permutation checked against the original tensor's declared shape
+    and, when given, the run-time shape of the tensor it is compared with (`reference`).
 
     The optimised graph's layout tracking (optgraph.py) takes a Transpose onnxruntime inserted for a
     relayout; but onnxruntime's transpose optimiser also *moves* the model's own Transposes (Swin: the
     patch embedding's Transpose pushed past the LayerNorm's Sub, re-inserted after it as
     `Transpose_token_N`), and the tensor after it is then already in the original layout. Undoing a
     permutation there compared [1, 32, 3136] element-wise with [1, 3136, 32] (cosine 0.02 where the
-    truth is 0.9999996). The shapes tell: keep the permutation only if the permuted shape fits."""
+    truth is 0.9999996). The shapes tell: keep the permutation only if the permuted shape fits. A
+    dynamic export declares every dim of that tensor symbolic, so the declared shape cannot tell; the
+    reference's shape then does (the permutation is dropped when only the array as read matches it)."""
     if reader.perm is None:
         return reader
+
+    def fits(shape: Tuple[int, ...], declared: bool = True) -> bool:
+        return (not declared or expected is None or _fits(shape, expected)) and \
+            (reference is None or same_layout(shape, reference))
+
     if len(reader.perm) != raw.ndim:
         # optgraph.py takes a channels-last kernel's output as NHWC, (0, 2, 3, 1); a 1-D Conv (OCR heads,
         # Conv1d over a sequence) gives a rank-3 array: `transpose` failed ("axes don't match array").
-        # Channels-last at the array's own rank if the declared shape allows it, else the array as is.
+        # Channels-last at the array's own rank if the shapes allow it, else the array as is.
         perm = (0, *range(2, raw.ndim), 1) if raw.ndim >= 3 else None
-        if perm is not None and (expected is None or
-                                 _fits(tuple(raw.shape[i] for i in np.argsort(perm)), expected)):
+        if perm is not None and fits(tuple(raw.shape[i] for i in np.argsort(perm))):
             return Reader(reader.expose, reader.quant, perm)
         return Reader(reader.expose, reader.quant, None)
-    if expected is None:
-        return reader
     permuted = tuple(raw.shape[i] for i in np.argsort(reader.perm))
-    if not _fits(permuted, expected) and _fits(tuple(raw.shape), expected):
+    if fits(permuted):
+        return reader
+    if fits(tuple(raw.shape)) or (not _fits(permuted, expected) and _fits(tuple(raw.shape), expected)):
         return Reader(reader.expose, reader.quant, None)
     return reader
 
@@ -263,3 +294,5 @@ class CaptureMeasurements:
     runs: int
     estimated_bytes: int
     budget_bytes: int
+    incomparable: Dict[int, str] = field(default_factory=dict)
+    """Pairs (index into `pairs`) whose captured shapes are not the same layout: not compared, and why."""
