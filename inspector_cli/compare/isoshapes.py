@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.graph import ModelGraph
 from ..core.runner import RuntimeConfig, Session, open_session
+from ..errors import InferenceError, ModelLoadError
 from .subgraph import IsolationFeed
 
 Shape = Tuple[int, ...]
@@ -25,12 +26,16 @@ Shape = Tuple[int, ...]
 def runtime_types(graph: ModelGraph, runtime: RuntimeConfig, names: Sequence[str],
                   feeds_b: Dict[str, np.ndarray]) -> Dict[str, int]:
     """ONNX element types of the candidate's tensors `names`, from one run on `feeds_b` (a tensor that
-    the run does not produce as an array, a map or sequence, is left out)."""
+    the run does not produce as an array, a map or sequence, is left out; so is everything when that
+    run fails: the layers stay skipped with their reason, the comparison goes on)."""
     from onnx import helper
 
-    session = open_session(graph, runtime.without_spinning(), extra_outputs=list(names), keep_outputs=False,
-                           label=f"B {graph.display_name} (isolation types)")
-    out = session.run(feeds_b)
+    try:
+        session = open_session(graph, runtime.without_spinning(), extra_outputs=list(names), keep_outputs=False,
+                               label=f"B {graph.display_name} (isolation types)")
+        out = session.run(feeds_b)
+    except (ModelLoadError, InferenceError):
+        return {}
     return {name: int(helper.np_dtype_to_tensor_dtype(out[name].dtype)) for name in names
             if isinstance(out.get(name), np.ndarray)}
 
