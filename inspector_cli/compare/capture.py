@@ -29,6 +29,7 @@ from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Affine
 from ..diff.gates import Gate
 from .config import CaptureMode
+from .layout import same_layout
 from .pairing.match import TensorMatching, TensorPair
 from .pairing.optgraph import OptimizedGraph
 from .pairing.semantic import SemanticGraph, TensorView
@@ -75,29 +76,6 @@ def _fits(shape: Tuple[int, ...], expected: Optional[Tuple[object, ...]]) -> boo
     """Whether a run-time shape agrees with a (partly symbolic) declared one."""
     return expected is not None and len(shape) == len(expected) and \
         all(not isinstance(d, int) or d < 0 or d == s for d, s in zip(expected, shape))
-
-
-def same_layout(shape_a: Sequence[int], shape_b: Sequence[int]) -> bool:
-    """Whether two shapes hold the same elements in the same (C) order: equal once size-1 dims are
-    dropped, or one splits dims of the other ([1, 49, 768] vs [1, 7, 7, 768]). A permutation
-    ([1, 3136, 32] vs [1, 32, 3136]) is not: compared element-wise it pairs unrelated values."""
-    x, y = [int(d) for d in shape_a if d != 1], [int(d) for d in shape_b if d != 1]
-    if int(np.prod(x, dtype=np.int64)) != int(np.prod(y, dtype=np.int64)):
-        return False
-    return 0 in x or _refines(x, y) or _refines(y, x)
-
-
-def _refines(fine: Sequence[int], coarse: Sequence[int]) -> bool:
-    """Whether consecutive groups of `fine` multiply to the dims of `coarse`, in order."""
-    i = 0
-    for dim in coarse:
-        product = 1
-        while product < dim and i < len(fine):
-            product *= fine[i]
-            i += 1
-        if product != dim:
-            return False
-    return i == len(fine)
 
 
 def settle_layout(reader: Reader, raw: np.ndarray, expected: Optional[Tuple[object, ...]],

@@ -27,10 +27,10 @@ from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..diff.gates import Gate, check_gate_targets
 from ..progress import Progress, no_progress
-from .capture import (CaptureMeasurements, LayerPlan, Reader, Side, prepare_side, same_layout, settle_layout,
-                      workdir)
+from .capture import CaptureMeasurements, LayerPlan, Reader, Side, prepare_side, settle_layout, workdir
 from .config import CompareConfig, Granularity, LayerConfig
 from .isolate import IsolationOutcome, run_isolation
+from .layout import channels_last_perm, read_shape, same_layout
 from .pairing.match import TensorMatching, TensorPair, match_tensors, parse_tensor_map
 from .pairing.semantic import SemanticGraph
 from .plan import ComparePlan
@@ -247,8 +247,11 @@ class LayerCapture:
             return
         if not tracker.dtype_a:  # first sample: check relaid readers against the declared shapes
             reader_a = self._settled(side_a, pair.view_a.expose, reader_a, raw_a)
-            reader_b = self._settled(side_b, pair.view_b.expose, reader_b, raw_b, _read_shape(reader_a, raw_a))
-            shape_a, shape_b = _read_shape(reader_a, raw_a), _read_shape(reader_b, raw_b)
+            reader_b = self._settled(side_b, pair.view_b.expose, reader_b, raw_b, read_shape(raw_a.shape, reader_a.perm))
+            shape_a, shape_b = read_shape(raw_a.shape, reader_a.perm), read_shape(raw_b.shape, reader_b.perm)
+            if raw_a.size == raw_b.size and not same_layout(shape_a, shape_b) and side_b.mode == "deployed":
+                reader_b = self._channels_last(side_b, pair.view_b.expose, reader_b, raw_b, shape_a)
+                shape_b = read_shape(raw_b.shape, reader_b.perm)
             if raw_a.size == raw_b.size and not same_layout(shape_a, shape_b):
                 self.incomparable[index] = self._incomparable(shape_a, shape_b)
                 return
@@ -271,6 +274,17 @@ class LayerCapture:
             side.readers[name] = settled  # later samples (and --isolate) read it this way too
         return settled
 
+    @staticmethod
+    def _channels_last(side: Side, name: str, reader: Reader, raw: np.ndarray, reference: Tuple[int, ...]) -> Reader:
+        """The reader of an array that onnxruntime's NHWC transformer relaid where optgraph.py could not
+        follow it (a Pad between channels-last int8 convolutions: [1, 113, 113, 48] for [1, 48, 113, 113])."""
+        perm = channels_last_perm(reference, raw.shape)
+        if perm is None:
+            return reader
+        relaid = Reader(reader.expose, reader.quant, perm)
+        side.readers[name] = relaid  # later samples (and --isolate) read it this way too
+        return relaid
+
     def _incomparable(self, shape_a: Tuple[int, ...], shape_b: Tuple[int, ...]) -> str:
         deployed = [s.label for s in (self.layers.side_a, self.layers.side_b) if s.mode == "deployed"]
         hint = (f"; model {' and '.join(deployed)} was read from onnxruntime's optimised graph, which may hold it "
@@ -292,11 +306,6 @@ def _capture_options(options: object) -> None:
     # Exposed outputs cannot share memory, which defeats onnxruntime's memory-pattern planning: without
     # it the arena stays ~20-30% smaller for an instrumented model, at the same speed (measured).
     options.enable_mem_pattern = False  # type: ignore[attr-defined]
-
-
-def _read_shape(reader: Reader, raw: np.ndarray) -> Tuple[int, ...]:
-    """The shape of the captured array in the model's own layout (a relaid array transposed back)."""
-    return tuple(raw.shape[i] for i in np.argsort(reader.perm)) if reader.perm else tuple(raw.shape)
 
 
 def _dtype(raw: np.ndarray, affine: object) -> str:

@@ -15,7 +15,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from inspector_cli.compare.capture import Reader, same_layout, settle_layout
+from inspector_cli.compare.capture import Reader, settle_layout
+from inspector_cli.compare.layout import channels_last_perm, same_layout
 from inspector_cli.compare.config import CompareConfig, LayerConfig
 from inspector_cli.testing.models import save_samples
 from inspector_cli.workflows.compare import compare_models
@@ -95,3 +96,11 @@ def test_a_pair_in_two_layouts_is_not_compared_element_wise(tmp_path) -> None:  
     assert [row.name for row in result.layers.layers if row.name == "h"] == []
     (entry,) = [u for u in result.layers.unpaired_a if u.tensor == "h"]
     assert "[2, 3] (A) and [3, 2] (B) are not one layout" in entry.reason
+
+
+def test_channels_last_is_read_off_the_shapes_only_when_unambiguous() -> None:
+    # efficientnet int8, deployed: a Pad between NHWC QLinearConvs is relaid where optgraph.py cannot follow
+    assert channels_last_perm((1, 48, 113, 113), (1, 113, 113, 48)) == (0, 2, 3, 1)
+    assert channels_last_perm((1, 32, 3136), (1, 3136, 32)) == (0, 2, 1)
+    assert channels_last_perm((1, 8, 8, 8), (1, 8, 8, 8)) is None  # C = H = W: the shapes cannot tell
+    assert channels_last_perm((1, 48, 113, 113), (1, 113, 48, 113)) is None  # not channels-last
