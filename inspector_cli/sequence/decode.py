@@ -24,7 +24,6 @@ from ..results.sequence import DecodeSummary, Divergence, SequenceResult
 from .journal import StepJournal
 from .loop import Progress
 from .metrics import KEEP, step_metrics
-from .run import wiring_rows
 from .model import SteppedModel, open_stepped
 from .stats import SequenceStats
 from .wiring import check_same_wiring, initial_state
@@ -191,7 +190,7 @@ def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | str | Pa
                             same / len(tokens_a) if tokens_a else 1.0, first)
     return SequenceResult(
         models=[ModelRef.of(a.graph, role="A"), ModelRef.of(b.graph, role="B")], mode="decode",
-        wiring=wiring_rows(a.wiring), steps=len(tokens_a), outputs=stats.output_summaries(),
+        wiring=list(a.wiring.pairs), steps=len(tokens_a), outputs=stats.output_summaries(),
         states=stats.state_summaries(), gates=stats.gate_outcomes(), first_gate_failure=stats.first_gate_failure,
         decision_output=logits, first_decision_difference=stats.first_decision_difference,
         decision_agreement=stats.agreement(), divergence=divergence, decode=summary,

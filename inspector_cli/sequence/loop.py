@@ -18,7 +18,7 @@ from .config import SequenceConfig
 from .journal import StepJournal
 from .metrics import KEEP, step_metrics  # noqa: F401  (re-exported for decode and callers)
 from .model import SteppedModel, open_stepped
-from .run import Pending, RunState, wiring_rows
+from .run import Pending, RunState
 from .source import StepSource, open_steps
 from .wiring import check_same_wiring, initial_state
 
@@ -95,7 +95,7 @@ def _result(run: RunState, a: SteppedModel, b: Optional[SteppedModel], source: S
     stats = run.stats
     notes = list(a.wiring.notes) + init_notes + list(source.notes) + run.notes
     return SequenceResult(
-        models=models, mode="compare" if b is not None else "scan", wiring=wiring_rows(a.wiring), steps=steps,
+        models=models, mode="compare" if b is not None else "scan", wiring=list(a.wiring.pairs), steps=steps,
         resumed_steps=resumed, outputs=stats.output_summaries(), states=stats.state_summaries(),
         gates=stats.gate_outcomes(), first_gate_failure=stats.first_gate_failure,
         decision_output=run.decision, first_decision_difference=stats.first_decision_difference,

@@ -15,14 +15,13 @@ from ..core.types import TensorMap
 from ..diff.gates import check_gate_targets
 from ..diff.metrics import metric_value_ok
 from ..errors import UsageError
-from ..results.sequence import Divergence, NonFiniteStep, WiringRow
+from ..results.sequence import Divergence, NonFiniteStep
 from .batch import batch_decisions, batch_metrics
 from .bundle import nonfinite_names, write_step_bundle
 from .journal import StepJournal
 from .metrics import DISTRIBUTION, KEEP, decision_of, flags, step_metrics
 from .model import SteppedModel
 from .stats import SequenceStats
-from .wiring import StateWiring
 
 if TYPE_CHECKING:
     from .config import SequenceConfig
@@ -39,11 +38,6 @@ class Pending:
     state_b: TensorMap
     out_a: TensorMap
     out_b: TensorMap
-
-
-def wiring_rows(wiring: StateWiring) -> List[WiringRow]:
-    return [WiringRow(p.input, p.output, p.dtype, p.shape, p.kv_cache, p.source) for p in wiring.pairs]
-
 
 
 class RunState:
