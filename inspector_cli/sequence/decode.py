@@ -149,6 +149,8 @@ def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | str | Pa
     a = model_a if isinstance(model_a, SteppedModel) else open_stepped(model_a, config.state, config.runtime, "A")
     b = model_b if isinstance(model_b, SteppedModel) else open_stepped(model_b, config.state, config.runtime, "B")
     check_same_wiring(a.wiring, b.wiring)
+    for model in (a, b):
+        model.hold(0)  # the KV cache grows every step: fresh output arrays (binding anew would cost more)
     token_input, logits = _pick(a, config)
     check_gate_targets(config.gates, [logits])
     stats = SequenceStats([logits], [p.output for p in a.wiring.pairs], config.gates, logits)
