@@ -39,6 +39,26 @@ def test_free_running_tokens_agreement_and_first_difference(gpt_models, tmp_path
     assert [ln["tokens"] for ln in lines] == [[x, y] for x, y in zip(ref_a, ref_b)]
 
 
+def test_int4_decoder_tokens_and_first_difference(gpt_models, gpt_int4, tmp_path):
+    """fp32 vs int4 weights (MatMulNBits): mi's KV-cached decode against the cache-free greedy loop."""
+    import onnx
+
+    assert [n.op_type for n in onnx.load(str(gpt_int4)).graph.node].count("MatMulNBits") == 1  # lm_head
+    ref_a, _ = gpt2_greedy_without_cache(gpt_models["fp32"], PROMPT, STEPS)
+    ref_b, _ = gpt2_greedy_without_cache(gpt_int4, PROMPT, STEPS)
+    first = next(i for i, (x, y) in enumerate(zip(ref_a, ref_b)) if x != y)
+    assert first == 5  # this seed's int4 lm_head parts from fp32 at the 6th generated token
+    result = decode_compare(gpt_models["fp32"], gpt_int4, PROMPT,
+                            DecodeConfig(steps=STEPS, journal=tmp_path / "int4.jsonl"))
+    decode = result.decode
+    assert decode.tokens_a == ref_a and decode.tokens_b == ref_b
+    per_step = [json.loads(line)["tokens"] for line in (tmp_path / "int4.jsonl").read_text().splitlines()]
+    assert [x == y for x, y in per_step] == [x == y for x, y in zip(ref_a, ref_b)]
+    assert decode.first_difference == first == result.divergence.step
+    assert decode.agreement == pytest.approx(sum(x == y for x, y in zip(ref_a, ref_b)) / STEPS)
+    assert f"first differing token at step {first}" in result.summary()
+
+
 def test_teacher_forced_keeps_logits_comparable(gpt_models):
     ref_a, logits_a = gpt2_greedy_without_cache(gpt_models["fp32"], PROMPT, STEPS)
     ref_b, logits_b = gpt2_greedy_without_cache(gpt_models["int8"], PROMPT, STEPS, teacher=ref_a)
