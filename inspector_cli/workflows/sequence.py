@@ -162,29 +162,17 @@ def probe_sequence(model: str, sequence: "str | Path", config: SequenceConfig, p
     named step_NNNNNN: statistics over all steps, with --per-step a row per step, and --break-on
     stops at the first step meeting the condition (its sample index is the step).
 
-    The steps are first run once to write each step's full inputs to a temporary folder (disk grows
-    with the steps, memory does not), then the ordinary probe runs over that folder."""
+    One pass: the probe's own run of each step returns the state outputs too, and they are fed into
+    the next step (sequence/samples.py); nothing is written to disk and memory stays flat."""
+    from ..sequence.samples import stepped_samples
     from .probe import probe_model
 
     a = _open(model, config, "A", on_wiring)
-    folder = Path(tempfile.mkdtemp(prefix="mi-seq-probe-"))
-    try:
-        source = open_steps(sequence, a.step_specs, config.chunk)
-        state: Optional[TensorMap] = None
-        count = 0
-        for index, feeds in source.steps(0, config.steps):
-            if state is None:
-                state, _ = initial_state(a.wiring, a.inputs, feeds, config.init_state)
-            np.savez(folder / f"step_{index:06d}.npz", **{k: np.ascontiguousarray(v) for k, v in {**feeds, **state}.items()})
-            state = a.wiring.feed_back(a.run(feeds, state, index))
-            count += 1
-        if not count:
-            raise UsageError(f"{sequence}: holds no step")
-        probed = probe_model(model, replace(probe_config, inputs=(str(folder),), per_sample=per_step or probe_config.per_sample),
-                             progress=progress)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    samples = stepped_samples(a, open_steps(sequence, a.step_specs, config.chunk), config.steps, config.init_state)
+    probed = probe_model(a.graph, replace(probe_config, per_sample=per_step or probe_config.per_sample),
+                         progress=progress, samples=samples)
     wiring = ", ".join(f"{p.output}->{p.input}" for p in a.wiring.pairs) or "none"
+    count = len(samples)
     note = f"sequence: {count} step(s) of {sequence}, state fed back ({wiring}); each step is one sample step_NNNNNN"
     return replace(probed, inputs={**probed.inputs, "sequence": str(sequence), "steps": count},
                    warnings=[note] + list(probed.warnings))
