@@ -7,7 +7,6 @@ a bounded time-line; nothing grows with the number of steps except the time-line
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..progress import Progress, no_progress
 from ..results.base import Result
 from ..results.sequence import SequenceResult, StepLayer, StepLayers
 from ..sequence import DecodeConfig, SequenceConfig, SteppedModel, decode_compare, open_stepped, open_steps, run_sequence
-from ..sequence.decode import read_prompt
+from ..sequence.decode import read_prompts
 from ..sequence.wiring import initial_state
 
 OnWiring = Callable[[str, str], None]
@@ -100,30 +100,13 @@ def step_layers(a: SteppedModel, model_a: Any, model_b: Any, sequence: "str | Pa
 
 def decode_sequence(model_a: Any, model_b: Any, prompt: "str | Path", config: DecodeConfig, *,
                     on_wiring: Optional[OnWiring] = None, progress: Optional[StepProgress] = None) -> SequenceResult:
-    """Greedy decoding of A and B from one prompt (token ids: .json, .npy, or .txt of integers)."""
+    """Greedy decoding of A and B from the prompts of a file (token ids: .json, .npy, or .txt with one
+    prompt per line); several prompts are decoded one after another into one result."""
+    prompts = read_prompts(prompt)  # a bad prompt file fails before the models load
     a = _open(model_a, config, "A", on_wiring)
     b = _open(model_b, config, "B", on_wiring, same_as=a)
-    return decode_compare(a, b, prompt_tokens(prompt), config, progress=progress)
-
-
-def prompt_tokens(path: "str | Path") -> List[int]:
-    """Token ids of the prompt file; a .txt holds one prompt: integers separated by spaces or commas."""
-    path = Path(path)
-    if path.suffix.lower() != ".txt":
-        return read_prompt(path)
-    from ..errors import InputDataError
-
-    lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-    if len(lines) != 1:
-        raise InputDataError(f"{path}: a .txt prompt is one line of token ids, found {len(lines)} lines",
-                             hint="one prompt per run (mi has no tokenizer: give token ids, not text)")
-    try:
-        tokens = [int(t) for t in lines[0].replace(",", " ").split()]
-    except ValueError as exc:
-        raise InputDataError(f"{path}: not token ids ({exc}); mi has no tokenizer, give integers") from exc
-    if not tokens:
-        raise InputDataError(f"{path}: the prompt holds no tokens")
-    return tokens
+    result = decode_compare(a, b, prompts, config, progress=progress)
+    return replace(result, source={**result.source, "prompt": str(prompt)})
 
 
 def nan_bisect_sequence(model: str, sequence: "str | Path", config: SequenceConfig, nan_config: Any, *,

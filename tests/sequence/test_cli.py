@@ -117,10 +117,20 @@ def test_decode_mode_token_agreement_and_first_differing_token(gpt_models, tmp_p
 def test_decode_usage_errors(gpt_models, tmp_path):
     out = invoke(["compare", gpt_models["fp32"], gpt_models["int8"], "--decode"], exit_code=2)
     assert "Error: --decode needs --prompt FILE (token ids)" in out.stderr
-    (tmp_path / "two.txt").write_text("1 2\n3 4\n")
-    out = invoke(["compare", gpt_models["fp32"], gpt_models["int8"], "--decode", "--prompt", tmp_path / "two.txt"],
+    (tmp_path / "words.txt").write_text("hello world\n")
+    out = invoke(["compare", gpt_models["fp32"], gpt_models["int8"], "--decode", "--prompt", tmp_path / "words.txt"],
                  exit_code=3)
-    assert "two.txt: a .txt prompt is one line of token ids, found 2 lines" in out.stderr
+    assert "words.txt: not token ids" in out.stderr and "mi has no tokenizer" in out.stderr
+
+
+def test_decode_several_prompts_from_a_txt(gpt_models, tmp_path):
+    (tmp_path / "two.txt").write_text("1 2 3\n9 4\n")
+    out = invoke(["compare", gpt_models["fp32"], gpt_models["int8"], "--decode", "--prompt", tmp_path / "two.txt",
+                  "--steps", "4", "--json", tmp_path / "two.json"])
+    results = json.loads((tmp_path / "two.json").read_text())["results"]
+    assert [(r["prompt"], r["prompt_length"], r["steps"]) for r in results["decode_runs"]] == [(0, 3, 4), (1, 2, 4)]
+    assert results["steps"] == 8 and results["source"]["prompts"] == 2
+    assert "decode, per prompt" in out.stdout and "of 2 prompts" in out.stdout
 
 
 @pytest.fixture()

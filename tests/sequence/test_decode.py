@@ -12,6 +12,7 @@ import pytest
 
 from inspector_cli.errors import InputDataError
 from inspector_cli.sequence import DecodeConfig, DecodeMode, decode_compare, read_prompt
+from inspector_cli.sequence.decode import read_prompts
 
 from .models import gpt2_greedy_without_cache
 
@@ -89,3 +90,38 @@ def test_prompt_files(tmp_path):
     np.save(tmp_path / "f.npy", np.zeros(3, np.float32))
     with pytest.raises(InputDataError, match="token ids must be integers"):
         read_prompt(tmp_path / "f.npy")
+
+
+def test_several_prompts_are_several_decode_runs_in_one_result(gpt_models, tmp_path):
+    """A .txt with one prompt per line: each prompt decoded from empty caches, one summary per prompt,
+    steps numbered across the run (prompt i's step k is step i * steps + k)."""
+    prompts = [[1, 2, 3], [9, 4], [30, 31, 32, 33]]
+    steps = 30
+    # fp32 against the cache-free loop; int8's dynamic activation scales differ between a one-token step and
+    # a whole-sequence rerun, so B is checked against the same prompt decoded alone
+    refs = [gpt2_greedy_without_cache(gpt_models["fp32"], p, steps)[0] for p in prompts]
+    alone = [decode_compare(gpt_models["fp32"], gpt_models["int8"], p, DecodeConfig(steps=steps)).decode for p in prompts]
+    firsts = [d.first_difference for d in alone]
+    (tmp_path / "prompts.txt").write_text("1 2 3\n9, 4\n\n30 31 32 33\n")
+    assert read_prompts(tmp_path / "prompts.txt") == prompts
+    result = decode_compare(gpt_models["fp32"], gpt_models["int8"], tmp_path / "prompts.txt",
+                            DecodeConfig(steps=steps, journal=tmp_path / "runs.jsonl"))
+    assert [r.prompt for r in result.decode_runs] == [0, 1, 2] and result.steps == 3 * steps
+    for run, ref_a, single, prompt in zip(result.decode_runs, refs, alone, prompts):
+        assert run.tokens_a == ref_a == single.tokens_a and run.tokens_b == single.tokens_b
+        assert run.first_difference == single.first_difference and run.prompt_length == len(prompt)
+    differing = [i for i, f in enumerate(firsts) if f is not None]
+    assert differing, "the int8 model should part from fp32 on some prompt within 30 tokens"
+    k = differing[0]
+    assert result.decode.prompt == k and result.divergence.step == k * steps + firsts[k]
+    assert result.first_decision_difference == k * steps + firsts[k]
+    assert f"tokens differ in {len(differing)} of 3 prompts" in result.summary()
+    lines = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert [ln["step"] for ln in lines] == list(range(3 * steps))
+    assert [ln.get("prompt", 0) for ln in lines] == [i // steps for i in range(3 * steps)]
+    np.save(tmp_path / "two.npy", np.array([[1, 2, 3], [5, 6, 7]], np.int64))
+    assert read_prompts(tmp_path / "two.npy") == [[1, 2, 3], [5, 6, 7]]
+    (tmp_path / "two.json").write_text('{"input_ids": [[1, 2], [3]]}')
+    assert read_prompts(tmp_path / "two.json") == [[1, 2], [3]]
+    with pytest.raises(InputDataError, match="holds 2 prompts, one was expected"):
+        read_prompt(tmp_path / "two.json")
