@@ -52,7 +52,11 @@ class _TensorRun:
         if last < 0:
             return
         self.last = columns.row(last)
-        for name in METRICS:
+        names = [name for name in METRICS if name in columns.values]
+        if columns.present is None and not any(None in columns.values[name] for name in names):
+            self._add_matrix(steps, names, np.array([columns.values[name] for name in names], dtype=np.float64))
+            return
+        for name in names:
             column = columns.values.get(name)
             if column is None:
                 continue
@@ -72,6 +76,28 @@ class _TensorRun:
             if finite.size:
                 self.total[name] = _sequential_sum(self.total.get(name, 0.0), finite)
                 self.count[name] = self.count.get(name, 0) + int(finite.size)
+
+    def _add_matrix(self, steps: Sequence[int], names: List[str], values: np.ndarray) -> None:
+        """The fold above for every metric at once (one row per metric, one column per step): the same
+        first worst, and the same left-to-right sums (a non-finite value adds 0.0, which leaves a sum
+        unchanged, instead of being skipped)."""
+        nan = np.isnan(values)
+        sign = np.array([-1.0 if _HIGHER[name] else 1.0 for name in names])[:, None]
+        with np.errstate(invalid="ignore"):
+            index = np.where(nan.any(axis=1), nan.argmax(axis=1), (values * sign).argmax(axis=1)).tolist()
+        finite = np.isfinite(values)
+        counts = finite.sum(axis=1).tolist()
+        starts = np.array([[self.total.get(name, 0.0)] for name in names])
+        totals = np.add.accumulate(np.concatenate((starts, np.where(finite, values, 0.0)), axis=1), axis=1)[:, -1].tolist()
+        for row, name in enumerate(names):
+            j = index[row]
+            value = float(values[row, j])
+            previous = self.worst.get(name)
+            if previous is None or worse(name, value, previous):
+                self.worst[name], self.worst_step[name] = value, int(steps[j])
+            if counts[row]:
+                self.total[name] = totals[row]
+                self.count[name] = self.count.get(name, 0) + int(counts[row])
 
     def summary(self) -> StepSummary:
         mean = {k: self.total[k] / self.count[k] for k in self.count if self.count[k]}
