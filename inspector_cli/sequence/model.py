@@ -30,9 +30,9 @@ class SteppedModel:
 
         Outputs are written into arrays bound once (core/binding, onnxruntime IO binding) and reused
         in turn by `runs` sets: with 2, the state a step returns is read by the next step while that
-        step writes into the other set. The sequence loop holds a block of steps' outputs until it
-        reduces them, so it asks for more sets; a model whose shapes change every step (a growing KV
-        cache) asks for 0, as binding anew on every step would cost more than it saves."""
+        step writes into the other set. The A/B loop holds a block of steps' outputs until it reduces
+        them and a growing KV cache changes the shapes every step (binding anew each time would cost
+        more than it saves): both ask for 0."""
         from ..core.binding import BoundRunner
 
         self.runner = BoundRunner(self.session, self.session.output_names, reuse=runs > 0, sets=max(1, runs))
