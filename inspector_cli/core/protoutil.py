@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 def iter_subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     """Every graph nested in If/Loop/Scan attributes, at any depth."""
     for node in graph.node:
+        if not node.attribute:  # most nodes: a length check instead of making attribute wrappers
+            continue
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield attr.g
