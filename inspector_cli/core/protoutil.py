@@ -48,6 +48,8 @@ def iter_all_tensors(graph: onnx.GraphProto) -> Iterator[Tuple[str, onnx.TensorP
             yield "sparse initializer", sparse.values
             yield "sparse initializer indices", sparse.indices
         for node in g.node:
+            if not node.attribute:  # most nodes: neither the attribute wrappers nor `where` are made
+                continue
             where = f"attribute of node '{node.name or node.op_type}'"
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.TENSOR:

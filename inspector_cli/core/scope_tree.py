@@ -204,7 +204,7 @@ def _sum_up(scope: Scope) -> None:
 def _mark_boundaries(graph: ModelGraph, paths: Dict[str, Path], scope_of: Dict[Path, Scope],
                      constants: set) -> None:
     """Tensors crossing each scope's border: produced inside and read outside (outputs) or the converse."""
-    outputs = set(graph.output_names)
+    outputs = dict.fromkeys(graph.output_names)  # in model order: a set made the order vary per process
     for tensor, consumers in graph.consumers.items():
         if not tensor or tensor in constants:
             continue
