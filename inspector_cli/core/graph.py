@@ -20,7 +20,7 @@ from .external_data import check_external_data, external_data_problems  # noqa: 
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
 from .protoutil import infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
-from .topology import NotText, assign_node_names, topological_nodes
+from .topology import NotText, assign_node_names, subgraph_flags, topological_nodes
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
@@ -65,9 +65,10 @@ class ModelGraph:
     @classmethod
     def from_proto(cls, model: onnx.ModelProto, path: Optional[Path] = None) -> "ModelGraph":
         graph = cls(model=model, path=path)
-        graph.renamed_nodes = assign_node_names(model.graph)
+        flags = subgraph_flags(model.graph)
+        graph.renamed_nodes = assign_node_names(model.graph, flags=flags)
         try:
-            graph.nodes, graph.cycle_nodes = topological_nodes(model.graph, graph.renamed_nodes)
+            graph.nodes, graph.cycle_nodes = topological_nodes(model.graph, graph.renamed_nodes, flags)
         except NotText:  # checked here, on the lists the topology reads anyway, not in a pass of its own
             raise ModelLoadError(f"{path or 'the model'}: not a valid ONNX protobuf "
                                  f"({_non_utf8_name(model, quick=False) or 'a node name'} is not UTF-8 text)",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from itertools import chain
-from typing import TYPE_CHECKING, Dict, List, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import onnx
 
@@ -32,12 +32,18 @@ def has_subgraph(node: onnx.NodeProto) -> bool:
     return any(attr.type == _GRAPH or attr.type == _GRAPHS for attr in node.attribute)
 
 
-def assign_node_names(graph: onnx.GraphProto, prefix: str = "") -> Dict[str, str]:
+def subgraph_flags(graph: onnx.GraphProto) -> List[bool]:
+    """`has_subgraph` of every node of `graph`, read once for naming and ordering."""
+    return [has_subgraph(p) for p in graph.node]
+
+
+def assign_node_names(graph: onnx.GraphProto, prefix: str = "", flags: Optional[List[bool]] = None) -> Dict[str, str]:
     """Give unnamed or duplicate-named nodes deterministic unique names: `<OpType>_<index>`.
 
     Returns new name -> original name ('' when it had none). Names are written into the proto so
-    onnxruntime's profiler and our reports use the same names.
+    onnxruntime's profiler and our reports use the same names. `flags`: `subgraph_flags(graph)`.
     """
+    flags = flags if flags is not None else subgraph_flags(graph)
     renamed: Dict[str, str] = {}
     protos = graph.node
     names = [n.name for n in protos]
@@ -58,7 +64,7 @@ def assign_node_names(graph: onnx.GraphProto, prefix: str = "") -> Dict[str, str
                 seen.add(name)
             else:
                 seen.add(original)
-        if has_subgraph(node):
+        if flags[index]:
             for attr in node.attribute:
                 subs = [attr.g] if attr.type == _GRAPH else list(attr.graphs) if attr.type == _GRAPHS else []
                 for sub in subs:
@@ -106,18 +112,20 @@ def _sorted_already(inputs: List[Tuple[str, ...]], implicit: List[Tuple[str, ...
     return True
 
 
-def topological_nodes(graph: onnx.GraphProto, renamed: Dict[str, str]) -> Tuple[List["NodeInfo"], List[str]]:
+def topological_nodes(graph: onnx.GraphProto, renamed: Dict[str, str], flags: Optional[List[bool]] = None
+                      ) -> Tuple[List["NodeInfo"], List[str]]:
     """The top-level nodes in topological order (ties broken by file order, so a sorted file keeps
     its order exactly), and the names of nodes on a cycle (appended in file order)."""
     from .graph import NodeInfo
 
+    flags = flags if flags is not None else subgraph_flags(graph)
     protos = list(graph.node)
     names = [p.name for p in protos]
     ops = [p.op_type for p in protos]
     domains = [p.domain for p in protos]
     inputs = [tuple(p.input) for p in protos]
     outputs = [tuple(p.output) for p in protos]
-    implicit = [implicit_inputs(p) if has_subgraph(p) else () for p in protos]
+    implicit = [implicit_inputs(p) if flag else () for p, flag in zip(protos, flags)]
     try:  # a name protobuf could not decode as UTF-8 comes back as bytes: one C-level join finds it
         "".join(names), "".join(ops), "".join(domains)
         "".join(chain.from_iterable(inputs)), "".join(chain.from_iterable(outputs))
