@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -20,33 +19,10 @@ from .external_data import check_external_data, external_data_problems  # noqa: 
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
 from .protoutil import infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
-from .topology import NotText, assign_node_names, subgraph_flags, topological_nodes
+from .topology import NodeInfo, NotText, assign_node_names, subgraph_flags, topological_nodes  # noqa: F401 (NodeInfo re-exported)
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """One top-level node, with its position in topological order."""
-
-    name: str
-    op_type: str
-    domain: str
-    inputs: Tuple[str, ...]
-    outputs: Tuple[str, ...]
-    implicit_inputs: Tuple[str, ...]
-    """Outer-scope tensors read inside If/Loop/Scan bodies: real dependencies, invisible in `inputs`."""
-    order: int
-    original_name: str
-
-    @cached_property  # read per node by every graph walk; `topology` fills the cache at construction
-    def all_inputs(self) -> Tuple[str, ...]:
-        return tuple(t for t in self.inputs if t) + self.implicit_inputs
-
-    @property
-    def has_subgraph(self) -> bool:
-        return self.op_type in ("If", "Loop", "Scan") or bool(self.implicit_inputs)
 
 
 @dataclass

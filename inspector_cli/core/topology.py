@@ -9,16 +9,38 @@ from __future__ import annotations
 
 import heapq
 from itertools import chain
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Dict, List, Optional, Tuple
 
 import onnx
 
 from .protoutil import implicit_inputs
 
-if TYPE_CHECKING:
-    from .graph import NodeInfo
-
 _GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One top-level node, with its position in topological order."""
+
+    name: str
+    op_type: str
+    domain: str
+    inputs: Tuple[str, ...]
+    outputs: Tuple[str, ...]
+    implicit_inputs: Tuple[str, ...]
+    """Outer-scope tensors read inside If/Loop/Scan bodies: real dependencies, invisible in `inputs`."""
+    order: int
+    original_name: str
+
+    @cached_property  # read per node by every graph walk; `topological_nodes` fills the cache
+    def all_inputs(self) -> Tuple[str, ...]:
+        return tuple(t for t in self.inputs if t) + self.implicit_inputs
+
+    @property
+    def has_subgraph(self) -> bool:
+        return self.op_type in ("If", "Loop", "Scan") or bool(self.implicit_inputs)
 
 
 class NotText(ValueError):
@@ -113,11 +135,9 @@ def _sorted_already(inputs: List[Tuple[str, ...]], implicit: List[Tuple[str, ...
 
 
 def topological_nodes(graph: onnx.GraphProto, renamed: Dict[str, str], flags: Optional[List[bool]] = None
-                      ) -> Tuple[List["NodeInfo"], List[str]]:
+                      ) -> Tuple[List[NodeInfo], List[str]]:
     """The top-level nodes in topological order (ties broken by file order, so a sorted file keeps
     its order exactly), and the names of nodes on a cycle (appended in file order)."""
-    from .graph import NodeInfo
-
     flags = flags if flags is not None else subgraph_flags(graph)
     protos = list(graph.node)
     names = [p.name for p in protos]
