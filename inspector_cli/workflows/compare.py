@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
-from ..compare.batch import compare_outputs, lost_finding
+from ..compare.batch import compare_outputs, early_sessions, lost_finding
 from ..compare.config import CompareConfig
 from ..compare.outputs import build_result
 from ..compare.plan import ComparePlan, ModelArg, plan_comparison
@@ -51,6 +51,7 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
         from ..compare.golden import compare_golden
 
         return compare_golden(model_a, config, progress=progress)
+    early = early_sessions(model_a, model_b, config)  # outputs only: built while the graphs load
     plan = plan_comparison(model_a, model_b, config)
     if config.layers is not None:
         return _compare_with_layers(plan, config, progress)
@@ -58,7 +59,7 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
                               keep_per_sample=config.per_sample) for p in plan.outputs.pairs]
     # samples run in this process or in workers (config.executor); either way the per-sample sums
     # are folded here in sample order, so the result is the same whichever ran them
-    notes, lost = compare_outputs(plan, config, trackers, progress)
+    notes, lost = compare_outputs(plan, config, trackers, progress, early)
     result = build_result(plan, config, trackers, notes)
     return replace(result, findings=[*result.findings, lost_finding(lost)]) if lost else result
 
