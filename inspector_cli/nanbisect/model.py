@@ -87,6 +87,8 @@ class PreparedModel:
         self._initializers: Dict[str, Optional[np.ndarray]] = {}
         self._init_names = set(graph.initializer_names)
         self.external_dir = graph.folder.resolve() if graph.folder is not None and graph.uses_external_data else None
+        self.preopened: Dict[object, Session] = {}
+        """Sessions opened before the search (the load check's root session), taken by the first `Locator`."""
 
     @classmethod
     def load(cls, graph: ModelGraph, runtime: RuntimeConfig,
