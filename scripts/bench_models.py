@@ -29,13 +29,12 @@ CALIBRATION_SAMPLES = 8
 
 def _torch_model(name: str):  # type: ignore[no-untyped-def]
     import torch
-    import torchvision
 
     torch.manual_seed(0)
-    if name == "mobilenet_v2":
-        return torchvision.models.mobilenet_v2(weights=None).eval()
-    if name == "resnet50":
-        return torchvision.models.resnet50(weights=None).eval()
+    if name in ("mobilenet_v2", "resnet50"):
+        import torchvision  # only the CNNs need it (optional: docs/zoo.md)
+
+        return getattr(torchvision.models, name)(weights=None).eval()
     layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True,
                                              dropout=0.0)
     return torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).eval()
