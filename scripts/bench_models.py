@@ -189,6 +189,9 @@ def prepare(out: Path, names=MODELS, counts=(8, 64)) -> Dict[str, Dict[str, Path
 
 
 if __name__ == "__main__":
+    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):  # not an output folder
+        print(__doc__.strip())
+        sys.exit(0)
     names = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else MODELS
     counts = tuple(int(n) for n in sys.argv[3].split(",")) if len(sys.argv) > 3 else (8, 64)
     prepare(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-out"), names, counts)
