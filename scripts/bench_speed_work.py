@@ -98,15 +98,19 @@ def naive(a: str, b: str, data: str) -> None:
 
 def plan(a: str, b: str) -> None:
     """Seconds of `compare --layers all` planning: loading, output pairing, tensor pairing and chains."""
+    import gc
+
     from inspector_cli.compare.config import CompareConfig, LayerConfig
     from inspector_cli.compare.plan import plan_comparison
     from inspector_cli.compare.layers import layer_pairs
 
-    start = time.perf_counter()
+    gc.set_threshold(10_000, 10, 10)  # as `mi` itself runs (cli.main)
+    start, cpu = time.perf_counter(), time.process_time()
     config = CompareConfig(layers=LayerConfig())
     compared = plan_comparison(a, b, config)
     pairs = layer_pairs(compared, LayerConfig(), ())[3]
-    print(json.dumps({"seconds": time.perf_counter() - start, "pairs": len(pairs)}))
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
+                      "pairs": len(pairs)}))
 
 
 def nan_data(model: str, data: str, out: str, count: str, bad: str = "1") -> None:
