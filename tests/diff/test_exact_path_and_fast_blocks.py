@@ -149,3 +149,13 @@ def test_fast_stats_peak_of_a_quantised_reference_uses_its_zero_point(q, zero, v
     # the peak |a| is 10: the floor is 0.01, the element of 10 is significant (relative error 0.1)
     assert stats.count_rel_sig == 1 and stats.max_rel_sig == pytest.approx(0.1)
     assert stats.metrics()["max_rel_sig"] == pytest.approx(0.1)
+
+
+def test_softmax_shifts_each_row_by_its_own_max() -> None:
+    # a row far below another row's max must not underflow to 0/0: KL of row 2 is
+    # KL(softmax[0, 1] || softmax[1, 0]) = (p1 - p0) * ln(p1 / p0) = tanh(0.5) * 1
+    a = np.array([[1000.0, 999.0], [0.0, 1.0]])
+    b = np.array([[1000.0, 999.0], [1.0, 0.0]])
+    stats = compare_arrays(a, b)
+    assert stats.kl_mode == "softmax" and stats.kl_rows == 2
+    assert stats.metrics()["kl"] == pytest.approx(math.tanh(0.5) / 2, rel=1e-12)
