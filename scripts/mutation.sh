@@ -111,4 +111,4 @@ main() {
     echo "re-judge them after adding tests: MI_MUTATION_RERUN=survivors MI_MUTATION_DIR=$scratch scripts/mutation.sh $module"
 }
 
-main "$@"
+main "$@"; exit $?  # on one line: bash has read it before main runs
