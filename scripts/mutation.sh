@@ -16,7 +16,7 @@
 # Works on a scratch copy (never in the checkout: mutmut writes mutants/ and rewrites imports), so
 # the worktree stays clean. mutmut is a dev tool installed on demand into ./.venv, not a dependency.
 # It runs under `nice -n 19`. The survivors that remain are listed, each with why it is equivalent,
-# in docs/mutation-testing.md.
+# in docs/development.md (Mutation testing).
 set -euo pipefail
 
 # The whole script is one function, read before it runs: editing this file during a run (hours) is safe.
@@ -111,4 +111,4 @@ main() {
     echo "re-judge them after adding tests: MI_MUTATION_RERUN=survivors MI_MUTATION_DIR=$scratch scripts/mutation.sh $module"
 }
 
-main "$@"
+main "$@"; exit $?  # on one line: bash has read it before main runs

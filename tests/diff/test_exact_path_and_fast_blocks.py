@@ -121,8 +121,8 @@ def test_fast_stats_zero_reference_divides_by_the_float32_floor() -> None:
     assert stats.count_rel_sig == 1 and stats.max_rel_sig == 0.0
 
 
-def test_fast_stats_float32_overflow_falls_back_to_exact_sums_without_distribution() -> None:
-    # finite in float64, but 1e30 squared overflows float32 blocks: the exact path takes over
+def test_fast_stats_past_float32_range_gives_exact_sums_without_distribution() -> None:
+    # finite in float64, but 1e30 squared is past float32: the sums stay right and no KL/top-k appear
     a = np.array([[1e30, 2e30, 3e30]])
     stats = fast_pair_stats(a, a * 1.5)
     assert stats.count == 3 and stats.max_abs == pytest.approx(1.5e30) and stats.sum_a2 == pytest.approx(14e60)
@@ -130,14 +130,16 @@ def test_fast_stats_float32_overflow_falls_back_to_exact_sums_without_distributi
 
 
 @pytest.mark.parametrize("side", ["a", "b"])
-def test_fast_stats_overflow_fallback_still_dequantises(side: str) -> None:
-    q = np.array([1, 2, 3], np.int8)
-    real = q.astype(np.float64) * 1e30  # as the exact path dequantises (3 * 1e30 is not the literal 3e30)
+def test_fast_stats_nan_fallback_still_dequantises(side: str) -> None:
+    # a NaN on the float side sends the pair to the exact path, which must dequantise the int8 side
+    q = np.array([1, 2, 3], np.int8)                  # (q - 1) * 0.5 = 0, 0.5, 1
+    real = np.array([0.0, 0.5, np.nan])
     if side == "a":
-        stats = fast_pair_stats(q, real, affine_a=(1e30, 0.0))
+        stats = fast_pair_stats(q, real, affine_a=(0.5, 1.0))
     else:
-        stats = fast_pair_stats(real, q, affine_b=(1e30, 0.0))
-    assert stats.count == 3 and stats.max_abs == 0.0 and stats.sum_a2 == pytest.approx(14e60)
+        stats = fast_pair_stats(real, q, affine_b=(0.5, 1.0))
+    assert stats.count == 2 and stats.nonfinite_mismatch == 1
+    assert stats.max_abs == 0.0 and stats.sum_a2 == 0.25 and stats.sum_b2 == 0.25
 
 
 @pytest.mark.parametrize("q, zero, values", [
@@ -149,3 +151,13 @@ def test_fast_stats_peak_of_a_quantised_reference_uses_its_zero_point(q, zero, v
     # the peak |a| is 10: the floor is 0.01, the element of 10 is significant (relative error 0.1)
     assert stats.count_rel_sig == 1 and stats.max_rel_sig == pytest.approx(0.1)
     assert stats.metrics()["max_rel_sig"] == pytest.approx(0.1)
+
+
+def test_softmax_shifts_each_row_by_its_own_max() -> None:
+    # a row far below another row's max must not underflow to 0/0: KL of row 2 is
+    # KL(softmax[0, 1] || softmax[1, 0]) = (p1 - p0) * ln(p1 / p0) = tanh(0.5) * 1
+    a = np.array([[1000.0, 999.0], [0.0, 1.0]])
+    b = np.array([[1000.0, 999.0], [1.0, 0.0]])
+    stats = compare_arrays(a, b)
+    assert stats.kl_mode == "softmax" and stats.kl_rows == 2
+    assert stats.metrics()["kl"] == pytest.approx(math.tanh(0.5) / 2, rel=1e-12)

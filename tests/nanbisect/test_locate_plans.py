@@ -57,3 +57,44 @@ def test_read_records_skips_blank_lines_and_reads_on(tmp_path: Path) -> None:
     log.write_text(text)
     records, good = read_records(log)
     assert [r.sample for r in records] == ["s0", "s1"] and good == len(text.encode())
+
+
+def test_region_plan_gives_the_checkpoints_half_the_budget(locator: Locator) -> None:
+    sizes = locator.prepared.sizes(GOOD)
+    region = make_region(locator.topo, ["a5"], ["m14"])
+    # half of 400 holds two one-tensor checkpoints plus the feed (160 bytes); a third would not
+    plan = locator._region_plan(region, sizes, 400)
+    assert plan is not None and len(plan.cuts) == 2 and plan.bytes == 160
+
+
+def test_fits_counts_the_segments_outputs_twice_and_each_feed_once() -> None:
+    born = [1, 2, 4, 8, 16]
+    sizes = {"f": 100, "g": 1000, "h": 10000}
+    # after local index 0 up to 2: outputs born at 1 and 2 (2 + 4 bytes, exposed: x2); feeds f, g, h
+    # (g on both lists counts once; the graph input x has no size and costs nothing)
+    args = (born, 0, 2, ["f", "g", "x"], ["g", "h"], sizes)
+    assert Locator._fits(*args, 12 + 11100)
+    assert not Locator._fits(*args, 12 + 11100 - 1)
+    assert Locator._fits(born, -1, 4, [], [], {}, 62) and not Locator._fits(born, -1, 4, [], [], {}, 61)
+
+
+def test_session_cache_keeps_the_most_recent_and_drops_on_request() -> None:
+    from inspector_cli.nanbisect.locate import SessionCache
+
+    made = []
+
+    def factory(name):
+        def make():
+            made.append(name)
+            return name
+        return make
+
+    cache = SessionCache(size=2)
+    assert cache.get("a", factory("a")) == "a" and cache.get("b", factory("b")) == "b"
+    assert cache.get("a", factory("a2")) == "a" and made == ["a", "b"]  # cached; 'a' is now the newest
+    assert cache.get("c", factory("c")) == "c" and made == ["a", "b", "c"]  # evicts 'b', the oldest
+    assert cache.get("a", factory("a3")) == "a" and made == ["a", "b", "c"]
+    assert cache.get("b", factory("b2")) == "b2"  # 'b' was evicted
+    cache.drop("b")
+    cache.drop("missing")  # nothing to drop: no error
+    assert cache.get("b", factory("b3")) == "b3" and made == ["a", "b", "c", "b2", "b3"]
