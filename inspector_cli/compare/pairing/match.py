@@ -26,6 +26,7 @@ from ...core.graph import ModelGraph
 from ...errors import UsageError
 from .score import MIN_CONFIDENCE, Candidate, best_candidates, chain_signature_score
 from .semantic import COMMUTATIVE, Chain, SemanticGraph, TensorView
+from .signature import Signatures
 
 __all__ = ["MIN_CONFIDENCE", "TensorPair", "Unpaired", "TensorMatching", "match_tensors", "parse_tensor_map"]
 METHODS = ("map", "name", "qdq", "cast", "identity", "fused", "structural")
@@ -72,8 +73,18 @@ class TensorMatching:
 
 
 class _Matcher:
-    def __init__(self, a: SemanticGraph, b: SemanticGraph) -> None:
+    def __init__(self, a: SemanticGraph, b: SemanticGraph, sig_a: Optional[Signatures] = None,
+                 sig_b: Optional[Signatures] = None) -> None:
         self.a, self.b = a, b
+        self.sig_a, self.sig_b = sig_a, sig_b
+        # B's chains by the signature of their end: where a chain reads no data input (a mask built from
+        # shapes and booleans, an If on a flag) this is the only structural way to find its counterpart.
+        self.b_by_sig: Dict[str, List[Chain]] = {}
+        if sig_a is not None and sig_b is not None:
+            for chain in b.chains:
+                token = sig_b.of.get(chain.end)
+                if token is not None:
+                    self.b_by_sig.setdefault(token, []).append(chain)
         self.partner: Dict[str, str] = {}
         self.used_b: Set[str] = set()
         self.pairs: Dict[str, TensorPair] = {}
@@ -141,8 +152,14 @@ class _Matcher:
         if chain.inputs and all(partners):
             for target in self.b_by_input.get(partners[0], []):  # type: ignore[arg-type]
                 get(target)
+        token = self.sig_a.of.get(chain.end) if self.sig_a is not None else None
+        for target in self.b_by_sig.get(token, []) if token is not None else []:
+            cand = get(target)
+            cand.same_sig = True
+            cand.exact_sig = token not in self.sig_a.inexact and token not in self.sig_b.inexact  # type: ignore[union-attr]
         for cand in found.values():
-            cand.inputs = self.compare_inputs(chain, cand.chain, partners)
+            # equal signatures: the same computation on the same inputs, so the inputs correspond too
+            cand.inputs = "match" if cand.same_sig else self.compare_inputs(chain, cand.chain, partners)
             if not cand.name_hits:
                 cand.claimed_by = self.claimed_by_name(chain, cand.chain)
         return found
@@ -261,7 +278,9 @@ def match_tensors(a: SemanticGraph, b: SemanticGraph, *, inputs: Sequence[Tuple[
                   user_map: Sequence[Tuple[str, str]] = (), selected: Optional[Set[str]] = None) -> TensorMatching:
     """Pair A's data tensors with B's (see the module doc); `selected` limits which of A's canonical
     tensors are reported (all are still matched, so that structure propagates)."""
-    matcher = _Matcher(a, b)
+    tokens_a = {x: x for x, _ in inputs}
+    tokens_b = {y: x for x, y in inputs}
+    matcher = _Matcher(a, b, Signatures(a.graph, tokens_a), Signatures(b.graph, tokens_b))
     for x, y in inputs:
         matcher.anchor(a.canonical(x), b.canonical(y))
         quantised = b.view(b.canonical(y))

@@ -35,6 +35,10 @@ class Candidate:
     shape: str = "unknown"
     penalty: float = 0.0
     notes: List[str] = field(default_factory=list)
+    same_sig: bool = False
+    """The candidate's end has the reference end's computation signature (signature.py)."""
+    exact_sig: bool = False
+    """... and every constant behind it was hashed whole: the two values are the same computation."""
     claimed_by: Optional[str] = None
     """A reference tensor (of another chain) named like this candidate's tensors."""
     confidence: float = 0.0
@@ -113,7 +117,11 @@ def _confidence(cand: Candidate) -> None:
         cand.confidence = (0.8 if named else 0.65) + (0.1 if cand.shape == "equal" else 0.0)
         cand.located_by = "name"
     cand.confidence = max(0.0, min(1.0, cand.confidence - cand.penalty))
+    if cand.same_sig:  # the same ops, attributes and constants from the same inputs
+        cand.confidence = max(cand.confidence, 0.95)
     parts = []
+    if cand.same_sig:
+        parts.append("same computation")
     if named:
         parts.append(f"name '{cand.hit_names[0]}'" if cand.hit_names else "same name")
     elif "node" in cand.name_hits:
@@ -165,11 +173,18 @@ def best_candidates(a: SemanticGraph, b: SemanticGraph, chain: Chain, cands: Seq
             cand.notes.append(f"tie-break {cand_tie:.2f}")
             setattr(cand, "tie", cand_tie)
         top.sort(key=lambda c: -getattr(c, "tie"))
-        if getattr(top[0], "tie") - getattr(top[1], "tie") < 0.5:
+        tied = [c for c in top if getattr(c, "tie") > getattr(top[0], "tie") - 0.5]
+        if len(tied) > 1 and all(c.exact_sig for c in tied):
+            # identical computations (a mask the exporter builds once per layer): equal values, so the
+            # first in the candidate's order is as right as any
+            tied.sort(key=lambda c: c.chain.index)
+            top = tied
+            setattr(top[0], "why", f"first of {len(tied)} identical computations")
+        elif getattr(top[0], "tie") - getattr(top[1], "tie") < 0.5:
             names = ", ".join(f"'{c.chain.end}'" for c in top[:4])
             return None, f"ambiguous: {len(top)} equally likely counterparts ({names}); pair it with --map"
         _confidence(top[0])
-        top[0].evidence += f"; chosen among {len(top)} by names/attributes/constants"
+        top[0].evidence += "; " + getattr(top[0], "why", f"chosen among {len(top)} by names/attributes/constants")
     best = top[0]
     if best.confidence < MIN_CONFIDENCE:
         return None, f"best counterpart '{best.chain.end}' is only {best.confidence:.2f} likely ({best.evidence})"
@@ -179,6 +194,7 @@ def best_candidates(a: SemanticGraph, b: SemanticGraph, chain: Chain, cands: Seq
 def _tie_score(a: SemanticGraph, b: SemanticGraph, chain: Chain, cand: Candidate) -> float:
     other = cand.chain
     score = 3.0 * ("end" in cand.name_hits) + 2.0 * ("step" in cand.name_hits) + 1.0 * ("node" in cand.name_hits)
+    score += 4.0 * cand.same_sig
     for attr in ATTRS:
         x = a.graph.node_attribute(chain.head.name, attr)
         y = b.graph.node_attribute(other.head.name, attr)
