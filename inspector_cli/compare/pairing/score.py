@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from .semantic import ACTIVATIONS, AFFINE, HEADS_ABSORBING_AFFINE, Chain, SemanticGraph
+from .semantic import ACTIVATIONS, AFFINE, HEADS_ABSORBING_AFFINE, Chain, SemanticGraph, family
 
 MIN_CONFIDENCE = 0.7
 TIE_MARGIN = 0.05
@@ -53,7 +53,7 @@ def numel(sem: SemanticGraph, tensor: str) -> Optional[int]:
 def aligned_prefix(chain: Chain, other: Chain) -> Tuple[int, int]:
     """Indices of the chain steps whose outputs pair as ends, after aligning equal ops from the end."""
     i, j = len(chain.nodes) - 1, len(other.nodes) - 1
-    while i > 0 and j > 0 and chain.nodes[i].op_type == other.nodes[j].op_type:
+    while i > 0 and j > 0 and family(chain.nodes[i].op_type) == family(other.nodes[j].op_type):
         i, j = i - 1, j - 1
     return i, j
 
@@ -72,11 +72,11 @@ def _fusion_penalty(a: SemanticGraph, b: SemanticGraph, chain: Chain, i: int, ot
                     ) -> Tuple[float, List[str]]:
     """Ops one side runs separately but the other folded away (steps 1..i of `chain`, 1..j of `other`),
     checked against what the folding side can absorb."""
-    dropped_a = [n.op_type for n in chain.nodes[1:i + 1]]
-    dropped_b = [n.op_type for n in other.nodes[1:j + 1]]
+    dropped_a = [family(n.op_type) for n in chain.nodes[1:i + 1]]
+    dropped_b = [family(n.op_type) for n in other.nodes[1:j + 1]]
     penalty, notes = 0.0, []
     for ops, that, sem in ((dropped_a, other, b), (dropped_b, chain, a)):
-        kept_acts = {n.op_type for n in that.nodes}
+        kept_acts = {family(n.op_type) for n in that.nodes}
         for op in ops:
             if op in AFFINE and that.family not in HEADS_ABSORBING_AFFINE:
                 penalty += 0.2
