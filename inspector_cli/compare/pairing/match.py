@@ -80,7 +80,7 @@ class _Matcher:
         self.sig_a, self.sig_b = sig_a, sig_b
         # B's chains by the signature of their end: where a chain reads no data input (a mask built from
         # shapes and booleans, an If on a flag) this is the only structural way to find its counterpart.
-        self.b_by_sig: Dict[str, List[Chain]] = {}
+        self.b_by_sig: Dict[int, List[Chain]] = {}
         if sig_a is not None and sig_b is not None:
             for chain in b.chains:
                 token = sig_b.of.get(chain.end)
