@@ -24,9 +24,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ...core.graph import ModelGraph
 from ...errors import UsageError
+from .lookthrough import PADDED_FAMILIES, padded_source
 from .score import MIN_CONFIDENCE, Candidate, best_candidates, chain_signature_score
 from .semantic import COMMUTATIVE, Chain, SemanticGraph, TensorView, family
-from .lookthrough import PADDED_FAMILIES, padded_source
 from .signature import Signatures
 
 __all__ = ["MIN_CONFIDENCE", "TensorPair", "Unpaired", "TensorMatching", "match_tensors", "parse_tensor_map"]

@@ -44,6 +44,10 @@ class Candidate:
     confidence: float = 0.0
     located_by: str = "structure"
     evidence: str = ""
+    tie: float = 0.0
+    """Tie-break score among equally confident candidates (names, attributes, constants, signature)."""
+    chosen: str = ""
+    """How it was chosen among tied candidates, for the evidence."""
 
 
 def numel(sem: SemanticGraph, tensor: str) -> Optional[int]:
@@ -169,22 +173,21 @@ def best_candidates(a: SemanticGraph, b: SemanticGraph, chain: Chain, cands: Seq
     top = [c for c in viable if c.confidence >= viable[0].confidence - TIE_MARGIN]
     if len(top) > 1:
         for cand in top:
-            cand_tie = _tie_score(a, b, chain, cand)
-            cand.notes.append(f"tie-break {cand_tie:.2f}")
-            setattr(cand, "tie", cand_tie)
-        top.sort(key=lambda c: -getattr(c, "tie"))
-        tied = [c for c in top if getattr(c, "tie") > getattr(top[0], "tie") - 0.5]
+            cand.tie = _tie_score(a, b, chain, cand)
+            cand.notes.append(f"tie-break {cand.tie:.2f}")
+        top.sort(key=lambda c: -c.tie)
+        tied = [c for c in top if c.tie > top[0].tie - 0.5]
         if len(tied) > 1 and all(c.exact_sig for c in tied):
             # identical computations (a mask the exporter builds once per layer): equal values, so the
             # first in the candidate's order is as right as any
             tied.sort(key=lambda c: c.chain.index)
             top = tied
-            setattr(top[0], "why", f"first of {len(tied)} identical computations")
-        elif getattr(top[0], "tie") - getattr(top[1], "tie") < 0.5:
+            top[0].chosen = f"first of {len(tied)} identical computations"
+        elif top[0].tie - top[1].tie < 0.5:
             names = ", ".join(f"'{c.chain.end}'" for c in top[:4])
             return None, f"ambiguous: {len(top)} equally likely counterparts ({names}); pair it with --map"
         _confidence(top[0])
-        top[0].evidence += "; " + getattr(top[0], "why", f"chosen among {len(top)} by names/attributes/constants")
+        top[0].evidence += "; " + (top[0].chosen or f"chosen among {len(top)} by names/attributes/constants")
     best = top[0]
     if best.confidence < MIN_CONFIDENCE:
         return None, f"best counterpart '{best.chain.end}' is only {best.confidence:.2f} likely ({best.evidence})"
