@@ -29,6 +29,7 @@ from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Affine
 from ..diff.gates import Gate
 from .config import CaptureMode
+from .layout import same_layout
 from .pairing.match import TensorMatching, TensorPair
 from .pairing.optgraph import OptimizedGraph
 from .pairing.semantic import SemanticGraph, TensorView
@@ -77,30 +78,38 @@ def _fits(shape: Tuple[int, ...], expected: Optional[Tuple[object, ...]]) -> boo
         all(not isinstance(d, int) or d < 0 or d == s for d, s in zip(expected, shape))
 
 
-def settle_layout(reader: Reader, raw: np.ndarray, expected: Optional[Tuple[object, ...]]) -> Reader:
-    """The reader with its layout permutation checked against the original tensor's declared shape.
+def settle_layout(reader: Reader, raw: np.ndarray, expected: Optional[Tuple[object, ...]],
+                  reference: Optional[Sequence[int]] = None) -> Reader:
+    """The reader with its layout permutation checked against the original tensor's declared shape
+    and, when given, the run-time shape of the tensor it is compared with (`reference`).
 
     The optimised graph's layout tracking (optgraph.py) takes a Transpose onnxruntime inserted for a
     relayout; but onnxruntime's transpose optimiser also *moves* the model's own Transposes (Swin: the
     patch embedding's Transpose pushed past the LayerNorm's Sub, re-inserted after it as
     `Transpose_token_N`), and the tensor after it is then already in the original layout. Undoing a
     permutation there compared [1, 32, 3136] element-wise with [1, 3136, 32] (cosine 0.02 where the
-    truth is 0.9999996). The shapes tell: keep the permutation only if the permuted shape fits."""
+    truth is 0.9999996). The shapes tell: keep the permutation only if the permuted shape fits. A
+    dynamic export declares every dim of that tensor symbolic, so the declared shape cannot tell; the
+    reference's shape then does (the permutation is dropped when only the array as read matches it)."""
     if reader.perm is None:
         return reader
+
+    def fits(shape: Tuple[int, ...], declared: bool = True) -> bool:
+        return (not declared or expected is None or _fits(shape, expected)) and \
+            (reference is None or same_layout(shape, reference))
+
     if len(reader.perm) != raw.ndim:
         # optgraph.py takes a channels-last kernel's output as NHWC, (0, 2, 3, 1); a 1-D Conv (OCR heads,
         # Conv1d over a sequence) gives a rank-3 array: `transpose` failed ("axes don't match array").
-        # Channels-last at the array's own rank if the declared shape allows it, else the array as is.
+        # Channels-last at the array's own rank if the shapes allow it, else the array as is.
         perm = (0, *range(2, raw.ndim), 1) if raw.ndim >= 3 else None
-        if perm is not None and (expected is None or
-                                 _fits(tuple(raw.shape[i] for i in np.argsort(perm)), expected)):
+        if perm is not None and fits(tuple(raw.shape[i] for i in np.argsort(perm))):
             return Reader(reader.expose, reader.quant, perm)
         return Reader(reader.expose, reader.quant, None)
-    if expected is None:
-        return reader
     permuted = tuple(raw.shape[i] for i in np.argsort(reader.perm))
-    if not _fits(permuted, expected) and _fits(tuple(raw.shape), expected):
+    if fits(permuted):
+        return reader
+    if fits(tuple(raw.shape)) or (not _fits(permuted, expected) and _fits(tuple(raw.shape), expected)):
         return Reader(reader.expose, reader.quant, None)
     return reader
 
@@ -263,3 +272,5 @@ class CaptureMeasurements:
     runs: int
     estimated_bytes: int
     budget_bytes: int
+    incomparable: Dict[int, str] = field(default_factory=dict)
+    """Pairs (index into `pairs`) whose captured shapes are not the same layout: not compared, and why."""

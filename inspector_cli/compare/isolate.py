@@ -22,7 +22,7 @@ from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..errors import UsageError
 from .capture import LayerPlan, Reader
 from .config import CompareConfig, LayerConfig
-from .isoshapes import ShapeProbe
+from .isoshapes import ShapeProbe, runtime_types
 from .pairing.match import TensorPair
 from .plan import ComparePlan
 from .subgraph import build_isolation, fake_quantize, feed_value, qdq_noise_affine
@@ -48,6 +48,11 @@ def run_isolation(layers: LayerPlan, trackers: Sequence[TensorTracker], plan: Co
     chosen = [layers.pairs[i] for i in select_isolated(lc.isolate, layers.pairs, trackers)]
     input_sources = {p.b: p.a for p in plan.inputs.pairs}
     iso = build_isolation(layers.sem_b, layers.pairs, chosen, input_sources)
+    if iso.untyped:  # shape inference could not type some cut tensors: a run of the candidate does
+        _, first = next(iter(plan.samples))
+        types = runtime_types(plan.graph_b, config.runtime_of_b, iso.untyped,
+                              adapt_b(first) if adapt_b is not None else first)
+        iso = build_isolation(layers.sem_b, layers.pairs, chosen, input_sources, types)
     info: Dict[str, object] = {"requested": list(lc.isolate), "isolated": list(iso.outputs),
                                "skipped": dict(iso.skipped)}
     if not iso.outputs:
@@ -87,7 +92,7 @@ def run_isolation(layers: LayerPlan, trackers: Sequence[TensorTracker], plan: Co
             shapes[tensor] = tuple(raw.shape) if reader.perm is None else \
                 tuple(raw.shape[i] for i in np.argsort(reader.perm))
         for name in a_inputs:
-            values[name] = np.asarray(feeds[name], dtype=np.float32).reshape(-1)
+            values[name] = np.asarray(feeds[name]).reshape(-1)  # integer ids and masks keep their values
             shapes[name] = tuple(np.shape(feeds[name]))
         iso_feeds = {}
         for f in iso.feeds:

@@ -1,4 +1,4 @@
-"""Run-time shapes of the isolation model's inputs when the candidate declares them symbolic.
+"""Run-time shapes (and types) of the isolation model's inputs where the candidate does not declare them.
 
 Models exported with dynamic batch/sequence axes have symbolic dimensions on almost every tensor.
 The isolation model (subgraph.py) declares those dims free; each sample binds them. Usually the
@@ -6,6 +6,8 @@ reference tensor that feeds a cut has the same shape (`feed_shape` binds from it
 can be a reshaped view of the paired one ([B, S, H*D] paired with the [B, S, H, D] the candidate
 reads). Its shape is then only known by running the candidate: this probe exposes those tensors in
 the candidate once per distinct input-shape signature (one extra run, not one per sample).
+Tensors that shape inference cannot type at all (outputs of ai.onnx.ml ops; some re-exports) are
+typed the same way, from one run of the candidate (`runtime_types`): the arrays always know.
 """
 from __future__ import annotations
 
@@ -15,9 +17,27 @@ import numpy as np
 
 from ..core.graph import ModelGraph
 from ..core.runner import RuntimeConfig, Session, open_session
+from ..errors import InferenceError, ModelLoadError
 from .subgraph import IsolationFeed
 
 Shape = Tuple[int, ...]
+
+
+def runtime_types(graph: ModelGraph, runtime: RuntimeConfig, names: Sequence[str],
+                  feeds_b: Dict[str, np.ndarray]) -> Dict[str, int]:
+    """ONNX element types of the candidate's tensors `names`, from one run on `feeds_b` (a tensor that
+    the run does not produce as an array, a map or sequence, is left out; so is everything when that
+    run fails: the layers stay skipped with their reason, the comparison goes on)."""
+    from onnx import helper
+
+    try:
+        session = open_session(graph, runtime.without_spinning(), extra_outputs=list(names), keep_outputs=False,
+                               label=f"B {graph.display_name} (isolation types)")
+        out = session.run(feeds_b)
+    except (ModelLoadError, InferenceError):
+        return {}
+    return {name: int(helper.np_dtype_to_tensor_dtype(out[name].dtype)) for name in names
+            if isinstance(out.get(name), np.ndarray)}
 
 
 def needs_probe(feed: IsolationFeed) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -30,6 +30,7 @@ from ..progress import Progress, no_progress
 from .capture import CaptureMeasurements, LayerPlan, Reader, Side, prepare_side, settle_layout, workdir
 from .config import CompareConfig, Granularity, LayerConfig
 from .isolate import IsolationOutcome, run_isolation
+from .layout import channels_last_perm, read_shape, same_layout
 from .pairing.match import TensorMatching, TensorPair, match_tensors, parse_tensor_map
 from .pairing.semantic import SemanticGraph
 from .plan import ComparePlan
@@ -115,8 +116,19 @@ def run_layers(plan: ComparePlan, config: CompareConfig, progress: Progress = no
         layers = LayerPlan(sa, sb, matching, tuple(usable), side_a, side_b, gates, not lc.gates, skipped,
                            tuple(unavailable))
         measured = LayerCapture(layers, plan, config, adapt_b, first_id).run(progress)
+        layers, measured = _drop_incomparable(layers, measured)
         isolation = run_isolation(layers, measured.trackers, plan, config, adapt_b) if lc.isolate else None
     return LayerRun(layers, measured, isolation)
+
+
+def _drop_incomparable(layers: LayerPlan, measured: CaptureMeasurements) -> Tuple[LayerPlan, CaptureMeasurements]:
+    """Pairs whose captured layouts differ leave the table for the not-compared list, with the reason."""
+    if not measured.incomparable:
+        return layers, measured
+    keep = [i for i in range(len(layers.pairs)) if i not in measured.incomparable]
+    unavailable = layers.unavailable + tuple((layers.pairs[i], why) for i, why in sorted(measured.incomparable.items()))
+    return (replace(layers, pairs=tuple(layers.pairs[i] for i in keep), unavailable=unavailable),
+            replace(measured, trackers=[measured.trackers[i] for i in keep], incomparable={}))
 
 
 def _input_dtypes(graph: ModelGraph) -> Dict[str, Optional[np.dtype]]:
@@ -144,6 +156,7 @@ class LayerCapture:
         self.current_feeds: TensorMap = {}
         self.scratch = Scratch()
         self.layout_buffers: Dict[Tuple[str, int], np.ndarray] = {}
+        self.incomparable: Dict[int, str] = {}
         self.pending: List[Future] = []
 
     def _chunks(self) -> Tuple[CapturePlan, int, int]:
@@ -193,7 +206,7 @@ class LayerCapture:
             self.worker.shutdown(wait=True)
         return CaptureMeasurements(self.trackers, self.output_trackers, self.captured_first, self.first_id,
                                    capture_plan.strategy.value, capture_plan.runs_per_sample, runs,
-                                   capture_plan.estimated_bytes, capture_plan.budget_bytes)
+                                   capture_plan.estimated_bytes, capture_plan.budget_bytes, dict(self.incomparable))
 
     def _keep_feeds(self, feeds: TensorMap) -> TensorMap:
         self.current_feeds = feeds
@@ -230,15 +243,23 @@ class LayerCapture:
         reader_a = side_a.readers.get(pair.view_a.expose) or Reader(pair.view_a.expose)
         reader_b = side_b.readers[pair.view_b.expose]
         raw_a, raw_b = out_a[reader_a.expose], out_b[reader_b.expose]
+        if index in self.incomparable:
+            return
         if not tracker.dtype_a:  # first sample: check relaid readers against the declared shapes
             reader_a = self._settled(side_a, pair.view_a.expose, reader_a, raw_a)
-            reader_b = self._settled(side_b, pair.view_b.expose, reader_b, raw_b)
+            reader_b = self._settled(side_b, pair.view_b.expose, reader_b, raw_b, read_shape(raw_a.shape, reader_a.perm))
+            shape_a, shape_b = read_shape(raw_a.shape, reader_a.perm), read_shape(raw_b.shape, reader_b.perm)
+            if raw_a.size == raw_b.size and not same_layout(shape_a, shape_b) and side_b.mode == "deployed":
+                reader_b = self._channels_last(side_b, pair.view_b.expose, reader_b, raw_b, shape_a)
+                shape_b = read_shape(raw_b.shape, reader_b.perm)
+            if raw_a.size == raw_b.size and not same_layout(shape_a, shape_b):
+                self.incomparable[index] = self._incomparable(shape_a, shape_b)
+                return
         flat_a, affine_a = reader_a.flat(raw_a, side_a.resolver, self._layout_buffer(("a", index), reader_a, raw_a))
         flat_b, affine_b = reader_b.flat(raw_b, side_b.resolver, self._layout_buffer(("b", index), reader_b, raw_b))
         if not tracker.dtype_a:
             tracker.dtype_a, tracker.dtype_b = _dtype(raw_a, affine_a), _dtype(raw_b, affine_b)
-            tracker.shape_a = list(raw_a.transpose(np.argsort(reader_a.perm)).shape if reader_a.perm else raw_a.shape)
-            tracker.shape_b = list(raw_b.transpose(np.argsort(reader_b.perm)).shape if reader_b.perm else raw_b.shape)
+            tracker.shape_a, tracker.shape_b = list(shape_a), list(shape_b)
         if flat_a.size != flat_b.size:
             tracker.add(sample, flat_a, flat_b)  # counted as a shape mismatch
             return
@@ -246,11 +267,30 @@ class LayerCapture:
         tracker.add_stats(sample, fast_pair_stats(flat_a, flat_b, self.scratch, affine_a=affine_a, affine_b=affine_b))
 
     @staticmethod
-    def _settled(side: Side, name: str, reader: Reader, raw: np.ndarray) -> Reader:
-        settled = settle_layout(reader, raw, side.sem.graph.tensor_info(name).shape)
+    def _settled(side: Side, name: str, reader: Reader, raw: np.ndarray,
+                 reference: Optional[Tuple[int, ...]] = None) -> Reader:
+        settled = settle_layout(reader, raw, side.sem.graph.tensor_info(name).shape, reference)
         if settled is not reader:
             side.readers[name] = settled  # later samples (and --isolate) read it this way too
         return settled
+
+    @staticmethod
+    def _channels_last(side: Side, name: str, reader: Reader, raw: np.ndarray, reference: Tuple[int, ...]) -> Reader:
+        """The reader of an array that onnxruntime's NHWC transformer relaid where optgraph.py could not
+        follow it (a Pad between channels-last int8 convolutions: [1, 113, 113, 48] for [1, 48, 113, 113])."""
+        perm = channels_last_perm(reference, raw.shape)
+        if perm is None:
+            return reader
+        relaid = Reader(reader.expose, reader.quant, perm)
+        side.readers[name] = relaid  # later samples (and --isolate) read it this way too
+        return relaid
+
+    def _incomparable(self, shape_a: Tuple[int, ...], shape_b: Tuple[int, ...]) -> str:
+        deployed = [s.label for s in (self.layers.side_a, self.layers.side_b) if s.mode == "deployed"]
+        hint = (f"; model {' and '.join(deployed)} was read from onnxruntime's optimised graph, which may hold it "
+                "in another layout: --capture instrumented reads it as exported") if deployed else ""
+        return (f"not compared: shapes {list(shape_a)} (A) and {list(shape_b)} (B) are not one layout (not equal "
+                f"up to size-1 dims or a reshape), so element-wise metrics would pair unrelated values{hint}")
 
     def _layout_buffer(self, key: Tuple[str, int], reader: Reader, raw: np.ndarray) -> Optional[np.ndarray]:
         """A per-pair array to transpose channels-last tensors into, reused from sample to sample."""

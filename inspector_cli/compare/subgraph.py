@@ -47,6 +47,9 @@ class IsolationPlan:
     outputs: Dict[str, str]
     """Reference layer -> isolation-model output holding the candidate's isolated value of it."""
     skipped: Dict[str, str] = field(default_factory=dict)
+    untyped: List[str] = field(default_factory=list)
+    """Cut tensors that shape inference could not type (ai.onnx.ml ops, some re-exports): a run of the
+    candidate types them (`runtime_types`), and the plan is built again with those types."""
 
     @property
     def sources(self) -> List[str]:
@@ -54,12 +57,16 @@ class IsolationPlan:
 
 
 def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequence[TensorPair],
-                    input_sources: Dict[str, str]) -> IsolationPlan:
+                    input_sources: Dict[str, str], runtime_types: Optional[Dict[str, int]] = None) -> IsolationPlan:
     """The isolation model of `targets` in candidate graph `b`.
 
     `pairs` are every compared pair (their candidate tensors form the cut); `input_sources` maps the
-    candidate's graph inputs to the reference's.
+    candidate's graph inputs to the reference's; `runtime_types` are the element types of cut tensors
+    as a run of the candidate produced them (for those shape inference leaves untyped).
     """
+    runtime_types = runtime_types or {}
+    untyped: List[str] = []
+    from_inputs = set(input_sources.values())
     graph = b.graph
     owner: Dict[str, str] = {}
     for pair in pairs:
@@ -90,15 +97,16 @@ def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequ
         if missing:
             skipped[target.a] = f"its subgraph reads '{missing[0]}', which has no counterpart"
             continue
-        new_feeds = {}
-        for tensor in needed:
+        new_feeds, unfed = {}, []
+        for tensor in dict.fromkeys(needed):
             if tensor in graph.initializer_names or tensor in feeds:
                 continue
-            feed = _feed(b, tensor, owner[tensor])
+            feed = _feed(b, tensor, owner[tensor], runtime_types.get(tensor, 0), owner[tensor] in from_inputs)
             if feed is None:
-                break
-            new_feeds[tensor] = feed
-        else:
+                unfed.append(tensor)
+            else:
+                new_feeds[tensor] = feed
+        if not unfed:
             feeds.update(new_feeds)
             prefix = f"iso{index}/"
             for name in names:
@@ -106,7 +114,11 @@ def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequ
             used_inits.update(t for t in needed if t in graph.initializer_names)
             outputs[target.a] = prefix + target.view_b.expose
             continue
-        skipped[target.a] = "the type of an input of its subgraph is unknown (or integer without a quantisation)"
+        unknown = [t for t in unfed if not _elem_type(b, t, runtime_types.get(t, 0))]
+        untyped.extend(t for t in unknown if t not in untyped)
+        skipped[target.a] = (f"the type of '{unknown[0]}', an input of its subgraph, is unknown" if unknown else
+                             f"its subgraph reads integers '{unfed[0]}' of the candidate's own making, with no "
+                             "scale to quantise the reference's values into")
     initializers = [t for t in graph.model.graph.initializer if t.name in used_inits]
     inputs = [helper.make_tensor_value_info(f.name, f.elem_type, None if f.shape is None else list(f.shape))
               for f in feeds.values()]
@@ -114,16 +126,24 @@ def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequ
                             initializers)
     model = helper.make_model(sub, opset_imports=list(graph.model.opset_import), ir_version=graph.model.ir_version)
     model.functions.extend(graph.model.functions)
-    return IsolationPlan(model, list(feeds.values()), outputs, skipped)
+    return IsolationPlan(model, list(feeds.values()), outputs, skipped, untyped)
 
 
-def _feed(b: SemanticGraph, tensor: str, source: str) -> Optional[IsolationFeed]:
+def _elem_type(b: SemanticGraph, tensor: str, observed: int) -> int:
+    """The tensor's element type: inferred, a QOperator output's zero point's, or seen at run time (0: unknown)."""
+    return b.graph.tensor_info(tensor).elem_type or _quantised_type(b, tensor) or observed
+
+
+def _feed(b: SemanticGraph, tensor: str, source: str, observed: int = 0,
+          from_input: bool = False) -> Optional[IsolationFeed]:
+    """How the isolation model reads cut tensor `tensor` (None: it cannot be fed). `from_input`: its
+    values are a model input's (the input itself, or an Unsqueeze/Reshape/Cast of it: ids, masks)."""
     info = b.graph.tensor_info(tensor)
-    elem_type = info.elem_type or _quantised_type(b, tensor)
+    elem_type = _elem_type(b, tensor, observed)
     if not elem_type:
         return None
     quant = b.quant_of.get(tensor) if elem_type not in FLOAT_TYPES else None
-    if elem_type not in FLOAT_TYPES and quant is None and tensor not in b.graph.input_names:
+    if elem_type not in FLOAT_TYPES and quant is None and not from_input and tensor not in b.graph.input_names:
         return None  # integers of the candidate's own making, with no scale to read them as floats
     shape = None if info.shape is None else \
         tuple(int(d) if isinstance(d, int) and d >= 0 else None for d in info.shape)
@@ -181,9 +201,11 @@ def feed_value(value: np.ndarray, feed: IsolationFeed, sem: SemanticGraph,
     is the reference tensor's shape in this sample (binds the candidate's symbolic dims)."""
     from ..core.types import numpy_dtype_for
 
-    flat = np.asarray(value, dtype=np.float32)
-    shaped = flat.reshape(feed_shape(feed, flat.size, observed, exact))
     dtype = numpy_dtype_for(feed.elem_type)
+    flat = np.asarray(value)
+    if feed.quant is not None or not np.issubdtype(flat.dtype, np.integer):
+        flat = flat.astype(np.float32, copy=False)  # integer inputs (ids, masks) stay exact
+    shaped = flat.reshape(feed_shape(feed, flat.size, observed, exact))
     if feed.quant is None:
         return shaped.astype(dtype, copy=False)
     scale = np.asarray(sem.array(feed.quant.scale), dtype=np.float32)

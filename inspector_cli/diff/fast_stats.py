@@ -7,9 +7,18 @@ computed block by block (64 Ki elements stay in the CPU cache across the ten pas
 float32 element arithmetic and float64 accumulation of the block sums; the relative error of a
 block's dot product is ~1e-7 * sqrt(block) and the sums across blocks are exact to float64.
 
-The dot product a.b is derived as (a.a + b.b - (b-a).(b-a)) / 2: it is then exact where it
-matters most, for nearly identical tensors whose cosine is within 1e-6 of 1. Non-finite values
-are detected from the sums and handed to the exact path.
+Where the tensors nearly agree ((b-a).(b-a) under 1% of a.a and of b.b), the dot product is
+derived as (a.a + b.b - (b-a).(b-a)) / 2: it is then exact where it matters most, for a cosine
+within 1e-6 of 1. Elsewhere that difference cancels (a tensor 300x smaller than its partner, or
+nearly orthogonal ones, lose every digit of it: a LayerNorm mean whose true cosine is 0.011 read
+0.007) and the directly accumulated a.b is used.
+
+float32 squares underflow below |x| ~ 1e-19 (random-init CNNs have activations ~1e-25: every
+square was 0 and the cosine said 1.0 where the truth is 0.9966). Tensors whose peak magnitude
+lies outside [2**-30, 2**30] are therefore scaled by a power of two (exact) so the peak is ~1,
+and the sums scaled back in float64. When the two peaks are more than 2**40 apart no common scale
+serves both, and the pair takes the exact float64 path. Non-finite values are detected from the
+sums and handed to the exact path too.
 """
 from __future__ import annotations
 
@@ -21,7 +30,10 @@ import numpy as np
 from .metrics import REL_EPSILON, REL_SIG_FRACTION, PairStats, compare_arrays
 
 BLOCK = 1 << 16
-_EPS32 = np.float32(REL_EPSILON)
+_SAFE_EXP = 30
+"""Peaks within [2**-30, 2**30] are read as they are: their squares and block sums stay normal float32."""
+_SPREAD_EXP = 40
+"""Peaks further apart than 2**40 take the exact path: under one scale the smaller side's squares would underflow."""
 
 
 Affine = Tuple[float, float]
@@ -43,18 +55,20 @@ class Scratch:
         """Sums as dot products with ones: BLAS is 2-5x faster than numpy's float32 or float64 sum."""
 
 
-def _block(x: np.ndarray, start: int, stop: int, affine: Optional[Affine], out: np.ndarray) -> np.ndarray:
-    """x[start:stop] as float32 (converted or dequantised into `out` when needed)."""
+def _block(x: np.ndarray, start: int, stop: int, affine: Optional[Affine], factor: float,
+           out: np.ndarray) -> np.ndarray:
+    """x[start:stop] as float32 times the power of two `factor` (converted, dequantised or scaled
+    into `out` when needed)."""
     part = x[start:stop]
-    if affine is None and part.dtype == np.float32:
+    if affine is None and factor == 1.0 and part.dtype == np.float32:
         return part
     buf = out[: stop - start]
     np.copyto(buf, part, casting="unsafe")
-    if affine is not None:
-        scale, zero = affine
-        if zero:
-            np.subtract(buf, zero, out=buf)
-        np.multiply(buf, scale, out=buf)
+    scale, zero = affine if affine is not None else (1.0, 0.0)
+    if zero:
+        np.subtract(buf, zero, out=buf)
+    if scale * factor != 1.0:
+        np.multiply(buf, np.float32(scale * factor), out=buf)
     return buf
 
 
@@ -71,17 +85,22 @@ def fast_pair_stats(a: np.ndarray, b: np.ndarray, scratch: Optional[Scratch] = N
     if fa.size == 0:
         return stats
     with np.errstate(all="ignore"):  # NaN/Inf show up in the sums and are handled below
-        floor = np.float64(REL_SIG_FRACTION * _peak(fa, affine_a))
-        sums = _blocks(fa, fb, scratch, affine_a, affine_b, floor)
-    a2, b2, err, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig = sums
-    if not all(math.isfinite(v) for v in (a2, b2, err, sum_rel, sum_sig)):
-        # NaN/Inf (or float32 overflow): the exact float64 path counts and excludes them
+        peak_a, peak_b = _peak(fa, affine_a), _peak(fb, affine_b)
+        factor = _factor(peak_a, peak_b)
+        sums = None if factor is None else _blocks(
+            fa, fb, scratch, affine_a, affine_b, factor, np.float64(REL_SIG_FRACTION * peak_a * factor))
+    if sums is None or not all(math.isfinite(v) for v in (*sums[:4], sums[5], sums[8])):
+        # NaN/Inf (or float32 overflow, or peaks too far apart): the exact float64 path
         return compare_arrays(_dequantized(fa, affine_a), _dequantized(fb, affine_b), distribution=False)
+    a2, b2, err, dot, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig = sums
+    back = 1.0 / factor  # a power of two: undoing the scale is exact
+    a2, b2, err, dot = a2 * back * back, b2 * back * back, err * back * back, dot * back * back
     stats.sum_a2, stats.sum_b2, stats.sum_sq_err = a2, b2, err
-    stats.dot = (a2 + b2 - err) / 2.0
-    stats.sum_abs, stats.max_abs = sum_abs, max_abs
+    # nearly equal tensors: the derived dot keeps 1 - cosine exact; otherwise it would cancel
+    stats.dot = (a2 + b2 - err) / 2.0 if err <= 1e-2 * min(a2, b2) else dot
+    stats.sum_abs, stats.max_abs = sum_abs * back, max_abs * back
     stats.sum_rel, stats.max_rel = sum_rel, max_rel
-    if floor > 0.0:  # an all-zero reference has no significant element
+    if peak_a > 0.0:  # an all-zero reference has no significant element
         stats.sum_rel_sig, stats.max_rel_sig, stats.count_rel_sig = sum_sig, max_sig, int(count_sig)
     return stats
 
@@ -95,21 +114,38 @@ def _peak(fa: np.ndarray, affine: Optional[Affine]) -> float:
     return max(abs(hi), abs(lo)) if math.isfinite(hi) and math.isfinite(lo) else math.nan
 
 
+def _factor(peak_a: float, peak_b: float) -> Optional[float]:
+    """The power of two both tensors are read times (1.0 when their peaks are in the safe range), or
+    None when one scale cannot serve both (the exact path takes the pair)."""
+    peaks = [p for p in (peak_a, peak_b) if p > 0.0]
+    if not peaks or not all(math.isfinite(p) for p in (peak_a, peak_b)):
+        return 1.0  # all zero, or NaN/Inf: the sums say so and the exact path takes over
+    exps = [math.frexp(p)[1] for p in peaks]
+    if max(exps) - min(exps) > _SPREAD_EXP:
+        return None
+    top = max(exps)
+    return 1.0 if -_SAFE_EXP <= top <= _SAFE_EXP else math.ldexp(1.0, -top)
+
+
 def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional[Affine],
-            affine_b: Optional[Affine], floor: np.float64) -> Tuple[float, ...]:
-    a2 = b2 = err = sum_abs = sum_rel = sum_sig = count_sig = 0.0
+            affine_b: Optional[Affine], factor: float, floor: np.float64) -> Tuple[float, ...]:
+    """The sums of the values times `factor` (relative errors are scale-free: the 1e-12 floor of |a|
+    is scaled with them)."""
+    a2 = b2 = err = dot = sum_abs = sum_rel = sum_sig = count_sig = 0.0
     max_abs = max_rel = max_sig = 0.0
+    eps = np.float32(REL_EPSILON * factor)
     n = fa.size
     for start in range(0, n, scratch.block):
         stop = min(n, start + scratch.block)
-        xa = _block(fa, start, stop, affine_a, scratch.a)
-        xb = _block(fb, start, stop, affine_b, scratch.b)
+        xa = _block(fa, start, stop, affine_a, factor, scratch.a)
+        xb = _block(fb, start, stop, affine_b, factor, scratch.b)
         d = scratch.diff[: stop - start]
         r = scratch.rel[: stop - start]
         np.subtract(xb, xa, out=d)
         err += float(np.dot(d, d))
         a2 += float(np.dot(xa, xa))
         b2 += float(np.dot(xb, xb))
+        dot += float(np.dot(xa, xb))
         ones = scratch.ones[: stop - start]
         np.abs(d, out=d)
         max_abs = max(max_abs, float(d.max()))
@@ -117,7 +153,7 @@ def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional
         np.abs(xa, out=r)
         sig = scratch.sig[: stop - start]
         np.greater_equal(r, floor, out=sig)  # float64 floor: the same elements as the exact path
-        np.maximum(r, _EPS32, out=r)
+        np.maximum(r, eps, out=r)
         np.divide(d, r, out=r)
         max_rel = max(max_rel, float(r.max()))
         sum_rel += float(np.dot(r, ones))
@@ -126,7 +162,7 @@ def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional
         max_sig = max(max_sig, float(d.max()))
         sum_sig += float(np.dot(d, ones))
         count_sig += float(np.dot(sig, ones))  # exact: a block holds far fewer than 2**24 elements
-    return a2, b2, err, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig
+    return a2, b2, err, dot, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig
 
 
 def _dequantized(x: np.ndarray, affine: Optional[Affine]) -> np.ndarray:

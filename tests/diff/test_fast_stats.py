@@ -55,3 +55,52 @@ def test_non_finite_values_take_the_exact_path():
 def test_element_counts_must_agree():
     with pytest.raises(ValueError, match="element counts differ"):
         fast_pair_stats(np.zeros(3, np.float32), np.zeros(4, np.float32))
+
+
+TINY = 2.0 ** -83  # ~1e-25, the activations of random-init MobileNetV2/EfficientNet (issue 14, zoo)
+
+
+def test_tiny_values_do_not_underflow_in_the_squares():
+    # float32 squares of ~1e-25 are 0: a.a = b.b = 0 made the cosine 1.0 (the truth here is 24/25)
+    a = np.array([3.0, 4.0], np.float32) * np.float32(TINY)
+    b = np.array([4.0, 3.0], np.float32) * np.float32(TINY)
+    stats = fast_pair_stats(a, b)
+    m = stats.metrics()
+    assert m["cosine"] == pytest.approx(24 / 25, abs=1e-12)
+    assert stats.sum_a2 == 25 * TINY**2 and stats.dot == 24 * TINY**2  # powers of two: exact
+    assert m["max_abs"] == TINY and m["rmse"] == TINY and m["mean_abs"] == TINY
+    assert m["sqnr"] == pytest.approx(10 * math.log10(25 / 2))
+    # |a| < 1e-12 everywhere: relative errors are floored there, as in the exact path
+    assert m["max_rel"] == m["max_rel_sig"] == pytest.approx(TINY / 1e-12, rel=1e-6)
+    assert m["mean_rel"] == pytest.approx(TINY / 1e-12, rel=1e-6)
+
+
+def test_fp16_flushed_to_zero_is_cosine_zero_not_one():
+    # fp16 cannot hold 1e-25: the candidate is all zeros, the reference is not (cosine 0, SQNR 0 dB)
+    a = np.array([3.0, 4.0], np.float32) * np.float32(TINY)
+    b = a.astype(np.float16)
+    assert not b.any()
+    m = fast_pair_stats(a, b).metrics()
+    assert m["cosine"] == 0.0 and m["sqnr"] == pytest.approx(0.0) and m["max_abs"] == 4 * TINY
+
+
+def test_large_values_are_scaled_too():
+    a = np.array([3.0, 4.0], np.float32) * np.float32(2.0 ** 70)  # squares overflow float32
+    m = fast_pair_stats(a, a[::-1].copy()).metrics()
+    assert m["cosine"] == pytest.approx(24 / 25, abs=1e-12) and m["max_abs"] == 2.0 ** 70
+
+
+def test_peaks_too_far_apart_take_the_exact_path():
+    a = np.array([3.0, 4.0], np.float32) * np.float32(2.0 ** 50)
+    b = np.array([4.0, 3.0], np.float32) * np.float32(2.0 ** -50)
+    assert fast_pair_stats(a, b).metrics()["cosine"] == pytest.approx(24 / 25, abs=1e-12)
+
+
+def test_a_small_tensor_against_a_large_one_does_not_cancel():
+    # a = 2**-12 everywhere, b = +1 on 50,100 elements and -1 on 49,900: cosine = 200 / 100,000 exactly.
+    # (a.a + b.b - (b-a).(b-a)) / 2 cancels 1e5 against 1e5 in float32 sums (a LayerNorm mean read
+    # 0.007 where the truth is 0.011); the dot product accumulated directly is exact here
+    n = 100_000
+    a = np.full(n, 2.0 ** -12, np.float32)
+    b = np.where(np.arange(n) < 50_100, 1.0, -1.0).astype(np.float32)
+    assert fast_pair_stats(a, b).metrics()["cosine"] == pytest.approx(0.002, abs=1e-9)

@@ -54,9 +54,15 @@ def test_commands_run(request, sweep, model, variant):
 @pytest.mark.parametrize("model,variant", CASES)
 def test_layer_truth(request, sweep, model, variant):
     """Every per-layer cosine mi reports equals the recomputation (optimisations off, tensors exposed as
-    outputs, summed over samples) within 1e-3; quantised variants are checked at `--opt-level disable`."""
+    outputs, summed over samples) within 1e-3; quantised and fp16 variants are checked at `--opt-level
+    disable`: at the default level onnxruntime runs fused int8 kernels, and on CPU computes an fp16 graph
+    in fp32 (`InsertedPrecisionFreeCast_`), which legitimately differ from the recomputation's arithmetic
+    (convnext fp16: the 1e-6 layer-scale Mul is fp16 subnormals, cosine 0.0-0.95, but 0.9999998 as
+    deployed). For fp16 the default level is checked one-sidedly: the deployed fp32 arithmetic is no
+    further from the reference than fp16's, so a layer that reads lower (by 1e-3) was misread (a layout)."""
     _case(request, sweep, "truth", model, variant)
-    run = sweep.compare(model, variant, "disable" if variant in QUANTISED else "default")
+    at_disable = variant in QUANTISED or variant.startswith("fp16")
+    run = sweep.compare(model, variant, "disable" if at_disable else "default")
     if run.rc in (3, 4) or not run.json_path:
         pytest.fail(f"compare exited {run.rc}: {run.stderr_tail.strip()[-300:]}")
     truths = recompute(Path(run.json_path), sweep.path(model, "fp32"), sweep.path(model, variant),
@@ -66,6 +72,13 @@ def test_layer_truth(request, sweep, model, variant):
           worst_delta=worst.delta if worst else None, worst_layer=worst.name if worst else None)
     off = [f"{t.name}: mi {t.mi_cosine:.6f}, recomputed {t.true_cosine:.6f}" for t in truths
            if t.delta is not None and t.delta > TRUTH_TOL]
+    if variant.startswith("fp16"):
+        deployed = sweep.compare(model, variant)
+        if deployed.json_path:
+            off += [f"{t.name} (deployed): mi {t.mi_cosine:.6f}, recomputed {t.true_cosine:.6f}"
+                    for t in recompute(Path(deployed.json_path), sweep.path(model, "fp32"), sweep.path(model, variant),
+                                       sweep.zoo / model / "data")
+                    if t.delta is not None and t.true_cosine >= 0.5 and t.mi_cosine < t.true_cosine - TRUTH_TOL]
     assert not off, f"{len(off)} of {len(truths)} layers disagree:\n" + "\n".join(off[:10])
 
 

@@ -226,7 +226,9 @@ class SemanticGraph:
         """How the deployed graph materialises `canonical`: a graph output if one aliases it (free to
         fetch), else the integers of its first quantisation (dequantised), else the tensor itself."""
         names = self.names_of(canonical)
-        outputs = set(self.graph.output_names)
+        outputs = self.__dict__.get("_outputs")  # asked per paired tensor: the set is made once
+        if outputs is None:
+            outputs = self._outputs = set(self.graph.output_names)
         for name in names:
             if name in outputs:
                 quant = self.quant_of.get(name) if self.elem_type(name) not in FLOAT_TYPES else None
