@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-ISOLATION_DYNAMIC = ("isolation skips every layer of a model with a symbolic dimension: 'the shape or type of "
-                     "an input of its subgraph is unknown' (symbolic dims are not bound from the samples)")
-PROFILE_SYMBOLIC_BATCH = ("profile with synthetic inputs refuses a symbolic batch dimension (exit 3: 'dimension 0 "
-                          "(...) is dynamic (fix it with --shape ...)') instead of defaulting it to 1")
 
 DEPLOYED_FUSED = ("paired, but not read at the default level: onnxruntime fuses the tensor away in the deployed "
                   "graph (Gelu's Div/Erf+Add, SkipLayerNormalization's residual Add, SiLU's Sigmoid, MatMul+Add "
