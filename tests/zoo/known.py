@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-
 DEPLOYED_FUSED = ("paired, but not read at the default level: onnxruntime fuses the tensor away in the deployed "
                   "graph (Gelu's Div/Erf+Add, SkipLayerNormalization's residual Add, SiLU's Sigmoid, MatMul+Add "
                   "into attention kernels) and deployed capture reports it 'not materialised' (--capture "
