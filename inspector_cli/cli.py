@@ -51,6 +51,21 @@ saves importing all nine command modules and their option definitions (about hal
 of `mi --help`). tests/test_speed.py keeps it equal to the commands' own help."""
 
 
+def short_help(summary: str, limit: int) -> str:
+    """The summary in at most `limit` characters, as click's (deprecated) make_default_short_help gave
+    it: the first sentence whole if it fits, else whole words followed by "..."."""
+    words = summary.split()
+    shown = ""
+    for index, word in enumerate(words):
+        longer = f"{shown} {word}" if shown else word
+        if len(longer) <= limit and (word.endswith(".") or index == len(words) - 1):
+            return longer
+        if len(longer) + 3 > limit:
+            break
+        shown = longer
+    return shown + "..."
+
+
 class MiGroup(click.Group):
     """A click group with lazy subcommands and the error boundary in `main`."""
 
@@ -66,10 +81,8 @@ class MiGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list from SUMMARIES, as click would draw it from the imported commands."""
-        from click.utils import make_default_short_help
-
         limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-        rows = [(name, make_default_short_help(SUMMARIES[name], limit)) for name in self.list_commands(ctx)]
+        rows = [(name, short_help(SUMMARIES[name], limit)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

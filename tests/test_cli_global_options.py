@@ -60,3 +60,13 @@ def test_config_after_the_command_is_read(model, tmp_path):
     config.write_text("version: 1\nprofile:\n  rnus: 3\n")
     result = invoke(["profile", model, "-c", config], exit_code=2)
     assert "rnus" in result.stderr and "runs" in result.stderr  # the unknown key, and "did you mean"
+
+
+def test_short_help_cuts_at_a_word_with_an_ellipsis():
+    from inspector_cli.cli import short_help
+
+    assert short_help("Compare two models.", 40) == "Compare two models."
+    assert short_help("Compare MODEL_B against the reference MODEL_A.", 30) == "Compare MODEL_B against the..."
+    assert short_help("Profile MODEL with onnxruntime, per node", 33) == "Profile MODEL with..."
+    assert short_help("Profile MODEL with onnxruntime, per node", 34) == "Profile MODEL with onnxruntime,..."
+    assert short_help("One. Two.", 9) == "One."  # the first sentence only
