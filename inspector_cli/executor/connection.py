@@ -19,7 +19,7 @@ import tempfile
 import time
 from typing import Any, Dict, Optional
 
-from ..errors import UsageError
+from ..errors import InferenceError, UsageError
 
 RAY_HINT = "pip install 'model-inspector[ray]'"
 LOCAL = "local"
@@ -28,6 +28,7 @@ QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
 LOOPBACK_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 """For a private local instance: only loopback addresses, so no token is needed to keep others out."""
 LOCAL_OBJECT_STORE = 512 << 20
+LOCAL_START_ATTEMPTS = 2  # starts of a private Ray instance before giving up (see _start_local)
 
 
 def import_ray() -> Any:
@@ -90,9 +91,23 @@ class RayConnection:
             pass
         # a short path: Ray's Unix sockets live under it (107-byte limit)
         self._tempdir = tempfile.mkdtemp(prefix="mi-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-        ray.init(num_cpus=self.cpus or os.cpu_count() or 1, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 _temp_dir=self._tempdir, object_store_memory=LOCAL_OBJECT_STORE, log_to_driver=False,
-                 logging_level=logging.ERROR)
+        for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+            try:
+                ray.init(num_cpus=self.cpus or os.cpu_count() or 1, include_dashboard=False,
+                         _node_ip_address="127.0.0.1", _temp_dir=self._tempdir, object_store_memory=LOCAL_OBJECT_STORE,
+                         log_to_driver=False, logging_level=logging.ERROR)
+                break
+            except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
+                # Ray waits a fixed 30 s for its raylet to register; on a loaded machine it may not, and a
+                # second start (after the first's processes are gone) usually does.
+                if "timed out during startup" not in str(exc):
+                    raise
+                ray.shutdown()
+                if attempt == LOCAL_START_ATTEMPTS:
+                    raise InferenceError(f"a local Ray instance did not start in time ({LOCAL_START_ATTEMPTS} "
+                                         f"attempts): {_first_line(exc)}",
+                                         hint="the machine may be overloaded; retry, or run with --executor "
+                                              "local") from None
         self._owned = True
         self.started_local = True
 
