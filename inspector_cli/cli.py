@@ -6,6 +6,7 @@ onnx or onnxruntime. Every failure becomes one `Error:` line and a documented ex
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import sys
 import traceback
@@ -249,6 +250,9 @@ def apply_config(ctx: click.Context, config_path: str, command_name: str) -> Non
 
 def main() -> None:
     """Console-script entry point."""
+    # Loading a 50,000-node graph makes millions of long-lived objects and no garbage cycles; at the
+    # default threshold (700) the cyclic collector rescanned them ~25% of the CPU time of `mi inspect`.
+    gc.set_threshold(10_000, 10, 10)
     cli.main()
 
 

@@ -60,7 +60,7 @@ def main() -> None:
     mi = str(Path(sys.executable).parent / "mi")
     with tempfile.TemporaryDirectory(prefix="mi-bench-inspect-") as tmp:
         folder = Path(tmp)
-        print("nodes   wall s (table)   s/1k nodes   peak RSS MiB   wall s (--json)   JSON MiB")
+        print("nodes   wall s (table)   s/1k nodes   CPU s   CPU s/1k   peak RSS MiB   wall s (--json)   JSON MiB")
         for size in (int(s) for s in args.sizes.split(",")):
             path = make_model(size, folder)
             count = len(onnx.load(str(path), load_external_data=False).graph.node)
@@ -68,7 +68,8 @@ def main() -> None:
             assert run["code"] == 0, run["output"]
             with_json = measure([mi, "inspect", str(path), "--json", str(folder / "r.json")])
             assert with_json["code"] == 0, with_json["output"]
-            print(f"{count:>6}   {run['wall']:>14.2f}   {run['wall'] / count * 1000:>10.3f}   {run['rss_mib']:>12.0f}"
+            print(f"{count:>6}   {run['wall']:>14.2f}   {run['wall'] / count * 1000:>10.3f}   {run['cpu']:>5.2f}"
+                  f"   {run['cpu'] / count * 1000:>8.3f}   {run['rss_mib']:>12.0f}"
                   f"   {with_json['wall']:>15.2f}   {(folder / 'r.json').stat().st_size / 2**20:>8.1f}")
         path = make_model(6000, folder)
         html = folder / "map.html"

@@ -13,7 +13,10 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+
+if TYPE_CHECKING:
+    import onnx
 
 MODELS = ("mobilenet_v2", "resnet50", "encoder")
 INPUT_SHAPES: Dict[str, Tuple[int, ...]] = {
@@ -26,13 +29,12 @@ CALIBRATION_SAMPLES = 8
 
 def _torch_model(name: str):  # type: ignore[no-untyped-def]
     import torch
-    import torchvision
 
     torch.manual_seed(0)
-    if name == "mobilenet_v2":
-        return torchvision.models.mobilenet_v2(weights=None).eval()
-    if name == "resnet50":
-        return torchvision.models.resnet50(weights=None).eval()
+    if name in ("mobilenet_v2", "resnet50"):
+        import torchvision  # only the CNNs need it (optional: docs/zoo.md)
+
+        return getattr(torchvision.models, name)(weights=None).eval()
     layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True,
                                              dropout=0.0)
     return torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).eval()
@@ -110,12 +112,13 @@ def _fix_casts(model) -> None:  # type: ignore[no-untyped-def]
                     attr.i = onnx.TensorProto.FLOAT16
 
 
-def renamed_qdq(int8: Path, out: Path) -> Path:
-    """The int8 QDQ model with every node and inner tensor renamed (t0, t1, ...), as another
-    quantisation tool would name them: onnxruntime's qdq_loss_debug matches by its own name suffixes."""
+def renamed(model: "onnx.ModelProto") -> "onnx.ModelProto":
+    """A copy of `model` with every node and inner tensor renamed (n0.., t0..), as another
+    quantisation tool would name them. The one definition: tests/remedy imports it from here
+    (scripts/ stays runnable on its own; tests already load scripts/ modules, e.g. gen_docs)."""
     import onnx
 
-    model = onnx.load(str(int8))
+    model = onnx.ModelProto.FromString(model.SerializeToString())
     keep = {i.name for i in model.graph.input} | {o.name for o in model.graph.output}
     names: Dict[str, str] = {}
 
@@ -129,7 +132,14 @@ def renamed_qdq(int8: Path, out: Path) -> Path:
     for tensor in model.graph.initializer:
         tensor.name = new(tensor.name)
     del model.graph.value_info[:]
-    onnx.save(model, str(out))
+    return model
+
+
+def renamed_qdq(int8: Path, out: Path) -> Path:
+    """The int8 QDQ model `renamed`: onnxruntime's qdq_loss_debug matches by its own name suffixes."""
+    import onnx
+
+    onnx.save(renamed(onnx.load(str(int8))), str(out))
     return out
 
 
@@ -179,6 +189,9 @@ def prepare(out: Path, names=MODELS, counts=(8, 64)) -> Dict[str, Dict[str, Path
 
 
 if __name__ == "__main__":
+    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):  # not an output folder
+        print(__doc__.strip())
+        sys.exit(0)
     names = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else MODELS
     counts = tuple(int(n) for n in sys.argv[3].split(",")) if len(sys.argv) > 3 else (8, 64)
     prepare(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-out"), names, counts)

@@ -110,6 +110,7 @@ class Bench:
                 row[f"{label}_cpu_sample"] = (c[label][big] - c[label][small]) / (c["floor"][big] - c["floor"][small])  # type: ignore[index]
             if rss:
                 row[f"{label}_rss"] = max(rsss[label]) / max(rsss["floor"])
+                row[f"{label}_rss_mib"], row["floor_rss_mib"] = max(rsss[label]), max(rsss["floor"])
         self.add(row)
         print(f"  {key}: {row['now_whole']:.2f}x" + (f", per sample {row['now_sample']:.2f}x" if "now_sample" in row
                                                     else ""), file=sys.stderr, flush=True)
@@ -233,6 +234,16 @@ def scale_rows(bench: Bench, sizes: Sequence[int], work: Path) -> None:
                                "now_whole": values[max(values)] / values[min(values)]})
 
 
+def external_rows(bench: Bench, work: Path) -> None:
+    """validate of a model with 192 MiB of external weights: wall and peak RSS against checker + session."""
+    model = work / "external.onnx"
+    if not model.exists():
+        subprocess.run([*WORK, "external", model], check=True)
+    bench.paired("external/validate", {0: [*WORK, "checker", model]},
+                 lambda r, n: mi(r, "-q", "validate", model, "--json", work / "external.json"),
+                 "<=1.5x, RSS <= floor + 1.2x largest tensor (48 MiB)", 1.5, None, rss=True)
+
+
 def help_rows(bench: Bench) -> None:
     bench.absolute("help/mi", lambda r: mi(r, "--help"), "<0.15 s", 0.15)
     bench.absolute("help/compare", lambda r: mi(r, "compare", "--help"), "<0.3 s", 0.3)
@@ -303,7 +314,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--nan-models", default="mobilenet_v2,encoder",
                         help="models of the nan-bisect rows (100 samples each: ResNet-50 is slow)")
     parser.add_argument("--rss-256", action="store_true", help="also compare --layers over 256 samples (RSS)")
-    parser.add_argument("--parts", default="models,scale,help")
+    parser.add_argument("--parts", default="models,external,scale,help")
     parser.add_argument("--before", type=Path, help="an older checkout of mi, measured in the same pairs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
     parser.add_argument("--json", type=Path, help="write every row here")
@@ -338,6 +349,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name in names:
             model_rows(bench, name, model_paths(args.out, name, counts), args.kinds.split(","), (8, 64), work,
                        args.rss_256, name in args.nan_models.split(","))
+    if "external" in parts:
+        external_rows(bench, work)
     if "scale" in parts:
         scale_rows(bench, [int(s) for s in args.sizes.split(",")], work)
     return finish(bench.rows, args)

@@ -8,6 +8,7 @@
     python scripts/bench_speed_work.py nan_data MODEL DATA OUT N BAD    N samples; BAD=1: sample N/2 overflows
     python scripts/bench_speed_work.py big NODES OUT_DIR                generated encoder (fp32 + fp16) of ~NODES nodes
     python scripts/bench_speed_work.py pick MODEL K                     K tensor names spread over the graph
+    python scripts/bench_speed_work.py external OUT.onnx                MatMul chain, 4 x 48 MiB external weights
 
 Only public tools (numpy, onnx, onnxruntime) in the floors and the naive script.
 """
@@ -97,15 +98,19 @@ def naive(a: str, b: str, data: str) -> None:
 
 def plan(a: str, b: str) -> None:
     """Seconds of `compare --layers all` planning: loading, output pairing, tensor pairing and chains."""
+    import gc
+
     from inspector_cli.compare.config import CompareConfig, LayerConfig
     from inspector_cli.compare.plan import plan_comparison
     from inspector_cli.compare.layers import layer_pairs
 
-    start = time.perf_counter()
+    gc.set_threshold(10_000, 10, 10)  # as `mi` itself runs (cli.main)
+    start, cpu = time.perf_counter(), time.process_time()
     config = CompareConfig(layers=LayerConfig())
     compared = plan_comparison(a, b, config)
     pairs = layer_pairs(compared, LayerConfig(), ())[3]
-    print(json.dumps({"seconds": time.perf_counter() - start, "pairs": len(pairs)}))
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
+                      "pairs": len(pairs)}))
 
 
 def nan_data(model: str, data: str, out: str, count: str, bad: str = "1") -> None:
@@ -170,6 +175,26 @@ def pick(model: str, k: str) -> None:
     print(json.dumps(names[step::step][:count]))
 
 
+def external(out: str) -> None:
+    """A model whose 192 MiB of weights (four [3584, 3584] float32 MatMul weights) are external data."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    size, rng, nodes, inits, previous = 3584, np.random.default_rng(0), [], [], "x"
+    for i in range(4):
+        weight = rng.standard_normal((size, size), dtype=np.float32) * 0.01
+        inits.append(numpy_helper.from_array(weight, f"w{i}"))
+        nodes += [helper.make_node("MatMul", [previous, f"w{i}"], [f"m{i}"], name=f"matmul{i}"),
+                  helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}")]
+        previous = f"r{i}"
+    graph = helper.make_graph(nodes, "external", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, size])],
+                              [helper.make_tensor_value_info(previous, TensorProto.FLOAT, [1, size])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, out, save_as_external_data=True, all_tensors_to_one_file=True,
+              location=Path(out).stem + ".bin", size_threshold=1024)
+
+
 if __name__ == "__main__":
     {"floor": floor, "checker": checker, "naive": naive, "plan": plan, "nan_data": nan_data, "big": big,
-     "pick": pick}[sys.argv[1]](*sys.argv[2:])
+     "pick": pick, "external": external}[sys.argv[1]](*sys.argv[2:])

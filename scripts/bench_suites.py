@@ -59,7 +59,7 @@ def bench_images(folder: Path, count: int) -> list:
     from inspector_cli.core.preprocess import parse_spec, resolve_spec
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from tests.helpers import affine_model
+    from tests.fixtures.helpers import affine_model
 
     rng = np.random.default_rng(0)
     images = []

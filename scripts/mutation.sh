@@ -1,58 +1,114 @@
 #!/usr/bin/env bash
 # Mutation testing by hand (issue 15): plant small bugs (mutmut) in the modules whose tests must
 # catch them and count the survivors. Not part of the default suite: slow, run before a release or
-# after changing these modules' tests.
+# after changing these modules' tests. One module at a time, each with the tests that exercise it:
 #
-#   scripts/mutation.sh                      # the default set: diff/, compare/pairing/, nanbisect engine, cli.py
-#   scripts/mutation.sh 'inspector_cli/diff/metrics.py'   # one module (glob patterns, as mutmut's only_mutate)
-#   MI_MUTATION_JOBS=2 scripts/mutation.sh  # parallel mutants (default 1: this machine has 2 shared cores)
+#   scripts/mutation.sh diff                 # inspector_cli/diff/* (metrics, fast stats, engine, gates)
+#   scripts/mutation.sh nanbisect            # the nan-bisect engine, inspector_cli/nanbisect/*
+#   scripts/mutation.sh cli                  # inspector_cli/cli.py (error boundary, exit codes)
+#   scripts/mutation.sh pairing              # inspector_cli/compare/pairing/*
+#   scripts/mutation.sh diff 'inspector_cli/diff/gates.py'   # a module's tests, fewer files (globs)
+#   MI_MUTATION_DIR=/tmp/mi-mut-diff scripts/mutation.sh diff   # reuse a scratch copy: only new mutants run
+#   MI_MUTATION_RERUN=survivors MI_MUTATION_DIR=... scripts/mutation.sh diff   # re-judge the survivors
+#                                                                              # after adding tests
+#   MI_MUTATION_JOBS=2 scripts/mutation.sh diff   # parallel mutants (default 1: 2 shared cores here)
 #
 # Works on a scratch copy (never in the checkout: mutmut writes mutants/ and rewrites imports), so
 # the worktree stays clean. mutmut is a dev tool installed on demand into ./.venv, not a dependency.
-# The survivors that remain are listed, with why they are equivalent, in docs/hostile-input.md.
+# It runs under `nice -n 19`. The survivors that remain are listed, each with why it is equivalent,
+# in docs/development.md (Mutation testing).
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")/.." && pwd)"
-python="$here/.venv/bin/python"
-[ -x "$python" ] || { echo "Error: no ./.venv: run 'source scripts/_venv.sh && install_project [dev]' first" >&2; exit 2; }
-"$python" -c 'import mutmut' 2>/dev/null || "$python" -m pip install -q 'mutmut==3.8.1'
+# The whole script is one function, read before it runs: editing this file during a run (hours) is safe.
+main() {
+    here="$(cd "$(dirname "$0")/.." && pwd)"
+    python="$here/.venv/bin/python"
+    [ -x "$python" ] || { echo "Error: no ./.venv: run 'source scripts/_venv.sh && install_project [dev]' first" >&2; exit 2; }
+    "$python" -c 'import mutmut' 2>/dev/null || "$python" -m pip install -q 'mutmut==3.8.1'
 
-if [ "$#" -gt 0 ]; then
-    targets=("$@")
-else
-    targets=("inspector_cli/diff/*" "inspector_cli/compare/pairing/score.py" "inspector_cli/compare/pairing/match.py"
-             "inspector_cli/nanbisect/batch.py" "inspector_cli/nanbisect/values.py" "inspector_cli/nanbisect/analyse.py"
-             "inspector_cli/nanbisect/locate.py" "inspector_cli/cli.py")
-fi
-# The tests that exercise those modules in-process (subprocess tests would import the unmutated code).
-tests=(tests/diff tests/nanbisect tests/compare/test_match.py tests/compare/test_pairing_qkv.py
-       tests/compare/test_compare_cli.py tests/hostile/test_planted_bugs.py tests/hostile/test_numpy_warnings.py
-       tests/test_cli_global_options.py)
+    module="${1:-}"
+    extra=()
+    # Per module: the files to mutate, and the in-process tests that exercise them (a test that runs
+    # `mi` in a subprocess imports the unmutated code, so it cannot kill a mutant; mutmut runs only the
+    # tests that cover the mutated function, so a wider selection costs little beyond the first pass).
+    case "$module" in
+        diff)
+            targets=("inspector_cli/diff/*")
+            tests=(tests/diff tests/hostile/test_planted_bugs.py tests/compare/test_compare_cli.py
+                   tests/compare/test_layers.py) ;;
+        nanbisect)
+            # the origin logic first (scan, backward walk, origins, bad values); the rest of the engine
+            # (regions, describe, rootcause, fullscan, nested...) with: scripts/mutation.sh nanbisect 'inspector_cli/nanbisect/*'
+            targets=("inspector_cli/nanbisect/analyse.py" "inspector_cli/nanbisect/locate.py"
+                     "inspector_cli/nanbisect/values.py" "inspector_cli/nanbisect/batch.py")
+            tests=(tests/nanbisect tests/hostile/test_planted_bugs.py)
+            # worker processes import the unmutated code: the two-worker test cannot kill a mutant
+            extra=(--deselect tests/nanbisect/test_nan_bisect_batch.py::test_jsonl_is_the_same_with_two_workers) ;;
+        cli)
+            targets=("inspector_cli/cli.py")
+            tests=(tests/cli/test_cli_boundary.py tests/test_cli_global_options.py tests/hostile/test_planted_bugs.py) ;;
+        pairing)
+            targets=("inspector_cli/compare/pairing/*")
+            tests=(tests/compare/pairing tests/compare/test_match.py tests/compare/test_pairing_qkv.py
+                   tests/compare/test_dynamic_pairing.py tests/compare/test_qop_pairing.py
+                   tests/compare/test_moved_transpose.py tests/compare/test_conv1d_layout.py) ;;
+        *)
+            echo "Error: usage: scripts/mutation.sh diff|nanbisect|cli|pairing [GLOB...]" >&2; exit 2 ;;
+    esac
+    shift
+    if [ "$#" -gt 0 ]; then targets=("$@"); fi
+    existing=()
+    for t in "${tests[@]}"; do if [ -e "$here/$t" ]; then existing+=("$t"); fi; done
+    tests=("${existing[@]}")
 
-scratch="${MI_MUTATION_DIR:-$(mktemp -d /tmp/mi-mutation.XXXXXX)}"
-mkdir -p "$scratch"
-# the tracked files as they are now (uncommitted edits included), without .venv, .git or old mutants
-(cd "$here" && git ls-files -co --exclude-standard -z | tar --null -T - -cf - ) | (cd "$scratch" && tar -xf -)
-cd "$scratch"
-{
-    echo "[mutmut]"
-    echo "source_paths = inspector_cli"
-    printf 'only_mutate =\n'; for t in "${targets[@]}"; do printf '    %s\n' "$t"; done
-    printf 'pytest_add_cli_args_test_selection =\n'; for t in "${tests[@]}"; do printf '    %s\n' "$t"; done
-    printf 'pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -q\n    --ignore=tests/nanbisect/test_nan_bisect_kill.py\n'
-    echo "mutate_only_covered_lines = true"
-    printf 'also_copy =\n'; for d in configs docs schemas examples; do if [ -e "$d" ]; then printf '    %s\n' "$d"; fi; done
-} > "$scratch/setup.cfg.new"
-mv "$scratch/setup.cfg.new" "$scratch/setup.cfg"
-# mutmut reads pyproject.toml's [tool.mutmut] first; the project has none, so setup.cfg applies.
+    scratch="${MI_MUTATION_DIR:-$(mktemp -d "/tmp/mi-mutation-$module.XXXXXX")}"
+    mkdir -p "$scratch"
+    # the tracked files as they are now (uncommitted edits included), without .venv, .git or old mutants
+    (cd "$here" && git ls-files -co --exclude-standard -z | tar --null -T - -cf - ) | (cd "$scratch" && tar -xf -)
+    cd "$scratch"
+    {
+        echo "[mutmut]"
+        echo "source_paths = inspector_cli"
+        printf 'only_mutate =\n'; for t in "${targets[@]}"; do printf '    %s\n' "$t"; done
+        printf 'pytest_add_cli_args_test_selection =\n'; for t in "${tests[@]}"; do printf '    %s\n' "$t"; done
+        printf 'pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -q\n    --ignore=tests/nanbisect/test_nan_bisect_kill.py\n'
+        for a in "${extra[@]}"; do printf '    %s\n' "$a"; done
+        echo "mutate_only_covered_lines = true"
+        printf 'also_copy =\n'; for d in configs docs schemas examples; do if [ -e "$d" ]; then printf '    %s\n' "$d"; fi; done
+    } > "$scratch/setup.cfg.new"
+    mv "$scratch/setup.cfg.new" "$scratch/setup.cfg"
+    # mutmut reads pyproject.toml's [tool.mutmut] first; the project has none, so setup.cfg applies.
 
-echo "mutation testing in $scratch: ${targets[*]}" >&2
-"$here/.venv/bin/mutmut" run --max-children "${MI_MUTATION_JOBS:-1}" || true
-"$here/.venv/bin/mutmut" results --all true > "$scratch/results.txt" 2>&1 || true
-killed=$(grep -c ': killed' "$scratch/results.txt" || true)
-survived=$(grep -c ': survived' "$scratch/results.txt" || true)
-other=$(grep -vc -E ': (killed|survived)$' "$scratch/results.txt" || true)
-total=$((killed + survived))
-pct=$(awk -v s="$survived" -v t="$total" 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
-echo "mutants: $total judged, $killed killed, $survived survived ($pct%), $other other (timeout/no tests/skipped)"
-echo "survivors: grep survived $scratch/results.txt; diff of one: (cd $scratch && $here/.venv/bin/mutmut show NAME)"
+    mutmut=(nice -n 19 "$here/.venv/bin/mutmut")
+    survivors=()
+    if [ "${MI_MUTATION_RERUN:-}" = survivors ] && [ -d mutants ]; then
+        # mutmut keeps a verdict once given: name the survivors to have them judged again with the
+        # current tests (new tests are picked up by mutmut's incremental stats)
+        mapfile -t survivors < <("${mutmut[@]}" results 2>/dev/null | sed -n 's/^ *\([^ :]*\): survived$/\1/p')
+        if [ "${#survivors[@]}" -eq 0 ]; then echo "no survivors to re-judge" >&2; fi
+    fi
+    echo "mutation testing ($module) in $scratch: ${targets[*]}; tests: ${tests[*]}" >&2
+    if [ "${#survivors[@]}" -gt 0 ]; then
+        "${mutmut[@]}" run --max-children "${MI_MUTATION_JOBS:-1}" "${survivors[@]}" || true
+    else
+        "${mutmut[@]}" run --max-children "${MI_MUTATION_JOBS:-1}" || true
+    fi
+    "${mutmut[@]}" results --all true > "$scratch/results.txt" 2>&1 || true
+    # per file: mutants judged, killed, survived (mutant names are module.path.x_function__mutmut_N)
+    awk -F': ' '/: (killed|survived)$/ {
+            file = $1; sub(/^ +/, "", file); sub(/\.[^.]*$/, "", file)
+            total[file]++; if ($2 == "killed") killed[file]++; else survived[file]++
+        }
+        END { for (f in total) printf "%-45s %5d judged %5d killed %5d survived (%.1f%%)\n", f, total[f], killed[f],
+              survived[f], 100 * survived[f] / total[f] }' "$scratch/results.txt" | sort
+    killed=$(grep -c ': killed$' "$scratch/results.txt" || true)
+    survived=$(grep -c ': survived$' "$scratch/results.txt" || true)
+    other=$(grep -vc -E ': (killed|survived)$' "$scratch/results.txt" || true)
+    total=$((killed + survived))
+    pct=$(awk -v s="$survived" -v t="$total" 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
+    echo "mutants: $total judged, $killed killed, $survived survived ($pct%), $other other (timeout/no tests/skipped)"
+    echo "survivors: grep survived $scratch/results.txt; diff of one: (cd $scratch && $here/.venv/bin/mutmut show NAME)"
+    echo "re-judge them after adding tests: MI_MUTATION_RERUN=survivors MI_MUTATION_DIR=$scratch scripts/mutation.sh $module"
+}
+
+main "$@"; exit $?  # on one line: bash has read it before main runs

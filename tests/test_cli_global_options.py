@@ -8,7 +8,7 @@ import pytest
 
 from inspector_cli.cli import cli, hoist_global_options
 
-from .helpers import affine_model, invoke
+from .fixtures.helpers import affine_model, invoke
 
 
 @pytest.fixture()

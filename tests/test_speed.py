@@ -150,7 +150,7 @@ def test_open_sessions_builds_each_model_and_reports_the_first_failure_in_order(
     from inspector_cli.core.graph import ModelGraph
     from inspector_cli.core.runner import RuntimeConfig, open_sessions
     from inspector_cli.errors import InferenceError
-    from tests.helpers import affine_model
+    from tests.fixtures.helpers import affine_model
 
     graphs = [ModelGraph.from_proto(affine_model(scale=s)) for s in (2.0, 3.0)]
     runtime = RuntimeConfig()

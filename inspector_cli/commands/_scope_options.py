@@ -6,6 +6,7 @@ so each command gains one decorator and one line.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict
 
 import click
@@ -14,12 +15,23 @@ from .profile import parse_group_by
 
 
 def group_by_option(func: Any) -> Any:
-    """Add `--group-by scope[:DEPTH]` (stored as params['group_by'])."""
+    """Add `--group-by scope[:DEPTH]` (stored as params['group_by']); the command builds the whole
+    scope map only when --group-by or --html will use it (else its JSON has the depth-1 roll-up)."""
+    @functools.wraps(func)
+    def command(*args: Any, **params: Any) -> Any:
+        from ..inspection.rollups import FULL_SCOPES
+
+        token = FULL_SCOPES.set(bool(params.get("group_by") or params.get("html_path")))
+        try:
+            return func(*args, **params)
+        finally:
+            FULL_SCOPES.reset(token)
+
     return click.option(
         "--group-by", "group_by", metavar="scope[:DEPTH]", callback=_check,
         help="Show the rows rolled up by scope first (a dozen worst scopes, then the usual tables), DEPTH "
              "levels below the model (default 1; 'scope:leaf' for each node's own scope). The roll-up at "
-             "depth 1 is always in the JSON.")(func)
+             "depth 1 is always in the JSON.")(command)
 
 
 def _check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:

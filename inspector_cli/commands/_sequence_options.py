@@ -51,7 +51,8 @@ def compare_sequence_options(func: F) -> F:
                      help="Greedy-decode a causal LM with its KV cache fed back (needs --prompt)."),
         click.option("--prompt", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
                      help="With --decode: token ids, a JSON list (or {\"input_ids\": [...]}) or .npy; "
-                          "a .txt holds ids separated by spaces/commas."),
+                          "a .txt holds ids separated by spaces/commas. Several prompts (one per .txt line, a "
+                          "JSON list of lists, an [N, n] .npy) are decoded one after another into one result."),
         click.option("--teacher-forced", is_flag=True,
                      help="With --decode: feed both models A's tokens, so every step's logits stay comparable."),
     ])(func)

@@ -11,7 +11,10 @@ naming it; the other samples are compared and reported.
 """
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -20,7 +23,7 @@ from ..batching import ItemFailure, batch_runtime, check_executor, fixed_shards,
 from ..core.inputs import SampleRef, SampleSet
 from ..core.io_match import NameMatching
 from ..core.lazyload import load_model_lazy
-from ..core.runner import RuntimeConfig, open_session, open_sessions
+from ..core.runner import RuntimeConfig, Session, open_session, open_sessions
 from ..diff.engine import TensorTracker
 from ..diff.metrics import PairStats, compare_arrays, shapes_compatible
 from ..errors import UsageError
@@ -52,6 +55,51 @@ class ReducedSample:
     notes: List[str] = field(default_factory=list)
 
 
+class EarlySessions:
+    """Both sessions of an outputs-only comparison, built from the model files on daemon threads
+    while this thread imports onnx and reads both graphs (issue 16: on two cores the builds, ~0.1-1 s
+    each, overlap the planning instead of following it). onnxruntime reads the files itself, as
+    `Session(path)` in `mi validate` does; the planning's checks (external data inside the model's
+    folder, pairing) still run first and decide: these sessions are used only once they passed.
+
+    A build that fails is not reported from here: the runner then opens the sessions the usual way,
+    which reports the error exactly as before."""
+
+    def __init__(self, paths: Sequence[Path], runtimes: Sequence[RuntimeConfig], labels: Sequence[str]) -> None:
+        self._sessions: List[Optional[Session]] = [None] * len(paths)
+        self._threads = [threading.Thread(target=self._build, args=(i, path, runtime, label), daemon=True,
+                                          name="mi-early-session")  # daemon: an error exit never waits
+                         for i, (path, runtime, label) in enumerate(zip(paths, runtimes, labels))]
+        for thread in self._threads:
+            thread.start()
+
+    def _build(self, index: int, path: Path, runtime: RuntimeConfig, label: str) -> None:
+        try:
+            self._sessions[index] = Session(str(path), runtime, label=label)
+        except Exception:  # noqa: BLE001 - the usual path reports it (see the class docstring)
+            self._sessions[index] = None
+
+    def result(self) -> Optional[List[Session]]:
+        """Both sessions, or None when any build failed."""
+        for thread in self._threads:
+            thread.join()
+        sessions = list(self._sessions)
+        return None if any(s is None for s in sessions) else sessions  # type: ignore[return-value]
+
+
+def early_sessions(model_a: Any, model_b: Any, config: CompareConfig) -> Optional[EarlySessions]:
+    """Start building both sessions now, when the comparison is outputs-only, in this process,
+    and both models are plain files; None otherwise."""
+    spec = config.executor
+    if config.layers is not None or config.golden or not spec.in_process:
+        return None
+    if not all(isinstance(m, (str, os.PathLike)) and Path(m).is_file() for m in (model_a, model_b)):
+        return None
+    paths = [Path(model_a), Path(model_b)]
+    runtimes = [batch_runtime(config.runtime_a, spec), batch_runtime(config.runtime_of_b, spec)]
+    return EarlySessions(paths, runtimes, [f"A {paths[0]}", f"B {paths[1]}"])
+
+
 @dataclass
 class CompareJob(Job):
     """Picklable: workers load both models from their paths and read samples by reference."""
@@ -67,10 +115,12 @@ class CompareJob(Job):
     topk: Tuple[int, ...]
     plan: Optional[ComparePlan] = field(default=None, repr=False)
     """The caller's `ComparePlan` (graphs already loaded), used when opened in the same process."""
+    early: Optional[EarlySessions] = field(default=None, repr=False)
+    """Sessions already being built from the files (`early_sessions`), in the same process only."""
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["plan"] = None
+        state["plan"] = state["early"] = None
         return state
 
     def open(self) -> "CompareRunner":
@@ -85,7 +135,10 @@ class CompareRunner(Runner):
     def __init__(self, job: CompareJob, plan: ComparePlan) -> None:
         self.job, self.plan = job, plan
         labels = (f"A {plan.graph_a.display_name}", f"B {plan.graph_b.display_name}")
-        if plan.graph_a is plan.graph_b:  # one proto cannot be serialised by two threads at once
+        early = job.early.result() if job.early is not None else None
+        if early is not None:
+            self.session_a, self.session_b = early
+        elif plan.graph_a is plan.graph_b:  # one proto cannot be serialised by two threads at once
             self.session_a = open_session(plan.graph_a, job.runtime_a, label=labels[0])
             self.session_b = open_session(plan.graph_b, job.runtime_b, label=labels[1])
         else:
@@ -129,8 +182,9 @@ def fold(tracker: TensorTracker, sample: str, out: ReducedOutput) -> None:
 
 
 def compare_outputs(plan: ComparePlan, config: CompareConfig, trackers: Sequence[TensorTracker], progress: Progress,
-                    ) -> Tuple[List[str], List[Tuple[str, str]]]:
-    """Run every sample on both models through the configured executor, folding into `trackers`.
+                    early: Optional[EarlySessions] = None) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """Run every sample on both models through the configured executor, folding into `trackers`
+    (with the sessions of `early` when they were built).
 
     Returns the notes (input casts) and the samples lost to worker deaths, with why.
     """
@@ -145,7 +199,7 @@ def compare_outputs(plan: ComparePlan, config: CompareConfig, trackers: Sequence
         model_b=str(plan.graph_b.path.resolve()) if plan.graph_b.path else "",
         runtime_a=batch_runtime(config.runtime_a, spec), runtime_b=batch_runtime(config.runtime_of_b, spec),
         outputs=plan.outputs, inputs=plan.inputs, samples=samples.subset([]), topk=tuple(config.topk),
-        plan=plan if spec.in_process else None)
+        plan=plan if spec.in_process else None, early=early if spec.in_process else None)
     notes: List[str] = []
     lost: List[Tuple[str, str]] = []
     total = len(samples)

@@ -44,7 +44,8 @@ class BoundRunner:
         self.runs += 1
         if not self.reuse:
             return self.session.run(feeds, self.names, sample=sample)
-        shapes = {name: np.shape(value) for name, value in feeds.items()}
+        # .shape of an array directly: np.shape is a Python-level call, and this runs every sample
+        shapes = {name: value.shape if isinstance(value, np.ndarray) else np.shape(value) for name, value in feeds.items()}
         if not self._all or shapes != self._shapes:
             # first sample, or other input shapes (dynamic axes): outputs change size, bind anew
             outputs = self.session.run(feeds, self.names, sample=sample)

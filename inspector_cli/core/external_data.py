@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import onnx
 
@@ -21,17 +21,19 @@ def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tup
     too). Problems that make reading unsafe say 'unsafe' (validate reports them as MI109)."""
     folder = model_path.resolve().parent
     problems: List[Tuple[str, str]] = []
+    files: Dict[str, Tuple[Optional[str], int]] = {}  # location -> (problem, size): resolved once per file
     for where, tensor in iter_all_tensors(model.graph):
         if tensor.data_location != _EXTERNAL:
             continue
         name = tensor.name or f"<unnamed {where}>"
-        problem = _external_problem(tensor, folder)
+        problem = _external_problem(tensor, folder, files)
         if problem:
             problems.append((name, problem if where == "initializer" else f"{problem} ({where})"))
     return problems
 
 
-def _external_problem(tensor: onnx.TensorProto, folder: Path) -> Optional[str]:
+def _external_problem(tensor: onnx.TensorProto, folder: Path,
+                      files: Dict[str, Tuple[Optional[str], int]]) -> Optional[str]:
     info = {e.key: e.value for e in tensor.external_data}
     location = info.get("location", "")
     if not location:
@@ -45,15 +47,25 @@ def _external_problem(tensor: onnx.TensorProto, folder: Path) -> Optional[str]:
         if not text.isdigit():  # digits only: no sign, no spaces, no '1e3'
             return f"external data {key} {text!r} is not a non-negative integer (unsafe; refused)"
         numbers[key] = int(text)
+    if location not in files:  # the lazy loader's 8,000 references at 50,000 nodes all name one file
+        files[location] = _file_problem(location, folder)
+    problem, size = files[location]
+    if problem:
+        return problem
+    end = numbers["offset"] + numbers["length"]
+    if end > size:
+        return f"external data file '{location}' is shorter ({size} bytes) than the tensor needs ({end})"
+    return None
+
+
+def _file_problem(location: str, folder: Path) -> Tuple[Optional[str], int]:
+    """(problem, size in bytes) of an external-data file named relative to the model's folder."""
     target = (folder / location).resolve()
     if os.path.isabs(location) or not _is_inside(target, folder):
-        return f"external data location '{location}' resolves outside the model's folder {folder}"
+        return f"external data location '{location}' resolves outside the model's folder {folder}", 0
     if not target.is_file():
-        return f"external data file '{location}' not found in {folder}"
-    end = numbers["offset"] + numbers["length"]
-    if end > target.stat().st_size:
-        return f"external data file '{location}' is shorter ({target.stat().st_size} bytes) than the tensor needs ({end})"
-    return None
+        return f"external data file '{location}' not found in {folder}", 0
+    return None, target.stat().st_size
 
 
 def check_external_data(model: onnx.ModelProto, model_path: Path) -> None:

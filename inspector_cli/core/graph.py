@@ -6,7 +6,6 @@ cheaply for onnxruntime, which reads the weights itself from the folder.
 """
 from __future__ import annotations
 
-import heapq
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,33 +18,11 @@ from ..errors import ModelLoadError, UsageError
 from .external_data import check_external_data, external_data_problems  # noqa: F401 (re-exported)
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
-from .protoutil import implicit_inputs, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
+from .protoutil import infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
+from .topology import NodeInfo, NotText, assign_node_names, subgraph_flags, topological_nodes  # noqa: F401 (NodeInfo re-exported)
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """One top-level node, with its position in topological order."""
-
-    name: str
-    op_type: str
-    domain: str
-    inputs: Tuple[str, ...]
-    outputs: Tuple[str, ...]
-    implicit_inputs: Tuple[str, ...]
-    """Outer-scope tensors read inside If/Loop/Scan bodies: real dependencies, invisible in `inputs`."""
-    order: int
-    original_name: str
-
-    @property
-    def all_inputs(self) -> Tuple[str, ...]:
-        return tuple(t for t in self.inputs if t) + self.implicit_inputs
-
-    @property
-    def has_subgraph(self) -> bool:
-        return self.op_type in ("If", "Loop", "Scan") or bool(self.implicit_inputs)
 
 
 @dataclass
@@ -64,8 +41,14 @@ class ModelGraph:
     @classmethod
     def from_proto(cls, model: onnx.ModelProto, path: Optional[Path] = None) -> "ModelGraph":
         graph = cls(model=model, path=path)
-        graph.renamed_nodes = _assign_node_names(model.graph)
-        graph.nodes, graph.cycle_nodes = _topological_nodes(model.graph, graph.renamed_nodes)
+        flags = subgraph_flags(model.graph)
+        graph.renamed_nodes = assign_node_names(model.graph, flags=flags)
+        try:
+            graph.nodes, graph.cycle_nodes = topological_nodes(model.graph, graph.renamed_nodes, flags)
+        except NotText:  # checked here, on the lists the topology reads anyway, not in a pass of its own
+            raise ModelLoadError(f"{path or 'the model'}: not a valid ONNX protobuf "
+                                 f"({_non_utf8_name(model, quick=False) or 'a node name'} is not UTF-8 text)",
+                                 hint="the file is corrupt") from None
         graph._index()
         return graph
 
@@ -206,9 +189,31 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
     return model
 
 
-def _non_utf8_name(model: onnx.ModelProto) -> Optional[str]:
+def _all_text(model: onnx.ModelProto) -> bool:
+    """True when every name of the model outside its top-level nodes is `str`: one C-level join per
+    field kind raises TypeError on the first `bytes` (a per-name isinstance test cost 0.35 s at 50,000
+    nodes). The top-level nodes' names are checked by `ModelGraph.from_proto`, which reads them anyway."""
+    try:
+        "".join([vi.name for items in (model.graph.input, model.graph.output, model.graph.value_info,
+                                       model.graph.initializer) for vi in items])
+        for graph in iter_subgraphs(model.graph):
+            nodes = graph.node
+            "".join([vi.name for items in (graph.input, graph.output, graph.value_info, graph.initializer)
+                     for vi in items])
+            "".join([n.name for n in nodes] + [n.op_type for n in nodes] + [n.domain for n in nodes])
+            "".join([t for n in nodes for t in n.input] + [t for n in nodes for t in n.output])
+        "".join([opset.domain for opset in model.opset_import])
+    except TypeError:
+        return False
+    return True
+
+
+def _non_utf8_name(model: onnx.ModelProto, quick: bool = True) -> Optional[str]:
     """Where a string field holds bytes that are not UTF-8 (protobuf then hands back `bytes`, and
-    every later use of the name would fail), or None."""
+    every later use of the name would fail), or None. `quick` leaves the top-level nodes to
+    `ModelGraph.from_proto`."""
+    if quick and _all_text(model):
+        return None
     for graph in [model.graph, *iter_subgraphs(model.graph)]:
         for kind, items in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info),
                             ("initializer", graph.initializer)):
@@ -238,72 +243,6 @@ def load_external_tensor(graph: ModelGraph, tensor: onnx.TensorProto) -> onnx.Te
     loaded.CopyFrom(tensor)
     onnx.external_data_helper.load_external_data_for_tensor(loaded, str(graph.folder.resolve()))
     return loaded
-
-
-def _assign_node_names(graph: onnx.GraphProto, prefix: str = "") -> Dict[str, str]:
-    """Give unnamed or duplicate-named nodes deterministic unique names: `<OpType>_<index>`.
-
-    Returns new name -> original name ('' when it had none). Names are written into the proto so
-    onnxruntime's profiler and our reports use the same names.
-    """
-    renamed: Dict[str, str] = {}
-    taken = {n.name for n in graph.node if n.name}
-    seen: set[str] = set()
-    for index, node in enumerate(graph.node):
-        original = node.name
-        if not original or original in seen:
-            base = f"{prefix}{original or node.op_type}_{index}"
-            name, k = base, 1
-            while name in taken or name in seen:
-                name, k = f"{base}_{k}", k + 1
-            node.name = name
-            renamed[name] = original
-        seen.add(node.name)
-        for attr in node.attribute:
-            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-            for sub in subs:
-                renamed.update(_assign_node_names(sub, prefix=f"{node.name}/"))
-    return renamed
-
-
-def _topological_nodes(graph: onnx.GraphProto, renamed: Dict[str, str]) -> Tuple[List[NodeInfo], List[str]]:
-    """Kahn's algorithm, ties broken by file order, so a sorted file keeps its order exactly."""
-    protos = list(graph.node)
-    implicit = [implicit_inputs(n) for n in protos]
-    producer: Dict[str, int] = {}
-    for i, node in enumerate(protos):
-        for out in node.output:
-            if out:
-                producer.setdefault(out, i)
-    deps: List[set[int]] = []
-    dependents: List[List[int]] = [[] for _ in protos]
-    for i, node in enumerate(protos):
-        d = {producer[t] for t in (*node.input, *implicit[i]) if t and t in producer and producer[t] != i}
-        deps.append(d)
-        for j in d:
-            dependents[j].append(i)
-    remaining = [len(d) for d in deps]
-    heap = [i for i, r in enumerate(remaining) if r == 0]
-    heapq.heapify(heap)
-    order: List[int] = []
-    while heap:
-        i = heapq.heappop(heap)
-        order.append(i)
-        for j in dependents[i]:
-            remaining[j] -= 1
-            if remaining[j] == 0:
-                heapq.heappush(heap, j)
-    placed = set(order)
-    cycle = [protos[i].name for i in range(len(protos)) if i not in placed]
-    order.extend(i for i in range(len(protos)) if i not in placed)
-    nodes = [
-        NodeInfo(name=protos[i].name, op_type=protos[i].op_type, domain=protos[i].domain,
-                 inputs=tuple(protos[i].input), outputs=tuple(protos[i].output),
-                 implicit_inputs=implicit[i], order=pos,
-                 original_name=renamed.get(protos[i].name, protos[i].name))
-        for pos, i in enumerate(order)
-    ]
-    return nodes, cycle
 
 
 def tensors_in_order(graph: ModelGraph, names: Iterable[str]) -> List[str]:

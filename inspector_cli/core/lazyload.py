@@ -16,7 +16,7 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import onnx
 
@@ -74,29 +74,70 @@ def _external_entry(key: str, value: str) -> bytes:
     return _field(_TENSOR_EXTERNAL_DATA, _field(1, key.encode()) + _field(2, value.encode()))
 
 
-def _tensor(buf: "mmap.mmap | bytes", start: int, end: int, location: str) -> bytes:
-    out = bytearray()
-    moved = None
-    for number, _wire, begin, payload, stop in _fields(buf, start, end):
+def _next_field(buf: "mmap.mmap | bytes", pos: int) -> Tuple[int, int, int, int]:
+    """(field number, wire type, payload start, field end) of the field at `pos`. Tags and lengths
+    under 128 (nearly all of them) are read inline: this runs for every node and initializer."""
+    tag = buf[pos]
+    pos += 1
+    if tag & 0x80:
+        tag, pos = read_varint(buf, pos - 1)
+    wire = tag & 7
+    if wire == 2:
+        length = buf[pos]
+        pos += 1
+        if length & 0x80:
+            length, pos = read_varint(buf, pos - 1)
+        return tag >> 3, wire, pos, pos + length
+    if wire == 0:
+        _, end = read_varint(buf, pos)
+        return tag >> 3, wire, pos, end
+    if wire == 1:
+        return tag >> 3, wire, pos, pos + 8
+    if wire == 5:
+        return tag >> 3, wire, pos, pos + 4
+    raise ValueError(f"unsupported protobuf wire type {wire}")
+
+
+def _tensor(buf: "mmap.mmap | bytes", start: int, end: int, location: str) -> Optional[bytes]:
+    """The TensorProto in [start, end) with its large raw_data turned into a reference; None when
+    it has none (the caller then copies the original bytes)."""
+    moved: List[Tuple[int, int, int]] = []  # (field start, payload start, field end); protobuf's last wins
+    pos = start
+    while pos < end:
+        number, _wire, payload, stop = _next_field(buf, pos)
         if number == _TENSOR_RAW_DATA and stop - payload >= MIN_EXTERNAL_BYTES:
-            moved = (payload, stop - payload)
-            continue
-        out += buf[begin:stop]
-    if moved is None:
-        return bytes(out)
-    out += _external_entry("location", location) + _external_entry("offset", str(moved[0]))
-    out += _external_entry("length", str(moved[1]))
+            moved.append((pos, payload, stop))
+        pos = stop
+    if not moved:
+        return None
+    out = bytearray()
+    kept = start
+    for begin, _payload, stop in moved:
+        out += buf[kept:begin]
+        kept = stop
+    out += buf[kept:end]
+    _begin, payload, stop = moved[-1]
+    out += _external_entry("location", location) + _external_entry("offset", str(payload))
+    out += _external_entry("length", str(stop - payload))
     out += _encode_varint(_TENSOR_DATA_LOCATION << 3) + _encode_varint(onnx.TensorProto.EXTERNAL)
     return bytes(out)
 
 
 def _graph(buf: "mmap.mmap | bytes", start: int, end: int, location: str) -> bytes:
+    """The GraphProto in [start, end) with large initializers rewritten; unchanged runs of fields
+    (the nodes, small initializers) are copied as one slice each."""
     out = bytearray()
-    for number, wire, begin, payload, stop in _fields(buf, start, end):
+    run = pos = start
+    while pos < end:
+        number, wire, payload, stop = _next_field(buf, pos)
         if number == _GRAPH_INITIALIZER and wire == 2:
-            out += _field(_GRAPH_INITIALIZER, _tensor(buf, payload, stop, location))
-        else:
-            out += buf[begin:stop]
+            tensor = _tensor(buf, payload, stop, location)
+            if tensor is not None:
+                out += buf[run:pos]
+                out += _field(_GRAPH_INITIALIZER, tensor)
+                run = stop
+        pos = stop
+    out += buf[run:end]
     return bytes(out)
 
 

@@ -1,6 +1,8 @@
 """A copy of a model for ONNX shape inference: the structure without the weights' bytes."""
 from __future__ import annotations
 
+from math import prod
+
 import onnx
 
 LIGHT_LIMIT = 64
@@ -12,15 +14,10 @@ onnx's C++ inference took longer than the inference itself (0.1-0.4 s on MobileN
 def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` without the data of large non-integer initializers; `model` itself when none is large."""
     integer = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
-
-    def heavy(tensor: onnx.TensorProto) -> bool:
-        count = 1
-        for dim in tensor.dims:
-            count *= int(dim)
-        return count > LIGHT_LIMIT and tensor.data_type not in integer
-
     src = model.graph
-    if not any(heavy(t) for t in src.initializer):
+    # one pass, C-level product: this runs per initializer (33,000 in a 50,000-node encoder)
+    heavy = [t.data_type not in integer and prod(t.dims) > LIGHT_LIMIT for t in src.initializer]
+    if not any(heavy):
         return model
     light = onnx.ModelProto()
     light.ir_version = model.ir_version
@@ -33,8 +30,8 @@ def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     dst.output.extend(src.output)
     dst.value_info.extend(src.value_info)
     dst.sparse_initializer.extend(src.sparse_initializer)
-    for tensor in src.initializer:
-        if heavy(tensor):
+    for tensor, stub_it in zip(src.initializer, heavy):
+        if stub_it:
             stub = dst.initializer.add()
             stub.name, stub.data_type = tensor.name, tensor.data_type
             stub.dims.extend(tensor.dims)

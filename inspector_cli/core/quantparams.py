@@ -13,6 +13,24 @@ QOP_OUTPUT_PARAMS = {
     "QLinearSigmoid": (3, 4), "QLinearLeakyRelu": (3, 4), "QLinearSoftmax": (3, 4), "QLinearReduceMean": (3, 4),
     "QLinearConcat": (0, 1), "QLinearWhere": (7, 8),
 }
+# Quantised inputs of QOperator ops: op -> ((input, scale, zero point) index triples). A tensor read there
+# is quantised with those parameters, also where nothing quantised it in the graph (a Gather on int8 weights).
+QOP_INPUT_PARAMS = {
+    "QLinearConv": ((0, 1, 2),), "QLinearMatMul": ((0, 1, 2), (3, 4, 5)), "QLinearAdd": ((0, 1, 2), (3, 4, 5)),
+    "QLinearMul": ((0, 1, 2), (3, 4, 5)), "QGemm": ((0, 1, 2), (3, 4, 5)), "QLinearGlobalAveragePool": ((0, 1, 2),),
+    "QLinearAveragePool": ((0, 1, 2),), "QLinearSigmoid": ((0, 1, 2),), "QLinearLeakyRelu": ((0, 1, 2),),
+    "QLinearSoftmax": ((0, 1, 2),), "QLinearReduceMean": ((0, 1, 2),), "QLinearWhere": ((1, 2, 3), (4, 5, 6)),
+}
+
+
+def qop_input_params(op_type: str, n_inputs: int) -> tuple:
+    """The (input, scale, zero point) index triples of a QOperator op with `n_inputs` inputs
+    (QLinearConcat: y_scale, y_zero_point, then one triple per input)."""
+    if op_type == "QLinearConcat":
+        return tuple((k, k + 1, k + 2) for k in range(2, n_inputs - 2, 3))
+    return QOP_INPUT_PARAMS.get(op_type, ())
+
+
 # Ops that move quantised integers without changing their scale (the value keeps its parameters).
 INT_PASSTHROUGH = frozenset({"MaxPool", "NhwcMaxPool", "Transpose", "Slice", "Gather", "Split", "Pad", "Resize",
                              "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat", "Expand", "Tile",

@@ -91,9 +91,22 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
     functions = {(f.domain, f.name) for f in graph.model.functions}
     paths: Dict[str, Path] = {}
     kinds: Dict[Path, str] = {}
+    by_prefix: Dict[str, Path] = {}  # `a/b/Op` and `a/b/Op_1` share a scope: split each prefix once
     for node in graph.nodes:
         entries = torch_entries.get(node.name)
-        paths[node.name] = torch_scope(entries) if entries is not None else name_scope(node)
+        if entries is not None:
+            paths[node.name] = torch_scope(entries)
+            continue
+        name = node.original_name or node.name
+        cut = name.rfind("/")
+        if cut < 0 or cut == len(name) - 1:  # no '/', or a trailing one: the last segment is not own name
+            paths[node.name] = name_scope(node)
+            continue
+        prefix = name[:cut]
+        path = by_prefix.get(prefix)
+        if path is None:
+            path = by_prefix[prefix] = name_scope(node)
+        paths[node.name] = path
     distinct = {p for n, p in paths.items() if p and graph.node_by_name[n].op_type not in TRANSPARENT}
     source = "torch-metadata" if torch_entries else "names"
     if len(distinct) < 2 and not functions:

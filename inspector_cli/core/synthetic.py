@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -138,14 +139,20 @@ class SyntheticSpec:
 
 
 BATCH_NAMES = frozenset({"batch", "n", "batch_size", "batchsize", "bs", "b"})
+# Names that carry no meaning: torch.export (the dynamo exporter) calls every symbol s<N> ('s33'), onnx
+# shape inference invents unk__<N>. On the first axis such a name is as good as unnamed: a batch.
+GENERATED_DIM_NAME = re.compile(r"s\d+|unk__\d+")
 
 
 def is_batch_dim(dim: object) -> bool:
-    """A first-axis dimension that is a symbolic batch: named batch/N/batch_size (any case) or unnamed.
-    Other symbolic dimensions (sequence length, image size) still need --shape: no default fits them."""
+    """A first-axis dimension that is a symbolic batch: named batch/N/batch_size (any case), unnamed, or
+    with a generated name (torch.export's s<N>, shape inference's unk__<N>). Other symbolic dimensions
+    (sequence length, image size) still need --shape: no default fits them."""
     if isinstance(dim, int) and dim >= 0:
         return False
-    return not isinstance(dim, str) or dim == "" or dim.lower() in BATCH_NAMES
+    if not isinstance(dim, str) or dim == "":
+        return True
+    return dim.lower() in BATCH_NAMES or GENERATED_DIM_NAME.fullmatch(dim) is not None
 
 
 def generate_sample(spec: SyntheticSpec, index: int) -> TensorMap:

@@ -18,18 +18,24 @@ def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
     patterns = block_patterns(graph, tree.node_path) if tree.source == "structure" else {}
     scopes: List[ScopeInfo] = []
     every = tree.scopes()
+    names = {scope.path: scope_name(scope.path) for scope in every}
+    new = object.__new__
     for scope in every:
-        children = sorted(scope.children.values(), key=lambda s: s.first)
+        path = scope.path
+        children = sorted(scope.children.values(), key=lambda s: s.first) if len(scope.children) > 1 \
+            else scope.children.values()
         outputs = list(scope.outputs)
-        scopes.append(ScopeInfo(
-            path=scope.name, name=scope.path[-1] if scope.path else "", depth=len(scope.path), kind=scope.kind,
-            nodes=scope.count, ops=dict(sorted(scope.ops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        ops = scope.ops
+        info_ = new(ScopeInfo)  # frozen dataclass filled directly (24,000 scopes at 50,000 nodes)
+        info_.__dict__.update(
+            path=names[path], name=path[-1] if path else "", depth=len(path), kind=scope.kind,
+            nodes=scope.count, ops=dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))) if len(ops) > 1 else dict(ops),
             params=scope.params, param_bytes=scope.param_bytes,
             flops=scope.flops if not scope.flops_unknown else (scope.flops or None),
             activation_bytes=scope.activation_bytes, inputs=list(scope.inputs), outputs=outputs,
             output_shapes=[format_shape(info[t].shape) if t in info else "?" for t in outputs[:8]],
-            children=[c.name for c in children], pattern=patterns.get(scope.path, "")))
-    names = {scope.path: scope.name for scope in every}
+            children=[names[c.path] for c in children], pattern=patterns.get(path, ""))
+        scopes.append(info_)
     node_scope: Dict[str, str] = {name: names.get(path) or scope_name(path) for name, path in tree.node_path.items()}
     return ScopeMap(source=tree.source, node_scope=node_scope, scopes=scopes)
 
@@ -38,14 +44,20 @@ def node_briefs(graph: ModelGraph, tree: ScopeTree) -> List[NodeBrief]:
     """Every top-level node in topological order with its scope, edges, FLOPs and output bytes."""
     names: Dict[tuple, str] = {}  # scope path -> its name, joined once per scope rather than per node
     briefs: List[NodeBrief] = []
+    new = object.__new__
+    node_path, node_flops, node_bytes = tree.node_path, tree.node_flops, tree.node_bytes
     for n in graph.nodes:
-        path = tree.node_path[n.name]
+        path = node_path[n.name]
         scope = names.get(path)
         if scope is None:
             scope = names[path] = scope_name(path)
-        briefs.append(NodeBrief(name=n.name, op_type=n.op_type, scope=scope, inputs=[t for t in n.inputs if t],
-                                outputs=[t for t in n.outputs if t], flops=tree.node_flops.get(n.name),
-                                activation_bytes=tree.node_bytes.get(n.name, 0)))
+        # frozen dataclass: filled directly, its __init__ sets each field through object.__setattr__
+        brief = new(NodeBrief)
+        brief.__dict__.update(name=n.name, op_type=n.op_type, scope=scope,
+                              inputs=[t for t in n.inputs if t] if "" in n.inputs else list(n.inputs),
+                              outputs=[t for t in n.outputs if t] if "" in n.outputs else list(n.outputs),
+                              flops=node_flops.get(n.name), activation_bytes=node_bytes.get(n.name, 0))
+        briefs.append(brief)
     return briefs
 
 

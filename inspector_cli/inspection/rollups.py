@@ -9,10 +9,13 @@ saved result can be rolled up again at another depth without its model (`regroup
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from contextvars import ContextVar
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ..core.graph import ModelGraph
+from ..core.scope_blocks import TRANSPARENT
 from ..core.scope_tree import build_scope_tree
+from ..core.scopes import node_scopes
 from ..results.profile import ModelProfile
 from ..results.scope_section import ScopeSection
 from ..results.scopes import RollupRow, ScopeMap, rollup
@@ -107,8 +110,13 @@ def result_rollup(result: Any, section: ScopeSection, depth: Optional[int]) -> L
     """`result`'s per-layer rows rolled up by scope at `depth`, scopes in the model's order."""
     make_rows, aggregates = _KINDS[result.kind]
     rows = make_rows(result, section.tensor_node())
-    order = [s.path for s in section.map.scopes]
-    rolled = rollup(section.map.node_scope, rows, aggregates, depth=depth, order=order)
+    order = [s.path for s in section.map.scopes] if section.map.scopes else None
+    return _rolled(result, rows, aggregates, section.map.node_scope, depth, order)
+
+
+def _rolled(result: Any, rows: Rows, aggregates: Mapping[str, str], node_scope: Mapping[str, str],
+            depth: Optional[int], order: Optional[List[str]]) -> List[RollupRow]:
+    rolled = rollup(node_scope, rows, aggregates, depth=depth, order=order)
     if result.kind == "probe":
         rolled = [_with_share(r) for r in rolled]
     elif result.kind == "compare":
@@ -125,16 +133,71 @@ def _with_share(row: RollupRow) -> RollupRow:
     return dataclasses.replace(row, values=values)
 
 
-def attach_scopes(result: Any, graph: ModelGraph, other: Optional[ModelGraph] = None) -> Any:
-    """`result` with its scope section: `graph`'s scopes and the depth-1 roll-up (compare: B aligned).
+FULL_SCOPES: ContextVar[bool] = ContextVar("FULL_SCOPES", default=True)
+"""Whether `attach_scopes` builds the whole scope map (every scope's facts, every node, B aligned):
+the CLI sets it only when --html or --group-by will use it (`commands/_scope_options.py`)."""
 
-    The roll-up is an extra: if the scope tree cannot be built, the measured result is kept with a
-    warning rather than lost after a long run.
+
+def attach_scopes(result: Any, graph: ModelGraph, other: Optional[ModelGraph] = None,
+                  full: Optional[bool] = None) -> Any:
+    """`result` with its scope section: the depth-1 roll-up, and with `full` (default: `FULL_SCOPES`)
+    `graph`'s whole scope map (compare: B aligned) for the HTML map and other depths.
+
+    Without `full` the section holds the roll-up, the scope source and the scope of each node that
+    has a row, and no scope facts: the same roll-up rows for a fraction of the cost (the full map
+    built every node's FLOPs and shapes, 1-2 s at 20,000 nodes). The roll-up is an extra: if the
+    scopes cannot be derived, the measured result is kept with a warning rather than lost after a
+    long run.
     """
     try:
-        return _attach(result, graph, other)
+        if full if full is not None else FULL_SCOPES.get():
+            return _attach(result, graph, other)
+        return _attach_light(result, graph)
     except Exception as exc:  # noqa: BLE001 - never lose the measurements over their roll-up
         return dataclasses.replace(result, warnings=[*result.warnings, f"no roll-up by scope: {exc}"])
+
+
+def _attach_light(result: Any, graph: ModelGraph) -> Any:
+    """The depth-1 roll-up from node scope paths alone (no scope tree, no per-node facts)."""
+    paths, _kinds, source = node_scopes(graph)
+    make_rows, aggregates = _KINDS[result.kind]
+    rows = make_rows(result, _TensorNode(graph))
+    node_scope = {node: "/".join(paths[node]) for node, _ in rows if node in paths}
+    section = ScopeSection(map=ScopeMap(source=source, node_scope=node_scope), nodes=[])
+    return dataclasses.replace(result, scopes=dataclasses.replace(
+        section, rollup=_rolled(result, rows, aggregates, node_scope, 1, _top_order(graph, paths))))
+
+
+class _TensorNode(Mapping[str, str]):
+    """Tensor -> producing node, read from the graph as `ScopeSection.tensor_node` reads the briefs."""
+
+    def __init__(self, graph: ModelGraph) -> None:
+        self._producer = graph.producer
+
+    def __getitem__(self, tensor: str) -> str:
+        return self._producer[tensor].name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._producer)
+
+    def __len__(self) -> int:
+        return len(self._producer)
+
+
+def _top_order(graph: ModelGraph, paths: Mapping[str, Tuple[str, ...]]) -> List[str]:
+    """The model and its depth-1 scopes in the order of the full map (`ScopeTree.walk`): siblings by
+    their first node that is not Q/DQ or Constant, ties (and scopes of only such nodes) by creation."""
+    created: Dict[str, int] = {}
+    first: Dict[str, int] = {}
+    for node in graph.nodes:
+        path = paths[node.name]
+        if not path:
+            continue
+        top = path[0]
+        created.setdefault(top, len(created))
+        if top not in first and node.op_type not in TRANSPARENT:
+            first[top] = node.order
+    return [""] + sorted(created, key=lambda top: first.get(top, -1))
 
 
 def _attach(result: Any, graph: ModelGraph, other: Optional[ModelGraph]) -> Any:

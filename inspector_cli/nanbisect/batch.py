@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, TextIO, Tuple
 
@@ -116,18 +116,6 @@ class JsonlLog:
 
 
 @dataclass
-class _Group:
-    node: str
-    op_type: str
-    kind: str
-    samples: int = 0
-    examples: List[str] = field(default_factory=list)
-    hint: Optional[str] = None
-    message: str = ""
-    first: int = 0
-
-
-@dataclass
 class Summary:
     """Counts and groups over every sample seen (resumed ones included); mergeable."""
 
@@ -141,7 +129,9 @@ class Summary:
     errors: int = 0
     runs: int = 0
     records: List[SampleRecord] = field(default_factory=list)
-    _groups: Dict[Tuple[str, str], _Group] = field(default_factory=dict)
+    _groups: Dict[Tuple[str, str], Group] = field(default_factory=dict)
+    """(kind, node) -> its group so far; insertion order is first-seen order, the tie-break of groups().
+    Groups are frozen: each update replaces the entry (which keeps its place in the dict)."""
 
     def add(self, record: SampleRecord, *, resumed: bool = False) -> None:
         if resumed:
@@ -168,12 +158,10 @@ class Summary:
 
     def _group(self, kind: str, node: str, op_type: str, sample: str, hint: Optional[str], message: str) -> None:
         key = (kind, node)
-        group = self._groups.get(key)
-        if group is None:
-            group = self._groups[key] = _Group(node, op_type, kind, hint=hint, message=message, first=len(self._groups))
-        group.samples += 1
-        if len(group.examples) < self.examples:
-            group.examples.append(sample)
+        group = self._groups.get(key) or Group(node=node, op_type=op_type, kind=kind, samples=0, hint=hint,
+                                                message=message)
+        examples = group.examples + [sample] if len(group.examples) < self.examples else group.examples
+        self._groups[key] = replace(group, samples=group.samples + 1, examples=examples)
 
     def merge(self, other: "Summary") -> "Summary":
         """Fold another summary in (samples of `other` come after ours)."""
@@ -182,18 +170,16 @@ class Summary:
         for key, theirs in other._groups.items():
             mine = self._groups.get(key)
             if mine is None:
-                self._groups[key] = _Group(**{**theirs.__dict__, "first": len(self._groups),
-                                              "examples": list(theirs.examples)})
+                self._groups[key] = theirs  # appended: first seen after all of ours
             else:
-                mine.samples += theirs.samples
-                mine.examples = (mine.examples + theirs.examples)[: self.examples]
+                self._groups[key] = replace(mine, samples=mine.samples + theirs.samples,
+                                            examples=(mine.examples + theirs.examples)[: self.examples])
         self.records = (self.records + other.records)[: self.keep_records]
         return self
 
     def groups(self) -> List[Group]:
-        ordered = sorted(self._groups.values(), key=lambda g: (KIND_ORDER.get(g.kind, 9), -g.samples, g.first))
-        return [Group(node=g.node, op_type=g.op_type, kind=g.kind, samples=g.samples, examples=list(g.examples),
-                      hint=g.hint, message=g.message) for g in ordered]
+        """The groups, by kind, then most samples first, then first seen (sorted() is stable)."""
+        return sorted(self._groups.values(), key=lambda g: (KIND_ORDER.get(g.kind, 9), -g.samples))
 
     def iter_groups(self, kind: str) -> Iterator[Group]:
         return (g for g in self.groups() if g.kind == kind)

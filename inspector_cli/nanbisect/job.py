@@ -60,6 +60,7 @@ class NanBisectRunner(Runner):
                                            fp16=config.simulate == Simulate.FP16)
         else:
             self.engine = Locator(prepared, job.budget, config.checkpoints, expose_all_root=job.expose_all_root)
+            self.engine.adopt_sessions()
 
     def run(self, items: Sequence[WorkItem], started: Started, finished: Finished) -> None:
         if isinstance(self.engine, FullScanner):

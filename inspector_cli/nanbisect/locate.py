@@ -92,6 +92,12 @@ class Locator:
         self._layouts: Dict[object, RegionLayout] = {}
         self.runs = 0
 
+    def adopt_sessions(self) -> None:
+        """Take the sessions the workflow opened already (its load check's root session): not twice."""
+        while self.prepared.preopened:
+            key, session = self.prepared.preopened.popitem()
+            self.sessions.get(key, lambda s=session: s)
+
     # ---- planning ---------------------------------------------------------------------------------
     def root_plan(self, feeds: Mapping[str, np.ndarray]) -> RootPlan:
         sizes = self.prepared.sizes(feeds)

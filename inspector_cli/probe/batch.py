@@ -91,8 +91,13 @@ class HeldProbeRunner(ProbeRunner):
                  on_chunk: Callable[[str, int, List[TensorMap]], None],
                  progress: Callable[[int, Optional[int], str], None]) -> None:
         runner = self.held.get(index, target.chunks[0])
+        # samples that follow the run (a sequence's steps: the state) read their next sample from its outputs
+        observe = getattr(samples, "observe", None)
         for position, (sample_id, feeds) in enumerate(samples, start=1):
-            on_chunk(sample_id, 0, [runner.run(feeds, sample=sample_id)])
+            outputs = runner.run(feeds, sample=sample_id)
+            if observe is not None:
+                observe(outputs)
+            on_chunk(sample_id, 0, [outputs])
             progress(position, len(samples), sample_id)
 
 
@@ -160,7 +165,9 @@ class ProbeBlockRunner(Runner):
             if report is not None:
                 report(block.start + (done * len(block.refs)) // runs, None, sample)
 
-        runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, self.job.chunks, samples, self.consumers,
+        follow = list(getattr(samples, "follow", ()))  # outputs such samples need back (not probed unless selected)
+        chunks = [list(dict.fromkeys([*chunk, *follow])) for chunk in self.job.chunks]
+        runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, chunks, samples, self.consumers,
                                  self.nodes, self.triggers, progress=progress)
         hit = runner.run()
         return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted)

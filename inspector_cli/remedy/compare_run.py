@@ -6,6 +6,7 @@ accuracy gate failed). The engines are the other modules of this package.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -18,8 +19,7 @@ from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
 from ..results.base import Finding, Severity
 from ..results.layers import LayerSection
-from ..results.remedy import (AccuracyRow, FallbackSection, FallbackStepRow, OptimizerSection, RemedySection,
-                              WeightAdviceRow)
+from ..results.remedy import AccuracyRow, FallbackSection, FallbackStepRow, OptimizerSection, RemedySection
 from .config import RemedyConfig, RemedyRequest
 
 
@@ -104,13 +104,8 @@ def _accuracy(plan: ComparePlan, ids: List[str], samples: List[TensorMap], runti
     for output in outputs:
         if output != first and not any(label_of(labels, s, output) is not None for s in ids):
             continue
-        for acc in accuracy_reports(scores_a[output], scores_b[output], labels, output,
-                                    min_accuracy=request.min_accuracy, max_accuracy_drop=request.max_accuracy_drop):
-            rows.append(AccuracyRow(output=acc.output, k=acc.k, samples=acc.samples, accuracy_a=acc.accuracy_a,
-                                    accuracy_b=acc.accuracy_b, drop=acc.drop, drop_ci95=list(acc.drop_ci95),
-                                    a_right_b_wrong=list(acc.a_right_b_wrong),
-                                    a_wrong_b_right=list(acc.a_wrong_b_right), unlabelled=list(acc.unlabelled),
-                                    failed_gates=list(acc.failed_gates)))
+        rows.extend(accuracy_reports(scores_a[output], scores_b[output], labels, output,
+                                     min_accuracy=request.min_accuracy, max_accuracy_drop=request.max_accuracy_drop))
     return rows
 
 
@@ -119,11 +114,7 @@ def _optimizers(plan: ComparePlan, samples: List[TensorMap], runtime_a: RuntimeC
     from .optbisect import bisect_optimizers
 
     # the bisection runs one model under both settings: MODEL_B (the same file as A, or A's rewrite)
-    found = bisect_optimizers(plan.graph_b.model.SerializeToString(), samples, runtime_a, runtime_b)
-    return OptimizerSection(applied=list(found.applied), culprits=list(found.culprits), together=found.together,
-                            differs=found.differs, max_abs_diff=float(found.max_abs_diff),
-                            rewritten_nodes={k: list(v) for k, v in found.rewritten_nodes.items()},
-                            session_builds=found.session_builds, verdict=found.verdict, trials=list(found.trials))
+    return bisect_optimizers(plan.graph_b.model.SerializeToString(), samples, runtime_a, runtime_b)
 
 
 def is_fp16(model: onnx.ModelProto) -> bool:
@@ -153,10 +144,7 @@ def _fallback(plan: ComparePlan, ids: List[str], samples: List[TensorMap], runti
                           sensitivity_top=cfg.sensitivity_top, max_runs=cfg.max_runs, prune=cfg.prune,
                           runtime=runtime)
     enough = per_channel_enough(fp32, other, found.nodes, samples, targets) if found.found and found.nodes else {}
-    advice = [WeightAdviceRow(node=a.node, weight=a.weight, sqnr_deployed=a.sqnr_deployed,
-                              sqnr_per_tensor=a.sqnr_per_tensor, sqnr_per_channel=a.sqnr_per_channel,
-                              advise_per_channel=a.advise_per_channel, per_channel_enough=enough.get(a.node))
-              for a in weight_advice(other, fp32)]
+    advice = [replace(a, per_channel_enough=enough.get(a.node)) for a in weight_advice(other, fp32)]
     written, recheck, meets = _write(found.model, cfg, fp32, ids, samples, runtime, targets)
     if cfg.exclude_list is not None:
         found.write_exclude_list(cfg.exclude_list)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ..errors import InputDataError, UsageError
+from ..results.remedy import AccuracyRow
 
 ANY_OUTPUT = "*"
 """Output key of a label that applies to the model's (single or first compared) output."""
@@ -78,33 +78,6 @@ def label_of(labels: Mapping[str, Mapping[str, int]], sample: str, output: str) 
     return entry.get(output, entry.get(ANY_OUTPUT))
 
 
-@dataclass(frozen=True)
-class AccuracyResult:
-    """Top-k accuracy of A and B on one output, the drop (A - B) and its bootstrap interval."""
-
-    output: str
-    k: int
-    samples: int
-    accuracy_a: float
-    accuracy_b: float
-    drop: float
-    drop_ci95: List[float]
-    a_right_b_wrong: List[str]
-    a_wrong_b_right: List[str]
-    unlabelled: List[str] = field(default_factory=list)
-    failed_gates: List[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed_gates
-
-    def to_dict(self) -> Dict[str, object]:
-        return {"output": self.output, "k": self.k, "samples": self.samples, "accuracy_a": self.accuracy_a,
-                "accuracy_b": self.accuracy_b, "drop": self.drop, "drop_ci95": list(self.drop_ci95),
-                "a_right_b_wrong": list(self.a_right_b_wrong), "a_wrong_b_right": list(self.a_wrong_b_right),
-                "unlabelled": list(self.unlabelled), "failed_gates": list(self.failed_gates)}
-
-
 def topk_correct(scores: np.ndarray, label: int, k: int) -> bool:
     """Whether `label` is among the k largest scores (last axis, batch of one flattened)."""
     row = np.asarray(scores, dtype=np.float64).reshape(-1)
@@ -135,7 +108,7 @@ def bootstrap_drop_ci(right_a: np.ndarray, right_b: np.ndarray, rounds: int = BO
 def accuracy_report(scores_a: Mapping[str, np.ndarray], scores_b: Mapping[str, np.ndarray],
                     labels: Mapping[str, Mapping[str, int]], output: str, k: int = 1,
                     min_accuracy: Optional[float] = None, max_accuracy_drop: Optional[float] = None,
-                    seed: int = BOOTSTRAP_SEED) -> AccuracyResult:
+                    seed: int = BOOTSTRAP_SEED) -> AccuracyRow:
     """Accuracy of A and B on `output` over the samples of `scores_a` (sample -> scores).
 
     Gates: `min_accuracy` on B's accuracy, `max_accuracy_drop` on A - B (fractions, 0.015 = 1.5 points).
@@ -167,7 +140,7 @@ def accuracy_report(scores_a: Mapping[str, np.ndarray], scores_b: Mapping[str, n
         failed.append(f"top-{k} accuracy of B {acc_b:.4f} < --min-accuracy {min_accuracy:g}")
     if max_accuracy_drop is not None and drop > max_accuracy_drop:
         failed.append(f"top-{k} accuracy drop {drop:.4f} > --max-accuracy-drop {max_accuracy_drop:g}")
-    return AccuracyResult(
+    return AccuracyRow(
         output=output, k=k, samples=len(names), accuracy_a=acc_a, accuracy_b=acc_b, drop=drop,
         drop_ci95=bootstrap_drop_ci(a, b, seed=seed),
         a_right_b_wrong=[n for n, x, y in zip(names, right_a, right_b) if x and not y],
@@ -177,7 +150,7 @@ def accuracy_report(scores_a: Mapping[str, np.ndarray], scores_b: Mapping[str, n
 
 def accuracy_reports(scores_a: Mapping[str, np.ndarray], scores_b: Mapping[str, np.ndarray],
                      labels: Mapping[str, Mapping[str, int]], output: str, ks: Sequence[int] = (1, 5),
-                     **gates: Optional[float]) -> List[AccuracyResult]:
+                     **gates: Optional[float]) -> List[AccuracyRow]:
     """`accuracy_report` for each k; gates apply to top-1 only (the figure products state)."""
     return [accuracy_report(scores_a, scores_b, labels, output, k, **(gates if k == ks[0] else {}))
             for k in ks]

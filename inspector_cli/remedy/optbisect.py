@@ -16,7 +16,6 @@ import contextlib
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -25,6 +24,7 @@ import onnx
 
 from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
+from ..results.remedy import OptimizerSection
 
 _MODIFIED = re.compile(r"GraphTransformer (\S+) modified: (\d+)")
 
@@ -43,28 +43,6 @@ def _captured_stderr() -> Iterator[List[str]]:
             os.close(saved)
             sink.seek(0)
             lines.extend(sink.read().decode("utf-8", "replace").splitlines())
-
-
-@dataclass
-class OptimizerBisection:
-    """The transformers that change the outputs, with the evidence and the cost."""
-
-    applied: List[str]
-    culprits: List[str]
-    together: bool
-    """True when no single transformer does it: the culprits are needed together."""
-    differs: bool
-    max_abs_diff: float
-    rewritten_nodes: Dict[str, List[str]]
-    session_builds: int
-    verdict: str
-    trials: List[Dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"applied": list(self.applied), "culprits": list(self.culprits), "together": self.together,
-                "differs": self.differs, "max_abs_diff": self.max_abs_diff,
-                "rewritten_nodes": {k: list(v) for k, v in self.rewritten_nodes.items()},
-                "session_builds": self.session_builds, "verdict": self.verdict, "trials": list(self.trials)}
 
 
 DISABLE_KEY = "optimization.disable_specified_optimizers"
@@ -162,7 +140,7 @@ class _Bisector:
 
 
 def bisect_optimizers(model: "bytes | str | Path", samples: Sequence[TensorMap], a: RuntimeConfig,
-                      b: RuntimeConfig, *, atol: float = 1e-6, rtol: float = 1e-5) -> OptimizerBisection:
+                      b: RuntimeConfig, *, atol: float = 1e-6, rtol: float = 1e-5) -> OptimizerSection:
     """The transformer(s) of session settings `b` that make its outputs differ from those of `a`.
 
     `a` and `b` differ in optimisation level and/or providers (e.g. opt level disable vs all).
@@ -175,8 +153,8 @@ def bisect_optimizers(model: "bytes | str | Path", samples: Sequence[TensorMap],
         full_path = work / "opt_full.onnx"
         differs, worst = bis.max_diff(bis._outputs(b, (), log=True, save=full_path))
         if not differs:
-            return OptimizerBisection(bis.applied, [], False, False, worst, {}, bis.builds,
-                                      "the outputs do not differ between the two settings", bis.trials)
+            return OptimizerSection(bis.applied, [], False, False, worst, {}, bis.builds,
+                                    "the outputs do not differ between the two settings", bis.trials)
         culprits = minimise(list(bis.applied), [], bis.with_enabled) if bis.applied else []
         together = len(culprits) > 1
         rewritten: Dict[str, List[str]] = {}
@@ -191,8 +169,8 @@ def bisect_optimizers(model: "bytes | str | Path", samples: Sequence[TensorMap],
             verdict = f"no single pass: the difference needs {' and '.join(culprits)} together"
         else:
             verdict = f"{culprits[0]} changes the outputs"
-        return OptimizerBisection(bis.applied, culprits, together, True, worst, rewritten, bis.builds, verdict,
-                                  bis.trials)
+        return OptimizerSection(bis.applied, culprits, together, True, worst, rewritten, bis.builds, verdict,
+                                bis.trials)
 
 
 def _rewritten(original: onnx.ModelProto, optimised: onnx.ModelProto) -> List[str]:

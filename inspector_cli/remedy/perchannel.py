@@ -2,7 +2,6 @@
 whether re-quantising a plan node's weight per channel is enough instead of keeping it in float."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -10,6 +9,7 @@ import onnx
 
 from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
+from ..results.remedy import WeightAdviceRow
 from .evaluate import Evaluator, Target
 from .qdq_patch import (
     WEIGHT_AXIS,
@@ -38,34 +38,14 @@ def sqnr_db(reference: np.ndarray, approx: np.ndarray) -> float:
     return 10.0 * np.log10(signal / noise) if signal > 0 else float("-inf")
 
 
-@dataclass(frozen=True)
-class WeightAdvice:
-    """Weight SQNR of one per-tensor-quantised weight: as deployed, per-tensor ideal, per-channel."""
-
-    node: str
-    weight: str
-    sqnr_deployed: float
-    sqnr_per_tensor: float
-    sqnr_per_channel: float
-    advise_per_channel: bool
-
-    @property
-    def gain_db(self) -> float:
-        return self.sqnr_per_channel - self.sqnr_per_tensor
-
-    def to_dict(self) -> Dict[str, object]:
-        return {"node": self.node, "weight": self.weight, "sqnr_deployed": self.sqnr_deployed,
-                "sqnr_per_tensor": self.sqnr_per_tensor, "sqnr_per_channel": self.sqnr_per_channel,
-                "gain_db": self.gain_db, "advise_per_channel": self.advise_per_channel}
-
-
 def weight_advice(qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto] = None,
                   min_gain_db: float = DEFAULT_MIN_GAIN_DB,
-                  fp32_names: Optional[Mapping[str, str]] = None) -> List[WeightAdvice]:
+                  fp32_names: Optional[Mapping[str, str]] = None) -> List[WeightAdviceRow]:
     """For every per-tensor-quantised weight: SQNR against the fp32 weight (the dequantised one when
-    no fp32 model is given) as deployed, re-quantised per tensor (symmetric int8), and per channel."""
+    no fp32 model is given) as deployed, re-quantised per tensor (symmetric int8), and per channel.
+    `per_channel_enough` is left None: only a verification run (`per_channel_enough`) answers it."""
     index = GraphIndex(qdq.graph)
-    advice: List[WeightAdvice] = []
+    advice: List[WeightAdviceRow] = []
     for node in qdq.graph.node:
         found = weight_input(index, node) if node.op_type in WEIGHT_AXIS else None
         if found is None:
@@ -85,8 +65,8 @@ def weight_advice(qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto] = None,
         q, scales = per_channel_int8(weight, axis)
         per_channel = q.astype(np.float64) * scales.astype(np.float64).reshape(axis_shape(weight, scales, axis))
         pt, pc = sqnr_db(weight, per_tensor), sqnr_db(weight, per_channel)
-        advice.append(WeightAdvice(node.name, dq.input[0], sqnr_db(weight, deployed), pt, pc,
-                                   pc - pt >= min_gain_db))
+        advice.append(WeightAdviceRow(node.name, dq.input[0], sqnr_db(weight, deployed), pt, pc,
+                                      pc - pt >= min_gain_db))
     return advice
 
 

@@ -29,6 +29,12 @@ def sequence_view(result: SequenceResult) -> View:
         table.add("A", " ".join(map(str, d.tokens_a[:32])) + (" …" if len(d.tokens_a) > 32 else ""))
         table.add("B", " ".join(map(str, d.tokens_b[:32])) + (" …" if len(d.tokens_b) > 32 else ""))
         view.tables.append(table)
+    if result.decode_runs:
+        runs = Table(title="decode, per prompt", columns=["prompt", "prompt tokens", "agreement", "first differing token"])
+        for run in result.decode_runs:
+            runs.add(str(run.prompt), str(run.prompt_length), f"{run.agreement:.1%}",
+                     "-" if run.first_difference is None else f"step {run.first_difference}")
+        view.tables.append(runs)
     view.notes = list(result.notes) + (list(result.layers.notes) if result.layers is not None else [])
     return view
 

@@ -35,6 +35,11 @@ class WeightAdviceRow:
     per_channel_enough: Optional[bool] = None
     """For plan nodes: whether re-quantising this weight per channel alone meets the targets (verified)."""
 
+    @property
+    def gain_db(self) -> float:
+        """What per-channel quantisation gains over per-tensor, in dB of weight SQNR."""
+        return self.sqnr_per_channel - self.sqnr_per_tensor
+
 
 @dataclass(frozen=True)
 class FallbackSection:
@@ -72,6 +77,7 @@ class OptimizerSection:
     applied: List[str]
     culprits: List[str]
     together: bool
+    """True when no single transformer does it: the culprits are needed together."""
     differs: bool
     max_abs_diff: float
     rewritten_nodes: Dict[str, List[str]]
@@ -95,6 +101,11 @@ class AccuracyRow:
     a_wrong_b_right: List[str]
     unlabelled: List[str] = field(default_factory=list)
     failed_gates: List[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """No accuracy gate failed on this row."""
+        return not self.failed_gates
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,8 @@ class DecodeSummary:
     """Fraction of steps where both models chose the same token."""
     first_difference: Optional[int] = None
     """First decode step (0 = the token after the prompt) where the tokens differ."""
+    prompt: int = 0
+    """Index of the prompt in the prompts given (0 with a single prompt)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,11 @@ class SequenceResult(Result):
     divergence: Optional[Divergence] = None
     nonfinite: Optional[NonFiniteStep] = None
     decode: Optional[DecodeSummary] = None
+    """Decode mode: the prompt's summary; with several prompts the first prompt whose tokens differ
+    (else the first prompt)."""
+    decode_runs: List[DecodeSummary] = field(default_factory=list)
+    """With several prompts: one summary per prompt, in order (their steps are numbered across the
+    run: prompt i's decode step k is step i * steps + k)."""
     timeline: Optional[Timeline] = None
     layers: Optional[StepLayers] = None
     """With --layers: the layer comparison of the first diverging step."""
@@ -180,7 +187,13 @@ class SequenceResult(Result):
                          f"({', '.join(n.tensors[:3])}{', state' if n.in_state else ''})")
         if self.first_gate_failure is not None:
             parts.append(f"first gate failure at step {self.first_gate_failure}")
-        if self.decode is not None and self.decode.first_difference is not None:
+        if len(self.decode_runs) > 1:
+            differing = [r for r in self.decode_runs if r.first_difference is not None]
+            parts.append(f"tokens differ in {len(differing)} of {len(self.decode_runs)} prompts")
+            if differing:
+                parts.append(f"first differing token at step {differing[0].first_difference} of prompt "
+                             f"{differing[0].prompt} (agreement {differing[0].agreement:.1%})")
+        elif self.decode is not None and self.decode.first_difference is not None:
             parts.append(f"first differing token at step {self.decode.first_difference} "
                          f"(agreement {self.decode.agreement:.1%})")
         elif self.first_decision_difference is not None:

@@ -1,55 +1,131 @@
-"""Step metrics of several steps at once: one numpy call per sum for a whole block of steps.
+"""Step metrics of a block of steps as columns: one numpy call per sum for the whole block.
 
-A small streaming model runs in a few hundred microseconds; ten numpy calls per tensor per step
-cost as much again. The loop therefore keeps the last K steps' outputs (references, no copies) and
-reduces them together. Each row's sums are the same dot products and reductions as
-diff/metrics.compare_arrays; rows holding NaN/Inf (a sum turns non-finite) take compare_arrays
-itself, so its NaN/Inf bookkeeping applies unchanged.
+A small streaming model runs in a few hundred microseconds; ten numpy calls per tensor per step,
+a dict per step and tensor, and folding those dicts back into running summaries cost as much
+again. The loop therefore keeps the last K steps' outputs (references, no copies) and reduces them
+together into `BlockColumns`: per metric one list over the steps, which the summaries fold as
+one column (stats.py). Each row's sums are the same dot products and reductions as
+diff/metrics.compare_arrays; rows holding NaN/Inf (a sum turns non-finite) take the per-step
+function itself, so compare_arrays' NaN/Inf bookkeeping applies unchanged. Per-step dicts (the
+JSONL records) are only built when a journal asks for them (`BlockColumns.row`).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..diff.metrics import REL_EPSILON, _cosine, _sqnr  # the same edge cases as compare_arrays
+from ..diff.metrics import REL_EPSILON
+from .metrics import KEEP, decision_of
 
 Pair = Tuple[np.ndarray, np.ndarray]
+COUNTS = ("nonfinite_mismatch", "nonfinite_a", "nonfinite_b", "shape_mismatch")
+"""Per-step counts a metrics row may carry besides the metrics (absent = 0)."""
+_ELEMENT = ("cosine", "max_abs", "mean_abs", "rmse", "max_rel", "sqnr")
 
 
-def batch_metrics(pairs: Sequence[Pair], one: Callable[[np.ndarray, np.ndarray], Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """`one(a, b)` for every pair, computed row-wise in one go when the pairs stack."""
+@dataclass
+class BlockColumns:
+    """One tensor's metrics over a block of steps: metric -> one value per step (None: not computed)."""
+
+    size: int
+    values: Dict[str, List[Optional[float]]] = field(default_factory=dict)
+    counts: Dict[str, List[int]] = field(default_factory=dict)
+    present: Optional[List[bool]] = None
+    """None: the tensor was compared at every step; else which steps have it (records read back)."""
+
+    def row(self, i: int) -> Dict[str, Any]:
+        """The metrics dict of step `i` as step_metrics returns it (KEEP order, then the counts)."""
+        out: Dict[str, Any] = {k: self.values[k][i] for k in KEEP if k in self.values and self.values[k][i] is not None}
+        for key in COUNTS:
+            column = self.counts.get(key)
+            if column is not None and column[i]:
+                out[key] = column[i]
+        return out
+
+    def has(self, i: int) -> bool:
+        return self.present is None or self.present[i]
+
+    def flagged(self, key: str) -> List[bool]:
+        """Per step: whether the row has `key` or a shape mismatch (what the loop looks closer at)."""
+        flags = [False] * self.size
+        for name in (key, "shape_mismatch"):
+            for i, value in enumerate(self.counts.get(name, ())):
+                flags[i] = flags[i] or bool(value)
+        return flags
+
+    def head(self, k: int) -> "BlockColumns":
+        return BlockColumns(k, {m: v[:k] for m, v in self.values.items()}, {m: v[:k] for m, v in self.counts.items()},
+                            None if self.present is None else self.present[:k])
+
+
+def columns_from_rows(rows: Sequence[Optional[Dict[str, Any]]]) -> BlockColumns:
+    """Columns of per-step metric dicts (None: the tensor is absent at that step)."""
+    n = len(rows)
+    columns = BlockColumns(n, present=None if all(r is not None for r in rows) else [r is not None for r in rows])
+    for i, row in enumerate(rows):
+        for key, value in (row or {}).items():
+            target = columns.counts if key in COUNTS else columns.values
+            column = target.get(key)
+            if column is None:
+                column = target[key] = [0 if key in COUNTS else None] * n  # type: ignore[list-item]
+            column[i] = value
+    return columns
+
+
+def block_columns(pairs: Sequence[Pair], one: Callable[[np.ndarray, np.ndarray], Dict[str, Any]]) -> BlockColumns:
+    """`one(a, b)` for every pair as columns, computed row-wise in one go when the pairs stack."""
     if len(pairs) < 2 or not _stackable(pairs):
-        return [one(a, b) for a, b in pairs]
-    a = np.stack([p[0].reshape(-1) for p in pairs]).astype(np.float64)
-    b = np.stack([p[1].reshape(-1) for p in pairs]).astype(np.float64)
+        return columns_from_rows([one(a, b) for a, b in pairs])
+    # np.array of the flattened rows stacks and widens in one C call (np.stack is Python-level)
+    a = np.array([p[0].reshape(-1) for p in pairs], dtype=np.float64)
+    b = np.array([p[1].reshape(-1) for p in pairs], dtype=np.float64)
     n = a.shape[1]
-    diff = b - a
-    abs_diff = np.abs(diff)
-    sq = np.einsum("ij,ij->i", diff, diff)
-    dot = np.einsum("ij,ij->i", a, b)
-    a2 = np.einsum("ij,ij->i", a, a)
-    b2 = np.einsum("ij,ij->i", b, b)
-    rel = abs_diff / np.maximum(np.abs(a), REL_EPSILON)
-    sum_rel = rel.sum(axis=1)
-    finite = (np.isfinite(sq) & np.isfinite(a2) & np.isfinite(b2) & np.isfinite(sum_rel)).tolist()
-    # Python lists: indexing numpy arrays element by element costs more than the sums themselves.
-    sq_l, dot_l, a2_l, b2_l = sq.tolist(), dot.tolist(), a2.tolist(), b2.tolist()
-    max_abs, mean_abs = abs_diff.max(axis=1).tolist(), (abs_diff.sum(axis=1) / n).tolist()
-    rmse, max_rel = np.sqrt(sq / n).tolist(), rel.max(axis=1).tolist()
-    rows: List[Dict[str, Any]] = []
-    for i, (pa, pb) in enumerate(pairs):
-        if not finite[i]:
-            rows.append(one(pa, pb))
-            continue
-        rows.append({"cosine": _cosine(dot_l[i], a2_l[i], b2_l[i], sq_l[i]), "max_abs": max_abs[i],
-                     "mean_abs": mean_abs[i], "rmse": rmse[i], "max_rel": max_rel[i], "sqnr": _sqnr(a2_l[i], sq_l[i])})
-    return rows
+    with np.errstate(all="ignore"):  # NaN/Inf rows are recomputed exactly below
+        diff = b - a
+        sq = np.einsum("ij,ij->i", diff, diff)
+        dot = np.einsum("ij,ij->i", a, b)
+        a2 = np.einsum("ij,ij->i", a, a)
+        b2 = np.einsum("ij,ij->i", b, b)
+        abs_diff = np.abs(diff, out=diff)
+        rel = np.abs(a, out=a)
+        np.maximum(rel, REL_EPSILON, out=rel)
+        np.divide(abs_diff, rel, out=rel)
+        sum_rel = rel.sum(axis=1)
+        # _cosine and _sqnr of diff/metrics, element-wise (the same IEEE operations, same edge cases)
+        cosine = np.clip(dot / (np.sqrt(a2) * np.sqrt(b2)), -1.0, 1.0)
+        sqnr = 10.0 * np.log10(a2 / sq)
+        finite = np.isfinite(sq + a2 + b2 + sum_rel)  # a sum past float64's range: the exact path too
+    zero_err, zero_a, zero_b = sq == 0.0, a2 == 0.0, b2 == 0.0
+    if zero_err.any() or zero_a.any() or zero_b.any():
+        cosine[zero_err] = 1.0
+        cosine[zero_a | zero_b] = 0.0
+        cosine[zero_a & zero_b] = 1.0
+        sqnr[zero_a] = -np.inf
+        sqnr[zero_err] = np.inf
+    columns = BlockColumns(len(pairs), {
+        "cosine": cosine.tolist(), "max_abs": abs_diff.max(axis=1).tolist(),
+        "mean_abs": (abs_diff.sum(axis=1) / n).tolist(), "rmse": np.sqrt(sq / n).tolist(),
+        "max_rel": rel.max(axis=1).tolist(), "sqnr": sqnr.tolist()})
+    if not finite.all():
+        for i in np.flatnonzero(~finite).tolist():
+            _patch(columns, i, one(*pairs[i]))
+    return columns
+
+
+def _patch(columns: BlockColumns, i: int, row: Dict[str, Any]) -> None:
+    """Step `i`'s values replaced by the exact per-step row (NaN/Inf bookkeeping)."""
+    for key in _ELEMENT:
+        columns.values[key][i] = row.get(key)
+    for key in COUNTS:
+        if row.get(key):
+            columns.counts.setdefault(key, [0] * columns.size)[i] = row[key]
 
 
 def _stackable(pairs: Sequence[Pair]) -> bool:
     shape = pairs[0][0].shape
-    if not shape or int(np.prod(shape)) == 0:
+    if not shape or pairs[0][0].size == 0:
         return False
     for a, b in pairs:
         if a.shape != shape or b.shape != shape or a.dtype.kind != "f" or b.dtype.kind != "f":
@@ -57,12 +133,16 @@ def _stackable(pairs: Sequence[Pair]) -> bool:
     return True
 
 
+def batch_metrics(pairs: Sequence[Pair], one: Callable[[np.ndarray, np.ndarray], Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """`one(a, b)` for every pair as per-step dicts (the rows of `block_columns`)."""
+    columns = block_columns(pairs, one)
+    return [columns.row(i) for i in range(columns.size)]
+
+
 def batch_decisions(values: Sequence[np.ndarray]) -> List[List[int]]:
     """decision_of for every step's array (argmax on the last axis; one value per row: > 0.5)."""
     shape = values[0].shape
     if any(v.shape != shape for v in values) or not shape:
-        from .metrics import decision_of
-
         return [decision_of(v) for v in values]
     stacked = np.stack(values).reshape(len(values), -1, shape[-1])
     if shape[-1] == 1:

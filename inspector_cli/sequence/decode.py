@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -24,7 +24,6 @@ from ..results.sequence import DecodeSummary, Divergence, SequenceResult
 from .journal import StepJournal
 from .loop import Progress
 from .metrics import KEEP, step_metrics
-from .run import wiring_rows
 from .model import SteppedModel, open_stepped
 from .stats import SequenceStats
 from .wiring import check_same_wiring, initial_state
@@ -61,19 +60,38 @@ class DecodeConfig:
 
 
 def read_prompt(path: "str | Path") -> List[int]:
-    """Token ids from JSON (a list, or {"input_ids": [...]}) or .npy (1-D or [1, n] integers)."""
+    """Token ids of a one-prompt file (see `read_prompts`)."""
+    prompts = read_prompts(path)
+    if len(prompts) != 1:
+        raise InputDataError(f"{path}: holds {len(prompts)} prompts, one was expected")
+    return prompts[0]
+
+
+def read_prompts(path: "str | Path") -> List[List[int]]:
+    """The prompts of a file, each a list of token ids (mi has no tokenizer):
+
+    - JSON: a list of ids (one prompt), a list of lists (one prompt each), or {"input_ids": either};
+    - .npy: integers [n] or [1, n] (one prompt), [N, n] (N prompts of n tokens);
+    - .txt: one prompt per non-empty line, ids separated by spaces or commas."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such prompt file")
-    if path.suffix.lower() == ".npy":
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
         try:
             array = np.load(path, allow_pickle=False)
         except (ValueError, OSError) as exc:
             raise InputDataError(f"{path}: not a readable .npy of token ids ({exc})") from exc
-        if array.dtype.kind not in "iu" or array.ndim not in (1, 2) or (array.ndim == 2 and array.shape[0] != 1):
-            raise InputDataError(f"{path}: token ids must be integers of shape [n] or [1, n], got "
+        if array.dtype.kind not in "iu" or array.ndim not in (1, 2):
+            raise InputDataError(f"{path}: token ids must be integers of shape [n] or [prompts, n], got "
                                  f"{array.dtype} {list(array.shape)}")
-        tokens = [int(t) for t in array.reshape(-1)]
+        prompts = [[int(t) for t in row] for row in array.reshape(-1, array.shape[-1])]
+    elif suffix == ".txt":
+        lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+        try:
+            prompts = [[int(t) for t in line.replace(",", " ").split()] for line in lines]
+        except ValueError as exc:
+            raise InputDataError(f"{path}: not token ids ({exc}); mi has no tokenizer, give integers") from exc
     else:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -81,14 +99,17 @@ def read_prompt(path: "str | Path") -> List[int]:
             raise InputDataError(f"{path}: not JSON token ids ({exc})") from exc
         if isinstance(data, dict):
             data = data.get("input_ids")
-        if isinstance(data, list) and len(data) == 1 and isinstance(data[0], list):
-            data = data[0]
-        if not isinstance(data, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in data):
-            raise InputDataError(f"{path}: expected a JSON list of token ids, e.g. [464, 3290, 318]")
-        tokens = list(data)
-    if not tokens:
-        raise InputDataError(f"{path}: the prompt holds no tokens")
-    return tokens
+        if isinstance(data, list) and data and all(isinstance(p, list) for p in data):
+            prompts = data
+        else:
+            prompts = [data]
+        if not all(isinstance(p, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in p) for p in prompts):
+            raise InputDataError(f"{path}: expected a JSON list of token ids, e.g. [464, 3290, 318] "
+                                 "(or a list of such lists, one per prompt)")
+    if not prompts or not all(prompts):
+        raise InputDataError(f"{path}: the prompt holds no tokens" if len(prompts) < 2
+                             else f"{path}: prompt {[len(p) for p in prompts].index(0)} holds no tokens")
+    return [list(p) for p in prompts]
 
 
 class _Decoder:
@@ -143,61 +164,95 @@ def _pick(model: SteppedModel, config: DecodeConfig) -> Tuple[str, str]:
     return token, logits
 
 
-def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | str | Path",
+def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | Sequence[Sequence[int]] | str | Path",
                    config: DecodeConfig = DecodeConfig(), progress: Optional[Progress] = None) -> SequenceResult:
-    """Greedy-decode `config.steps` tokens with A and B from `prompt` (token ids or a prompt file)."""
-    tokens = read_prompt(prompt) if isinstance(prompt, (str, Path)) else [int(t) for t in prompt]
+    """Greedy-decode `config.steps` tokens with A and B from `prompt`: token ids, several prompts (a
+    list of token lists) or a prompt file. Several prompts are decoded one after another (each from
+    empty caches) into one result: steps are numbered across the run (prompt i's decode step k is
+    step i * steps + k), `decode_runs` holds one summary per prompt."""
+    prompts = read_prompts(prompt) if isinstance(prompt, (str, Path)) else _as_prompts(prompt)
     a = model_a if isinstance(model_a, SteppedModel) else open_stepped(model_a, config.state, config.runtime, "A")
     b = model_b if isinstance(model_b, SteppedModel) else open_stepped(model_b, config.state, config.runtime, "B")
     check_same_wiring(a.wiring, b.wiring)
+    for model in (a, b):
+        model.hold(0)  # the KV cache grows every step: fresh output arrays (binding anew would cost more)
     token_input, logits = _pick(a, config)
     check_gate_targets(config.gates, [logits])
     stats = SequenceStats([logits], [p.output for p in a.wiring.pairs], config.gates, logits)
-    dec_a, dec_b = _Decoder(a, token_input), _Decoder(b, token_input)
-    tokens_a: List[int] = []
-    tokens_b: List[int] = []
+    runs: List[DecodeSummary] = []
     divergence: Optional[Divergence] = None
     journal = StepJournal(config.journal) if config.journal else None
     if journal is not None:
         journal.start(fresh=True)
-    next_a, next_b = list(tokens), list(tokens)
     try:
-        for step in range(config.steps):
-            feeds_a, state_a, out_a = dec_a.step(next_a, step)
-            feeds_b, state_b, out_b = dec_b.step(next_b, step)
-            last_a, last_b = out_a[logits][:, -1], out_b[logits][:, -1]
-            tok_a, tok_b = int(last_a.reshape(-1, last_a.shape[-1])[0].argmax()), int(last_b.reshape(-1, last_b.shape[-1])[0].argmax())
-            tokens_a.append(tok_a)
-            tokens_b.append(tok_b)
-            record = {"step": step, "outputs": {logits: step_metrics(last_a, last_b, distribution=True)},
-                      "states": {p.output: step_metrics(out_a[p.output], out_b[p.output], distribution=False)
-                                 for p in a.wiring.pairs if out_a[p.output].shape == out_b[p.output].shape},
-                      "decision": [[tok_a], [tok_b]], "tokens": [tok_a, tok_b]}
-            failed, differs = stats.fold(record)
-            if divergence is None and (failed if config.gates else differs):
-                divergence = _attribute(b, feeds_b, state_a, state_b, out_a, logits, step, failed, differs, config)
-            if journal is not None:
-                journal.append(record)
-            next_a = [tok_a]
-            next_b = [tok_a] if config.mode == DecodeMode.TEACHER_FORCED else [tok_b]
-            if progress:
-                progress(step, config.steps)
+        for index, tokens in enumerate(prompts):
+            summary, found = _decode_one(a, b, token_input, logits, tokens, index, stats, journal, config, progress,
+                                         attribute=divergence is None)
+            runs.append(summary)
+            divergence = divergence or found
     finally:
         if journal is not None:
             journal.close()
-    same = sum(1 for x, y in zip(tokens_a, tokens_b) if x == y)
-    first = next((i for i, (x, y) in enumerate(zip(tokens_a, tokens_b)) if x != y), None)
-    summary = DecodeSummary(config.mode.value, len(tokens), len(tokens_a), tokens_a, tokens_b,
-                            same / len(tokens_a) if tokens_a else 1.0, first)
+    shown = next((r for r in runs if r.first_difference is not None), runs[0])
+    source: Dict[str, Any] = {"prompt": str(prompt) if isinstance(prompt, (str, Path)) else None,
+                              "prompt_tokens": list(prompts[0])}
+    if len(prompts) > 1:
+        source["prompts"] = len(prompts)
     return SequenceResult(
         models=[ModelRef.of(a.graph, role="A"), ModelRef.of(b.graph, role="B")], mode="decode",
-        wiring=wiring_rows(a.wiring), steps=len(tokens_a), outputs=stats.output_summaries(),
+        wiring=list(a.wiring.pairs), steps=sum(r.steps for r in runs), outputs=stats.output_summaries(),
         states=stats.state_summaries(), gates=stats.gate_outcomes(), first_gate_failure=stats.first_gate_failure,
         decision_output=logits, first_decision_difference=stats.first_decision_difference,
-        decision_agreement=stats.agreement(), divergence=divergence, decode=summary,
-        timeline=stats.timeline_result(), source={"prompt": str(prompt) if isinstance(prompt, (str, Path)) else None,
-                                                  "prompt_tokens": list(tokens)},
+        decision_agreement=stats.agreement(), divergence=divergence, decode=shown,
+        decode_runs=runs if len(runs) > 1 else [], timeline=stats.timeline_result(), source=source,
         journal=str(config.journal) if config.journal else None, config=config.to_dict(), notes=list(a.wiring.notes))
+
+
+def _as_prompts(prompt: "Sequence[int] | Sequence[Sequence[int]]") -> List[List[int]]:
+    items = list(prompt)
+    if items and not isinstance(items[0], (int, np.integer)):
+        return [[int(t) for t in p] for p in items]  # type: ignore[union-attr]
+    return [[int(t) for t in items]]  # type: ignore[arg-type]
+
+
+def _decode_one(a: SteppedModel, b: SteppedModel, token_input: str, logits: str, tokens: List[int], index: int,
+                stats: SequenceStats, journal: Optional[StepJournal], config: DecodeConfig,
+                progress: Optional[Progress], attribute: bool) -> Tuple[DecodeSummary, Optional[Divergence]]:
+    """One prompt from empty caches; its steps are folded into `stats` as steps index * steps + k."""
+    dec_a, dec_b = _Decoder(a, token_input), _Decoder(b, token_input)
+    tokens_a: List[int] = []
+    tokens_b: List[int] = []
+    divergence: Optional[Divergence] = None
+    offset = index * config.steps
+    next_a, next_b = list(tokens), list(tokens)
+    for step in range(config.steps):
+        feeds_a, state_a, out_a = dec_a.step(next_a, step)
+        feeds_b, state_b, out_b = dec_b.step(next_b, step)
+        last_a, last_b = out_a[logits][:, -1], out_b[logits][:, -1]
+        tok_a, tok_b = int(last_a.reshape(-1, last_a.shape[-1])[0].argmax()), int(last_b.reshape(-1, last_b.shape[-1])[0].argmax())
+        tokens_a.append(tok_a)
+        tokens_b.append(tok_b)
+        record = {"step": offset + step, "outputs": {logits: step_metrics(last_a, last_b, distribution=True)},
+                  "states": {p.output: step_metrics(out_a[p.output], out_b[p.output], distribution=False)
+                             for p in a.wiring.pairs if out_a[p.output].shape == out_b[p.output].shape},
+                  "decision": [[tok_a], [tok_b]], "tokens": [tok_a, tok_b]}
+        if index:
+            record["prompt"] = index
+        failed, differs = stats.fold(record)
+        if attribute and divergence is None and (failed if config.gates else differs):
+            divergence = _attribute(b, feeds_b, state_a, state_b, out_a, logits, step, failed, differs, config)
+            if index:
+                divergence = replace(divergence, step=offset + step, detail=f"prompt {index}: {divergence.detail}")
+        if journal is not None:
+            journal.append(record)
+        next_a = [tok_a]
+        next_b = [tok_a] if config.mode == DecodeMode.TEACHER_FORCED else [tok_b]
+        if progress:
+            progress(offset + step, config.steps * (index + 1))
+    same = sum(1 for x, y in zip(tokens_a, tokens_b) if x == y)
+    first = next((i for i, (x, y) in enumerate(zip(tokens_a, tokens_b)) if x != y), None)
+    return DecodeSummary(config.mode.value, len(tokens), len(tokens_a), tokens_a, tokens_b,
+                         same / len(tokens_a) if tokens_a else 1.0, first, prompt=index), divergence
 
 
 def _attribute(b: SteppedModel, feeds_b: TensorMap, state_a: TensorMap, state_b: TensorMap, out_a: TensorMap,

@@ -36,6 +36,15 @@ def _strict(value: Any) -> Any:
     return value
 
 
+def _line(record: Dict[str, Any]) -> str:
+    """One JSONL line. A record with no NaN/Inf is dumped as is (the common case: walking it through
+    `_strict` first cost more than the dump); one with them is rewritten with strings."""
+    try:
+        return json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError:
+        return json.dumps(_strict(record), sort_keys=True) + "\n"
+
+
 def unstrict(value: Any) -> Any:
     """The inverse of `_strict` for numbers read back."""
     if isinstance(value, str) and value in ("nan", "inf", "-inf"):
@@ -111,8 +120,12 @@ class StepJournal:
         self._handle = open(self.path, "w" if fresh else "a", encoding="utf-8")
 
     def append(self, record: Dict[str, Any]) -> None:
+        self.append_many([record])
+
+    def append_many(self, records: List[Dict[str, Any]]) -> None:
+        """One line per record, written at once."""
         assert self._handle is not None
-        self._handle.write(json.dumps(_strict(record), sort_keys=True) + "\n")
+        self._handle.write("".join(_line(record) for record in records))
 
     def due(self, step: int) -> bool:
         return (step + 1) % self.checkpoint_every == 0

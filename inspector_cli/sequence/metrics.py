@@ -49,11 +49,6 @@ def _finite_element_stats(a: np.ndarray, b: np.ndarray) -> Optional[PairStats]:
     return stats
 
 
-def flags(record: Dict[str, Any], key: str) -> bool:
-    """Whether any compared tensor of the record has `key` (a non-finite count, a shape mismatch)."""
-    return any(key in m or "shape_mismatch" in m for part in ("outputs", "states") for m in record[part].values())
-
-
 def decision_of(value: np.ndarray) -> List[int]:
     """Argmax on the last axis (flattened over the rest); a single value per row is thresholded at 0.5."""
     rows = value.reshape(-1, value.shape[-1] if value.ndim else 1)

@@ -10,7 +10,6 @@ import numpy as np
 from ..core.graph import ModelGraph, load_model
 from ..core.runner import RuntimeConfig, Session, open_session
 from ..core.types import TensorInfo, TensorMap
-from ..errors import InferenceError
 from .wiring import StateWiring, detect_wiring
 
 
@@ -24,23 +23,19 @@ class SteppedModel:
     role: str
 
     def __post_init__(self) -> None:
-        # The binding's run without InferenceSession.run's Python-side input validation (~20 us per
-        # call, as much as a small step's metrics): every step feeds the same names, which the first
-        # step checks through the public run; a missing or mistyped input still fails in onnxruntime.
-        ort_session = self.session.ort_session
-        inner = getattr(ort_session, "_sess", None)
-        public = ort_session.run
-        if inner is None or not hasattr(inner, "run"):
-            self._run = public
-            return
-        checked: list = []
+        self.hold(2)
 
-        def run(names: List[str], feeds: TensorMap) -> list:
-            if not checked:
-                checked.append(True)
-                return public(names, feeds)
-            return inner.run(names, feeds, None)
-        self._run = run
+    def hold(self, runs: int) -> None:
+        """Keep each run's outputs valid during the next `runs - 1` runs (0: fresh arrays every run).
+
+        Outputs are written into arrays bound once (core/binding, onnxruntime IO binding) and reused
+        in turn by `runs` sets: with 2, the state a step returns is read by the next step while that
+        step writes into the other set. The A/B loop holds a block of steps' outputs until it reduces
+        them and a growing KV cache changes the shapes every step (binding anew each time would cost
+        more than it saves): both ask for 0."""
+        from ..core.binding import BoundRunner
+
+        self.runner = BoundRunner(self.session, self.session.output_names, reuse=runs > 0, sets=max(1, runs))
 
     @property
     def inputs(self) -> List[TensorInfo]:
@@ -59,7 +54,11 @@ class SteppedModel:
     def cast(self, feeds: TensorMap) -> TensorMap:
         """Float feeds in this model's float dtypes (fp32 data or state into an fp16 model)."""
         dtypes = self.session.input_dtypes
-        if all(value.dtype == dtypes.get(name, value.dtype) for name, value in feeds.items()):
+        for name, value in feeds.items():
+            want = dtypes.get(name)
+            if want is not None and value.dtype != want:
+                break
+        else:
             return feeds  # the common case (same dtypes): no new dict per step
         out: TensorMap = {}
         for name, value in feeds.items():
@@ -70,15 +69,8 @@ class SteppedModel:
         return out
 
     def run(self, feeds: TensorMap, state: TensorMap, step: int) -> TensorMap:
-        merged = dict(feeds)
-        merged.update(state)
-        try:
-            values = self._run(self.session.output_names, merged)
-        except Exception as exc:  # onnxruntime raises its own types; name the model and the step
-            text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-            raise InferenceError(f"{self.role} ({self.graph.display_name}): inference failed at step {step}: {text[:400]}") \
-                from exc
-        return dict(zip(self.session.output_names, values))
+        """Every output of one step (InferenceError naming the model and the step on failure)."""
+        return self.runner.run({**feeds, **state}, sample=f"step {step}")
 
 
 def quiet_threads(runtime: RuntimeConfig) -> RuntimeConfig:

@@ -9,26 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.types import TensorMap
 from ..diff.gates import check_gate_targets
 from ..diff.metrics import metric_value_ok
 from ..errors import UsageError
-from ..results.sequence import Divergence, NonFiniteStep, WiringRow
-from .batch import batch_decisions, batch_metrics
+from ..results.sequence import Divergence, NonFiniteStep
+from .batch import BlockColumns, batch_decisions, block_columns, columns_from_rows
 from .bundle import nonfinite_names, write_step_bundle
 from .journal import StepJournal
-from .metrics import DISTRIBUTION, KEEP, decision_of, flags, step_metrics
+from .metrics import DISTRIBUTION, KEEP, decision_of, step_metrics
 from .model import SteppedModel
 from .stats import SequenceStats
-from .wiring import StateWiring
 
 if TYPE_CHECKING:
     from .config import SequenceConfig
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
     """One step run but not yet reduced: references to its feeds, the states fed in and the outputs."""
 
@@ -39,11 +38,6 @@ class Pending:
     state_b: TensorMap
     out_a: TensorMap
     out_b: TensorMap
-
-
-def wiring_rows(wiring: StateWiring) -> List[WiringRow]:
-    return [WiringRow(p.input, p.output, p.dtype, p.shape, p.kv_cache, p.source) for p in wiring.pairs]
-
 
 
 class RunState:
@@ -74,43 +68,34 @@ class RunState:
         floats = {t.name for t in self.a.graph.outputs if t.numpy_dtype is not None and t.numpy_dtype.kind == "f"}
         return next((o for o in outputs if o in floats), None)
 
-    def records(self, block: Sequence["Pending"]) -> List[Dict[str, Any]]:
-        """The JSONL records of a block of steps, each tensor's metrics computed for the block at once."""
-        records: List[Dict[str, Any]] = [{"step": p.step, "outputs": {}, "states": {}} for p in block]
+    def columns(self, block: Sequence["Pending"]) -> Tuple[Dict[str, BlockColumns], Dict[str, BlockColumns]]:
+        """Each step output's and each state's metrics over the block, one column per metric."""
         one = partial(step_metrics, distribution=self.distribution)
+        outputs = {}
         for name in self.a.wiring.step_outputs:
             pairs = [(p.out_a[name], p.out_b[name]) for p in block]
-            rows = [one(a, b) for a, b in pairs] if self.distribution else batch_metrics(pairs, one)
-            for record, row in zip(records, rows):
-                record["outputs"][name] = row
-        for pair in self.a.wiring.pairs:
-            rows = batch_metrics([(p.out_a[pair.output], p.out_b[pair.output]) for p in block], step_metrics)
-            for record, row in zip(records, rows):
-                record["states"][pair.output] = row
-        if self.decision is not None:
-            chosen_a = batch_decisions([p.out_a[self.decision] for p in block])
-            chosen_b = batch_decisions([p.out_b[self.decision] for p in block])
-            for record, x, y in zip(records, chosen_a, chosen_b):
-                record["decision"] = [x, y]
-        return records
+            outputs[name] = columns_from_rows([one(a, b) for a, b in pairs]) if self.distribution \
+                else block_columns(pairs, one)
+        states = {pair.output: block_columns([(p.out_a[pair.output], p.out_b[pair.output]) for p in block], step_metrics)
+                  for pair in self.a.wiring.pairs}
+        return outputs, states
 
     def flush(self, block: Sequence["Pending"], journal: Optional[StepJournal]) -> int:
         """Reduce, fold and journal a block; returns how many of its steps count (fewer when a step
         turned non-finite and the run stops there)."""
         assert self.b is not None
-        records = self.records(block)
-        keep = len(records)
-        for i, (record, p) in enumerate(zip(records, block)):
-            if self.nonfinite is not None:
-                break
-            # The metrics already counted NaN/Inf on both sides; look closer only when they did.
-            if (flags(record, "nonfinite_a") and self.check_nonfinite(p.step, self.a, p.feeds_a, p.state_a, p.out_a)) \
-                    or (flags(record, "nonfinite_b") and self.check_nonfinite(p.step, self.b, p.feeds_b, p.state_b, p.out_b)):
-                if self.config.stop_on_nonfinite:
-                    keep = i + 1
-                break
-        records = records[:keep]
-        events = self.stats.fold_many(records)
+        outputs, states = self.columns(block)
+        decisions: List[Optional[List[List[int]]]] = [None] * len(block)
+        if self.decision is not None:
+            chosen_a = batch_decisions([p.out_a[self.decision] for p in block])
+            chosen_b = batch_decisions([p.out_b[self.decision] for p in block])
+            decisions = [[x, y] for x, y in zip(chosen_a, chosen_b)]
+        keep = self._check_block(block, list(outputs.values()) + list(states.values()))
+        if keep < len(block):
+            outputs = {k: v.head(keep) for k, v in outputs.items()}
+            states = {k: v.head(keep) for k, v in states.items()}
+        steps = [p.step for p in block[:keep]]
+        events = self.stats.fold_columns(steps, outputs, states, decisions[:keep])
         if self.divergence is None:
             for (failed, differs), p in zip(events, block):
                 # The gates define divergence when there are any; without gates, the decision does.
@@ -118,13 +103,37 @@ class RunState:
                     self.attribute(p.step, p.feeds_b, p.state_a, p.state_b, p.out_a, failed, differs)
                     break
         if journal is not None:
-            for record in records:
-                journal.append(record)
-            if any(journal.due(r["step"]) for r in records):
+            journal.append_many(self._records(steps, outputs, states, decisions))
+            if any(journal.due(step) for step in steps):
                 last = block[keep - 1]
                 extra = {"divergence": self.divergence.__dict__} if self.divergence else {}
                 journal.checkpoint(last.step, self.a.wiring.feed_back(last.out_a), self.b.wiring.feed_back(last.out_b), extra)
         return keep
+
+    def _check_block(self, block: Sequence["Pending"], columns: List[BlockColumns]) -> int:
+        """Look closer at the steps whose metrics counted NaN/Inf; how many steps of the block count."""
+        assert self.b is not None
+        if self.nonfinite is not None or not any(c.counts for c in columns):
+            return len(block)
+        flagged_a = [any(f) for f in zip(*(c.flagged("nonfinite_a") for c in columns))]
+        flagged_b = [any(f) for f in zip(*(c.flagged("nonfinite_b") for c in columns))]
+        for i, p in enumerate(block):
+            if (flagged_a[i] and self.check_nonfinite(p.step, self.a, p.feeds_a, p.state_a, p.out_a)) \
+                    or (flagged_b[i] and self.check_nonfinite(p.step, self.b, p.feeds_b, p.state_b, p.out_b)):
+                return i + 1 if self.config.stop_on_nonfinite else len(block)
+        return len(block)
+
+    def _records(self, steps: Sequence[int], outputs: Dict[str, BlockColumns], states: Dict[str, BlockColumns],
+                 decisions: Sequence[Any]) -> List[Dict[str, Any]]:
+        """The JSONL records of the block's steps (built only for the journal)."""
+        records = []
+        for i, step in enumerate(steps):
+            record: Dict[str, Any] = {"step": step, "outputs": {n: c.row(i) for n, c in outputs.items()},
+                                      "states": {n: c.row(i) for n, c in states.items()}}
+            if self.decision is not None:
+                record["decision"] = decisions[i]
+            records.append(record)
+        return records
 
     def attribute(self, step: int, feeds_b: TensorMap, state_a: TensorMap, state_b: TensorMap,
                   out_a: TensorMap, failed: List[str], differs: bool) -> None:

@@ -60,9 +60,13 @@ class StepSource:
             streams = {name[:-4]: _MemberStream(archive, name, self.path) for name in _npz_members(archive)}
             names = _names_for(list(streams), self.specs, self.path)
             length = min(s.steps for s in streams.values())
+            # (input name, stream, whether the step array needs a leading batch axis), decided once
+            ranks = {s.name: len(s.shape) for s in self.specs if s.shape is not None}
+            plan = [(names[key], stream, ranks.get(names[key]) == len(stream.step_shape) + 1)
+                    for key, stream in streams.items()]
             checked = False
             for index in range(length):
-                feeds = _fit_ranks({names[key]: stream.read_step() for key, stream in streams.items()}, self.specs)
+                feeds = {name: (stream.read_step()[None] if batch else stream.read_step()) for name, stream, batch in plan}
                 if index >= start:
                     if not checked:  # every step of a time-axis array has the same dtype and shape
                         check_feeds(feeds, self.specs, f"step {index}")
@@ -165,12 +169,6 @@ def _names_for(keys: List[str], specs: Sequence[TensorInfo], path: Path) -> Dict
     if len(keys) == len(names) == 1:
         return {keys[0]: names[0]}
     raise InputDataError(f"{path}: arrays {', '.join(keys)} do not name the step inputs {', '.join(names)}")
-
-
-def _fit_ranks(feeds: TensorMap, specs: Sequence[TensorInfo]) -> TensorMap:
-    """A step array one rank short of its input gets a leading batch axis ([T, 10] -> [1, 10])."""
-    ranks = {s.name: len(s.shape) for s in specs if s.shape is not None}
-    return {k: (v[None] if ranks.get(k) == v.ndim + 1 else v) for k, v in feeds.items()}
 
 
 # ---- chunked arrays and audio --------------------------------------------------------------------

@@ -7,7 +7,6 @@ a bounded time-line; nothing grows with the number of steps except the time-line
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -17,17 +16,22 @@ from ..diff.gates import Gate, gates_for
 from ..diff.metrics import METRICS
 from ..results.base import GateOutcome
 from ..results.sequence import StepSummary, Timeline
+from .batch import BlockColumns, columns_from_rows
 
 MAX_EXAMPLES = 5
 
 
+_HIGHER = {name: spec.higher_is_better for name, spec in METRICS.items()}
+
+
 def worse(metric: str, value: float, than: float) -> bool:
     """True when `value` is worse than `than` for `metric` (NaN is worst)."""
-    if math.isnan(value):
-        return not math.isnan(than)
-    if math.isnan(than):
+    # x != x is NaN's test without a call: this runs for every step of the time-line
+    if value != value:
+        return than == than
+    if than != than:
         return False
-    return value < than if METRICS[metric].higher_is_better else value > than
+    return value < than if _HIGHER[metric] else value > than
 
 
 @dataclass
@@ -40,22 +44,27 @@ class _TensorRun:
     count: Dict[str, int] = field(default_factory=dict)
     last: Dict[str, Optional[float]] = field(default_factory=dict)
 
-    def add_many(self, steps: Sequence[int], rows: Sequence[Dict[str, Any]]) -> None:
-        """Fold several steps' metrics: the same worst (first occurrence) and the same sequential sums
+    def add_columns(self, steps: Sequence[int], columns: BlockColumns) -> None:
+        """Fold a block's metrics: the same worst (first occurrence) and the same sequential sums
         as one step at a time, so results do not depend on how steps were grouped."""
-        if not rows:
+        last = columns.size - 1 if columns.present is None else \
+            max((i for i, present in enumerate(columns.present) if present), default=-1)
+        if last < 0:
             return
-        self.last = dict(rows[-1])
-        keys = set().union(*rows)  # only the metrics some row has (a row holds 6 of METRICS' names)
-        for name in METRICS:
-            if name not in keys:
+        self.last = columns.row(last)
+        names = [name for name in METRICS if name in columns.values]
+        if columns.present is None and not any(None in columns.values[name] for name in names):
+            self._add_matrix(steps, names, np.array([columns.values[name] for name in names], dtype=np.float64))
+            return
+        for name in names:
+            column = columns.values.get(name)
+            if column is None:
                 continue
-            column = [row.get(name) for row in rows]
             if None in column:
                 index = [i for i, value in enumerate(column) if value is not None]
                 values = np.array([float(column[i]) for i in index])
             else:  # the usual block: every step has the metric, one column, one conversion
-                index = range(len(rows))
+                index = range(len(column))
                 values = np.array(column, dtype=np.float64)
             if not len(index):
                 continue
@@ -67,6 +76,28 @@ class _TensorRun:
             if finite.size:
                 self.total[name] = _sequential_sum(self.total.get(name, 0.0), finite)
                 self.count[name] = self.count.get(name, 0) + int(finite.size)
+
+    def _add_matrix(self, steps: Sequence[int], names: List[str], values: np.ndarray) -> None:
+        """The fold above for every metric at once (one row per metric, one column per step): the same
+        first worst, and the same left-to-right sums (a non-finite value adds 0.0, which leaves a sum
+        unchanged, instead of being skipped)."""
+        nan = np.isnan(values)
+        sign = np.array([-1.0 if _HIGHER[name] else 1.0 for name in names])[:, None]
+        with np.errstate(invalid="ignore"):
+            index = np.where(nan.any(axis=1), nan.argmax(axis=1), (values * sign).argmax(axis=1)).tolist()
+        finite = np.isfinite(values)
+        counts = finite.sum(axis=1).tolist()
+        starts = np.array([[self.total.get(name, 0.0)] for name in names])
+        totals = np.add.accumulate(np.concatenate((starts, np.where(finite, values, 0.0)), axis=1), axis=1)[:, -1].tolist()
+        for row, name in enumerate(names):
+            j = index[row]
+            value = float(values[row, j])
+            previous = self.worst.get(name)
+            if previous is None or worse(name, value, previous):
+                self.worst[name], self.worst_step[name] = value, int(steps[j])
+            if counts[row]:
+                self.total[name] = totals[row]
+                self.count[name] = self.count.get(name, 0) + int(counts[row])
 
     def summary(self) -> StepSummary:
         mean = {k: self.total[k] / self.count[k] for k in self.count if self.count[k]}
@@ -167,29 +198,45 @@ class SequenceStats:
         return self.fold_many([record])[0]
 
     def fold_many(self, records: Sequence[Dict[str, Any]]) -> List[Tuple[List[str], bool]]:
-        """Add several consecutive steps; per step (gates failed, whether the decision differs)."""
+        """Add several consecutive steps' records (JSONL lines read back); per step (gates failed,
+        whether the decision differs). The same fold as a live block's columns."""
         if not records:
             return []
-        steps = [int(r["step"]) for r in records]
-        self.steps += len(records)
         outputs = [r.get("outputs") or {} for r in records]
         states = [r.get("states") or {} for r in records]
+        return self.fold_columns([int(r["step"]) for r in records],
+                                 {n: columns_from_rows([o.get(n) for o in outputs]) for n in self.outputs},
+                                 {n: columns_from_rows([s.get(n) for s in states]) for n in self.states},
+                                 [r.get("decision") for r in records])
+
+    def fold_columns(self, steps: Sequence[int], outputs: Dict[str, BlockColumns], states: Dict[str, BlockColumns],
+                     decisions: Sequence[Optional[Sequence[Any]]]) -> List[Tuple[List[str], bool]]:
+        """Add a block of consecutive steps given as columns per tensor (batch.py); per step (gates
+        failed, whether the decision (A's, B's) differs)."""
+        n = len(steps)
+        if not n:
+            return []
+        self.steps += n
         for name, run in self.outputs.items():
-            rows = [(s, o[name]) for s, o in zip(steps, outputs) if name in o]
-            run.add_many([s for s, _ in rows], [m for _, m in rows])
+            if name in outputs:
+                run.add_columns(steps, outputs[name])
         for name, run in self.states.items():
-            rows = [(s, o[name]) for s, o in zip(steps, states) if name in o]
-            run.add_many([s for s, _ in rows], [m for _, m in rows])
-        failed: List[List[str]] = [[] for _ in records]
+            if name in states:
+                run.add_columns(steps, states[name])
+        failed: List[List[str]] = [[] for _ in range(n)]
         for tally in self.tallies:
-            self._tally(tally, steps, outputs, failed)
+            if tally.tensor in outputs:
+                self._tally(tally, steps, outputs[tally.tensor], failed)
+        drift = self._drift(n, states) if self.timeline is not None else None
+        line = outputs.get(self.timeline.tensor) if self.timeline is not None else None
+        line_values = line.values.get("cosine") if line is not None else None  # None where absent
         events: List[Tuple[List[str], bool]] = []
-        for i, record in enumerate(records):
+        for i in range(n):
             step = steps[i]
             if failed[i] and self.first_gate_failure is None:
                 self.first_gate_failure = step
             differs = False
-            decision = record.get("decision")
+            decision = decisions[i] if i < len(decisions) else None
             if decision is not None:
                 self.decisions += 1
                 differs = decision[0] != decision[1]
@@ -197,32 +244,45 @@ class SequenceStats:
                     self.first_decision_difference = step
                 self.agreements += 0 if differs else 1
             if self.timeline is not None:
-                drift: Optional[float] = None
-                for metrics in states[i].values():
-                    value = metrics.get("cosine")
-                    if value is not None and (drift is None or worse("cosine", float(value), drift)):
-                        drift = float(value)
-                value = (outputs[i].get(self.timeline.tensor) or {}).get("cosine")
-                self.timeline.add(step, None if value is None else float(value), drift)
+                value = line_values[i] if line_values is not None else None
+                self.timeline.add(step, value, drift[i])  # type: ignore[index]
             events.append((failed[i], differs))
         return events
 
-    def _tally(self, tally: _Tally, steps: List[int], outputs: List[Dict[str, Dict[str, Any]]],
-               failed: List[List[str]]) -> None:
+    @staticmethod
+    def _drift(n: int, states: Dict[str, BlockColumns]) -> List[Optional[float]]:
+        """Per step: the worst state cosine (None without state)."""
+        drift: List[Optional[float]] = [None] * n
+        for columns in states.values():
+            column = columns.values.get("cosine")
+            if column is None:
+                continue
+            for i, value in enumerate(column):
+                if value is not None and (drift[i] is None or worse("cosine", value, drift[i])):  # type: ignore[arg-type]
+                    drift[i] = value
+        return drift
+
+    def _tally(self, tally: _Tally, steps: Sequence[int], columns: BlockColumns, failed: List[List[str]]) -> None:
         metric = tally.gate.metric
-        index = [i for i, o in enumerate(outputs) if (o.get(tally.tensor) or {}).get(metric) is not None]
+        column = columns.values.get(metric)
+        if column is None:
+            return
+        index = [i for i, value in enumerate(column) if value is not None]
         if not index:
             return
-        values = np.array([float(outputs[i][tally.tensor][metric]) for i in index])
+        values = np.array([float(column[i]) for i in index])
         tally.evaluated += len(index)
         j = _worst_index(metric, values)
         if tally.worst is None or worse(metric, float(values[j]), tally.worst):
             tally.worst = float(values[j])
         with np.errstate(invalid="ignore"):  # NaN compares False: a NaN value fails its gate
             ok = values >= tally.gate.threshold if METRICS[metric].higher_is_better else values <= tally.gate.threshold
-        mismatch = np.array([bool(outputs[i][tally.tensor].get("nonfinite_mismatch")) for i in index])
+        mismatch_column = columns.counts.get("nonfinite_mismatch")
+        bad = ~ok
+        if mismatch_column is not None:
+            bad |= np.array([bool(mismatch_column[i]) for i in index])
         description = f"{tally.gate.describe()} on {tally.tensor}"
-        for k in np.flatnonzero(~ok | mismatch):
+        for k in np.flatnonzero(bad):
             i = index[int(k)]
             tally.failed += 1
             failed[i].append(description)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core.types import Dim, TensorInfo, TensorMap, format_shape
 from ..errors import InputDataError, UsageError
+from ..results.sequence import WiringRow
 
 # Input names that look like a recurrent state or a cache: these must be wired.
 _STATE_LIKE = re.compile(r"(state|past|cache|hidden|memory|(^|[._])[hc](x|0|_0|_in)?$|(^|[._])[hc]_?0)", re.I)
@@ -23,24 +24,11 @@ _KV = re.compile(r"(past|cache)", re.I)
 
 
 @dataclass(frozen=True)
-class StatePair:
-    """One fed-back tensor: `output` of step t becomes `input` of step t+1."""
-
-    input: str
-    output: str
-    dtype: str
-    shape: str
-    kv_cache: bool = False
-    """A key/value cache (grows along the sequence axis; starts empty)."""
-    source: str = "auto"
-    """'auto' (found from the names) or 'explicit' (given by the user)."""
-
-
-@dataclass(frozen=True)
 class StateWiring:
     """Every state pair of a model, plus its step (non-state) inputs and outputs."""
 
-    pairs: Tuple[StatePair, ...]
+    pairs: Tuple[WiringRow, ...]
+    """Each fed-back tensor, as the result records it (`results.sequence.WiringRow`)."""
     step_inputs: Tuple[str, ...]
     step_outputs: Tuple[str, ...]
     notes: Tuple[str, ...] = field(default=())
@@ -107,7 +95,7 @@ def detect_wiring(inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo],
     """Wire state outputs to state inputs: `explicit` pairs first, then by name patterns."""
     ins = {t.name: t for t in inputs}
     outs = {t.name: t for t in outputs}
-    pairs: List[StatePair] = []
+    pairs: List[WiringRow] = []
     used_out: set = set()
     for name, out in explicit:
         if name not in ins:
@@ -121,7 +109,7 @@ def detect_wiring(inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo],
             raise UsageError(f"--state {name}={out}: {model}'s input is {ins[name].dtype_name} "
                              f"{format_shape(ins[name].shape)} but the output is {outs[out].dtype_name} "
                              f"{format_shape(outs[out].shape)}")
-        pairs.append(StatePair(name, out, ins[name].dtype_name, format_shape(ins[name].shape), kv, "explicit"))
+        pairs.append(WiringRow(name, out, ins[name].dtype_name, format_shape(ins[name].shape), kv, "explicit"))
         used_out.add(out)
     wired = {p.input for p in pairs}
     for name, info in ins.items():
@@ -130,7 +118,7 @@ def detect_wiring(inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo],
         kv = bool(_KV.search(name))
         for candidate in candidate_outputs(name):
             if candidate in outs and candidate not in used_out and _compatible(info, outs[candidate], kv):
-                pairs.append(StatePair(name, candidate, info.dtype_name, format_shape(info.shape), kv, "auto"))
+                pairs.append(WiringRow(name, candidate, info.dtype_name, format_shape(info.shape), kv, "auto"))
                 used_out.add(candidate)
                 wired.add(name)
                 break
@@ -186,7 +174,7 @@ def initial_state(wiring: StateWiring, inputs: Sequence[TensorInfo], step_feeds:
     return state, notes
 
 
-def _size(dim: Dim, symbols: Dict[str, int], pair: StatePair, notes: List[str]) -> int:
+def _size(dim: Dim, symbols: Dict[str, int], pair: WiringRow, notes: List[str]) -> int:
     if isinstance(dim, int) and dim >= 0:
         return dim
     if isinstance(dim, str) and dim in symbols:

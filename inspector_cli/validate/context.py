@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 import numpy as np
 import onnx
@@ -105,3 +105,18 @@ class Context:
         """"Add 'add_3'": how messages name a node."""
         node = self.graph.node_by_name.get(node_name)
         return f"{node.op_type} '{node_name}'" if node else f"'{node_name}'"
+
+    def ancestors_within(self, start: str, members: Set[str]) -> List[str]:
+        """Nodes of `members` that feed `start` through members only (not `start` itself), in the
+        order a depth-first walk up the graph finds them. MI306 (dead code) and MI606 (constant
+        subgraphs) name these as the nodes that go with `start`."""
+        found: List[str] = []
+        stack = [start]
+        while stack:
+            for tensor in self.graph.node_by_name[stack.pop()].all_inputs:
+                producer = self.graph.producer.get(tensor)
+                if producer is not None and producer.name in members and producer.name not in found \
+                        and producer.name != start:
+                    found.append(producer.name)
+                    stack.append(producer.name)
+        return found

@@ -59,13 +59,4 @@ def _constant_subgraphs(ctx: Context, matches: List[PatternMatch], reported: Set
 
 
 def _upstream(ctx: Context, start: str, constant: Set[str]) -> List[str]:
-    found: List[str] = []
-    stack = [start]
-    while stack:
-        for tensor in ctx.graph.node_by_name[stack.pop()].all_inputs:
-            producer = ctx.graph.producer.get(tensor)
-            if producer is not None and producer.name in constant and producer.name not in found \
-                    and producer.name != start:
-                found.append(producer.name)
-                stack.append(producer.name)
-    return sorted(found, key=lambda n: ctx.graph.node_by_name[n].order)
+    return sorted(ctx.ancestors_within(start, constant), key=lambda n: ctx.graph.node_by_name[n].order)

@@ -92,22 +92,10 @@ def _dead_nodes(ctx: Context) -> None:
         consumers = {c.name for o in node.outputs for c in graph.consumers.get(o, [])}
         if consumers & dead_names:
             continue  # reported through the dead node it feeds
-        upstream = _dead_ancestors(ctx, node.name, dead_names)
+        upstream = ctx.ancestors_within(node.name, dead_names)
         extra = f" (with {len(upstream)} upstream node(s) that only feed it)" if upstream else ""
         ctx.report("MI306", f"{node.op_type} '{node.name}' reaches no graph output{extra}", node=node.name,
                    tensor=node.outputs[0] if node.outputs else None, upstream=upstream or None)
-
-
-def _dead_ancestors(ctx: Context, start: str, dead: Set[str]) -> List[str]:
-    seen: List[str] = []
-    stack = [start]
-    while stack:
-        for tensor in ctx.graph.node_by_name[stack.pop()].all_inputs:
-            producer = ctx.graph.producer.get(tensor)
-            if producer is not None and producer.name in dead and producer.name not in seen and producer.name != start:
-                seen.append(producer.name)
-                stack.append(producer.name)
-    return seen
 
 
 def _names(ctx: Context) -> None:

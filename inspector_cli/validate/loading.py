@@ -168,6 +168,24 @@ def _text_preview(head: bytes) -> Optional[str]:
     return (first[:60] + "...") if len(first) > 60 else first
 
 
+class _Broken(Exception):
+    """A verdict of walk_fields found while reading a varint: ('truncated' or 'invalid', why)."""
+
+    def __init__(self, verdict: str, why: str) -> None:
+        super().__init__(why)
+        self.verdict, self.why = verdict, why
+
+
+def _varint(buf: "mmap.mmap", pos: int, size: int, start: int, inside: str, malformed: str) -> Tuple[int, int]:
+    """read_varint, its two failures told as 'the file ends inside {inside}' / 'malformed {malformed}'."""
+    try:
+        return read_varint(buf, pos, size)
+    except EOFError:
+        raise _Broken("truncated", f"the file ends inside {inside} at byte {start}") from None
+    except ValueError:
+        raise _Broken("invalid", f"byte {start}: malformed {malformed}") from None
+
+
 def walk_fields(path: Path, size: int) -> Tuple[str, str]:
     """Walk the top-level protobuf fields without reading their payloads.
 
@@ -176,40 +194,33 @@ def walk_fields(path: Path, size: int) -> Tuple[str, str]:
     if size == 0:
         return "ok", ""
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        pos = 0
-        while pos < size:
-            start = pos
-            try:
-                key, pos = read_varint(buf, pos, size)
-            except EOFError:
-                return "truncated", f"the file ends inside a field key at byte {start}"
-            except ValueError:
-                return "invalid", f"byte {start}: malformed field key"
-            number, wire = key >> 3, key & 7
-            if wire not in _WIRE_TYPES or number == 0:
-                return "invalid", f"byte {start}: wire type {wire} of field {number} is not valid protobuf"
-            field_name = _MODEL_FIELDS.get(number, f"#{number}")
-            if wire == 0:
-                try:
-                    _, pos = read_varint(buf, pos, size)
-                except EOFError:
-                    return "truncated", f"the file ends inside field '{field_name}' at byte {start}"
-                except ValueError:
-                    return "invalid", f"byte {start}: malformed varint in field '{field_name}'"
-                continue
-            if wire == 2:
-                try:
-                    need, pos = read_varint(buf, pos, size)
-                except EOFError:
-                    return "truncated", f"the file ends inside the length of field '{field_name}' at byte {start}"
-                except ValueError:
-                    return "invalid", f"byte {start}: malformed length of field '{field_name}'"
-            else:
-                need = 8 if wire == 1 else 4
-            remaining = size - pos
-            if need > remaining:
-                return "truncated", (f"field '{field_name}' at byte {start} declares {need} bytes but only "
-                                     f"{remaining} remain (the file should be at least {pos + need} "
-                                     f"bytes, it has {size})")
-            pos += need
+        try:
+            return _walk(buf, size)
+        except _Broken as broken:
+            return broken.verdict, broken.why
+
+
+def _walk(buf: "mmap.mmap", size: int) -> Tuple[str, str]:
+    pos = 0
+    while pos < size:
+        start = pos
+        key, pos = _varint(buf, pos, size, start, "a field key", "field key")
+        number, wire = key >> 3, key & 7
+        if wire not in _WIRE_TYPES or number == 0:
+            return "invalid", f"byte {start}: wire type {wire} of field {number} is not valid protobuf"
+        field_name = _MODEL_FIELDS.get(number, f"#{number}")
+        if wire == 0:
+            _, pos = _varint(buf, pos, size, start, f"field '{field_name}'", f"varint in field '{field_name}'")
+            continue
+        if wire == 2:
+            need, pos = _varint(buf, pos, size, start, f"the length of field '{field_name}'",
+                                f"length of field '{field_name}'")
+        else:
+            need = 8 if wire == 1 else 4
+        remaining = size - pos
+        if need > remaining:
+            return "truncated", (f"field '{field_name}' at byte {start} declares {need} bytes but only "
+                                 f"{remaining} remain (the file should be at least {pos + need} "
+                                 f"bytes, it has {size})")
+        pos += need
     return "ok", ""

@@ -5,29 +5,27 @@ chooses which of its paths runs."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..inspection.rollups import attach_scopes
-from ..compare.batch import compare_outputs, lost_finding
+from ..compare.batch import compare_outputs, early_sessions, lost_finding
 from ..compare.config import CompareConfig
-from ..compare.golden import compare_golden
-from ..compare.layers import run_layers
 from ..compare.outputs import build_result
 from ..compare.plan import ComparePlan, ModelArg, plan_comparison
-from ..compare.section import build_section, layer_gate_outcomes
 from ..diff.engine import TensorTracker
 from ..errors import UsageError
-from ..remedy.compare_run import run_remedies
-from ..remedy.qstep_layers import quant_step_findings, quant_step_rows, simulated_finding, simulated_rows
-from ..remedy.config import RemedyRequest
 from ..progress import Progress, no_progress
 from ..results.base import Finding
 from ..results.compare import CompareResult
-from ..results.remedy import RemedySection
+
+if TYPE_CHECKING:
+    from ..remedy.config import RemedyRequest
+
+# The layer pass, golden files, remedies and scope roll-ups are imported where they run: an
+# outputs-only comparison (what a CI gate runs most) does not pay for their imports (issue 16).
 
 
 def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[CompareConfig] = None,
-                   *, progress: Progress = no_progress, remedy: Optional[RemedyRequest] = None) -> CompareResult:
+                   *, progress: Progress = no_progress, remedy: Optional["RemedyRequest"] = None) -> CompareResult:
     """Compare the outputs of `model_a` (the reference) and `model_b` over the configured samples.
 
     Samples stream: each is run on both models, reduced to metrics and dropped. Returns a
@@ -38,6 +36,8 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
         if config.golden:
             raise UsageError("--fallback-plan, --bisect-optimizers and --labels need MODEL_B (not --golden) for now")
         result = compare_models(model_a, model_b, config, progress=progress)
+        from ..remedy.compare_run import run_remedies
+
         # the remedies run on the same pairing and samples, after the comparison (issue 18)
         section, findings = run_remedies(model_a, model_b, config, remedy, result.layers)
         if result.remedy is not None:
@@ -48,7 +48,10 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
             findings += [finding] if finding else []
         return replace(result, remedy=section, findings=[*result.findings, *findings])
     if config.golden:
+        from ..compare.golden import compare_golden
+
         return compare_golden(model_a, config, progress=progress)
+    early = early_sessions(model_a, model_b, config)  # outputs only: built while the graphs load
     plan = plan_comparison(model_a, model_b, config)
     if config.layers is not None:
         return _compare_with_layers(plan, config, progress)
@@ -56,12 +59,18 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
                               keep_per_sample=config.per_sample) for p in plan.outputs.pairs]
     # samples run in this process or in workers (config.executor); either way the per-sample sums
     # are folded here in sample order, so the result is the same whichever ran them
-    notes, lost = compare_outputs(plan, config, trackers, progress)
+    notes, lost = compare_outputs(plan, config, trackers, progress, early)
     result = build_result(plan, config, trackers, notes)
     return replace(result, findings=[*result.findings, lost_finding(lost)]) if lost else result
 
 
 def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Progress) -> CompareResult:
+    from ..compare.layers import run_layers
+    from ..compare.section import build_section, layer_gate_outcomes
+    from ..inspection.rollups import attach_scopes
+    from ..remedy.qstep_layers import quant_step_findings, quant_step_rows
+    from ..results.remedy import RemedySection
+
     assert config.layers is not None
     run = run_layers(plan, config, progress)
     section, notes = build_section(run, gate_layers=config.layers.gate_layers, worst_count=config.layers.worst)
@@ -78,6 +87,7 @@ def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Pro
 def _simulated(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, deployed: CompareResult
                ) -> "tuple[list, Optional[Finding]]":
     """B again with optimisations off: its QDQ arithmetic, beside the deployed kernels (`--simulated`)."""
+    from ..remedy.qstep_layers import simulated_finding, simulated_rows
     from ..core.graph import ModelGraph
     from ..core.model_arg import as_graph
     from ..core.runner import OptLevel

@@ -5,7 +5,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..inspection.rollups import attach_scopes
 from ..batching import batch_runtime, check_executor, executor_plan, shared_samples
@@ -13,7 +13,7 @@ from ..core.capture import default_budget, plan_capture
 from ..core.graph import ModelGraph
 from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, open_samples
-from ..errors import UsageError
+from ..errors import MiError, UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
 from ..executor.factory import make_executor
 from ..nanbisect.batch import JsonlLog, Summary, check_jsonl
@@ -77,7 +77,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     del graph
     try:
         if samples.refs:
-            _check_loadable(prepared)
+            _check_loadable(prepared, _root_exposed(prepared, config, samples, budget))
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
         result = attach_scopes(result, prepared.graph)
@@ -86,15 +86,34 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
         prepared.close()
 
 
-def _check_loadable(prepared: PreparedModel) -> None:
-    """One session of the model as it is, opened and dropped before the scan: a model onnxruntime
-    refuses (duplicate names, a cycle, an unknown op, opset 99) is one `Error:` naming the model and
-    the cause (exit 3), not an error record per sample (issue 15 item 16)."""
+def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) -> None:
+    """One session of the model, opened before the scan: a model onnxruntime refuses (duplicate
+    names, a cycle, an unknown op, opset 99) is one `Error:` naming the model and the cause (exit 3),
+    not an error record per sample (issue 15 item 16). With `root` (the checkpoints the first
+    sample's scan exposes) it is that scan's session, kept for the search (issue 16: one session
+    fewer per run); otherwise the model as it is, dropped."""
     from ..core.expose import serialized_with_outputs
     from ..core.runner import Session
 
-    data = serialized_with_outputs(prepared.graph, [], keep_original=True)
-    Session(data, prepared.runtime, label=prepared.label, external_dir=prepared.external_dir)
+    data = serialized_with_outputs(prepared.graph, list(root or ()), keep_original=True)
+    session = Session(data, prepared.runtime, label=prepared.label, external_dir=prepared.external_dir)
+    if root is not None:
+        session.label = f"{prepared.label} (scan)"  # as `PreparedModel.open_full` names it
+        prepared.preopened[("root", root)] = session
+
+
+def _root_exposed(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet,
+                  budget: int) -> Optional[Tuple[str, ...]]:
+    """What the in-process layered search's first root session exposes; None for other engines
+    (full scan, worker processes) or when the first sample cannot be read (its record says why)."""
+    if config.full_scan or not config.executor.in_process:
+        return None
+    try:
+        feeds = samples.load(samples.refs[0])
+    except MiError:
+        return None
+    locator = Locator(prepared, budget, config.checkpoints, expose_all_root=len(samples) == 1)
+    return locator.root_plan(feeds).exposed
 
 
 def _hash_in_background(graph: ModelGraph) -> "Future[Optional[str]]":

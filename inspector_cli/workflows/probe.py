@@ -47,8 +47,9 @@ class ProbePlan:
 
 
 
-def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
-    """Select the tensors, find the quantisers and the samples, and split the capture into chunks."""
+def plan_probe(graph: ModelGraph, config: ProbeConfig, samples: Optional[SampleSet] = None) -> ProbePlan:
+    """Select the tensors, find the quantisers and the samples (`samples`, else from the config), and
+    split the capture into chunks."""
     notes: List[str] = []
     quant: List[Quantizer] = []
     if config.quant_ranges:
@@ -62,7 +63,8 @@ def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
     tensors = sorted(dict.fromkeys([*tensors, *extra]), key=graph.topo_position)
     if not tensors and not quant:
         raise UsageError(f"{graph.display_name}: nothing to probe", hint="choose tensors with --select")
-    samples = open_samples(config.inputs, graph.inputs, config.synthetic)
+    if samples is None:
+        samples = open_samples(config.inputs, graph.inputs, config.synthetic)
     shapes = {k: tuple(v.shape) for k, v in samples.load(samples.refs[0]).items()}
     declared = {i.name: i.shape for i in graph.inputs}
     # Static inputs equal to the samples: the graph's own (cached) shape inference serves both the
@@ -75,8 +77,9 @@ def plan_probe(graph: ModelGraph, config: ProbeConfig) -> ProbePlan:
 
 
 def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
-                progress: Progress = no_progress) -> ProbeResult:
-    """Probe the configured tensors of `model` over the configured samples.
+                progress: Progress = no_progress, samples: Optional[SampleSet] = None) -> ProbeResult:
+    """Probe the configured tensors of `model` over the configured samples (or `samples`: e.g. the
+    steps of a sequence, which read their state from the probe's own runs).
 
     Returns a `ProbeResult`; raises `MiError` subclasses only when no result is possible.
     """
@@ -89,7 +92,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         load_plugin(spec)
     graph = as_graph(model, lazy=True)  # weights stay in the file: no parse or re-serialisation of them
     check_since(config, graph)
-    plan = plan_probe(graph, config)
+    plan = plan_probe(graph, config, samples)
     # blocks of samples, in this process or in workers (config.executor): merged in sample order
     run = probe_blocks(graph, plan, config, progress)
     hit, done, consumers = run.hit, run.done, run.consumers

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..progress import Progress, no_progress
 from ..results.base import Result
 from ..results.sequence import SequenceResult, StepLayer, StepLayers
 from ..sequence import DecodeConfig, SequenceConfig, SteppedModel, decode_compare, open_stepped, open_steps, run_sequence
-from ..sequence.decode import read_prompt
+from ..sequence.decode import read_prompts
 from ..sequence.wiring import initial_state
 
 OnWiring = Callable[[str, str], None]
@@ -100,30 +100,13 @@ def step_layers(a: SteppedModel, model_a: Any, model_b: Any, sequence: "str | Pa
 
 def decode_sequence(model_a: Any, model_b: Any, prompt: "str | Path", config: DecodeConfig, *,
                     on_wiring: Optional[OnWiring] = None, progress: Optional[StepProgress] = None) -> SequenceResult:
-    """Greedy decoding of A and B from one prompt (token ids: .json, .npy, or .txt of integers)."""
+    """Greedy decoding of A and B from the prompts of a file (token ids: .json, .npy, or .txt with one
+    prompt per line); several prompts are decoded one after another into one result."""
+    prompts = read_prompts(prompt)  # a bad prompt file fails before the models load
     a = _open(model_a, config, "A", on_wiring)
     b = _open(model_b, config, "B", on_wiring, same_as=a)
-    return decode_compare(a, b, prompt_tokens(prompt), config, progress=progress)
-
-
-def prompt_tokens(path: "str | Path") -> List[int]:
-    """Token ids of the prompt file; a .txt holds one prompt: integers separated by spaces or commas."""
-    path = Path(path)
-    if path.suffix.lower() != ".txt":
-        return read_prompt(path)
-    from ..errors import InputDataError
-
-    lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-    if len(lines) != 1:
-        raise InputDataError(f"{path}: a .txt prompt is one line of token ids, found {len(lines)} lines",
-                             hint="one prompt per run (mi has no tokenizer: give token ids, not text)")
-    try:
-        tokens = [int(t) for t in lines[0].replace(",", " ").split()]
-    except ValueError as exc:
-        raise InputDataError(f"{path}: not token ids ({exc}); mi has no tokenizer, give integers") from exc
-    if not tokens:
-        raise InputDataError(f"{path}: the prompt holds no tokens")
-    return tokens
+    result = decode_compare(a, b, prompts, config, progress=progress)
+    return replace(result, source={**result.source, "prompt": str(prompt)})
 
 
 def nan_bisect_sequence(model: str, sequence: "str | Path", config: SequenceConfig, nan_config: Any, *,
@@ -162,29 +145,17 @@ def probe_sequence(model: str, sequence: "str | Path", config: SequenceConfig, p
     named step_NNNNNN: statistics over all steps, with --per-step a row per step, and --break-on
     stops at the first step meeting the condition (its sample index is the step).
 
-    The steps are first run once to write each step's full inputs to a temporary folder (disk grows
-    with the steps, memory does not), then the ordinary probe runs over that folder."""
+    One pass: the probe's own run of each step returns the state outputs too, and they are fed into
+    the next step (sequence/samples.py); nothing is written to disk and memory stays flat."""
+    from ..sequence.samples import stepped_samples
     from .probe import probe_model
 
     a = _open(model, config, "A", on_wiring)
-    folder = Path(tempfile.mkdtemp(prefix="mi-seq-probe-"))
-    try:
-        source = open_steps(sequence, a.step_specs, config.chunk)
-        state: Optional[TensorMap] = None
-        count = 0
-        for index, feeds in source.steps(0, config.steps):
-            if state is None:
-                state, _ = initial_state(a.wiring, a.inputs, feeds, config.init_state)
-            np.savez(folder / f"step_{index:06d}.npz", **{k: np.ascontiguousarray(v) for k, v in {**feeds, **state}.items()})
-            state = a.wiring.feed_back(a.run(feeds, state, index))
-            count += 1
-        if not count:
-            raise UsageError(f"{sequence}: holds no step")
-        probed = probe_model(model, replace(probe_config, inputs=(str(folder),), per_sample=per_step or probe_config.per_sample),
-                             progress=progress)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    samples = stepped_samples(a, open_steps(sequence, a.step_specs, config.chunk), config.steps, config.init_state)
+    probed = probe_model(a.graph, replace(probe_config, per_sample=per_step or probe_config.per_sample),
+                         progress=progress, samples=samples)
     wiring = ", ".join(f"{p.output}->{p.input}" for p in a.wiring.pairs) or "none"
+    count = len(samples)
     note = f"sequence: {count} step(s) of {sequence}, state fed back ({wiring}); each step is one sample step_NNNNNN"
     return replace(probed, inputs={**probed.inputs, "sequence": str(sequence), "steps": count},
                    warnings=[note] + list(probed.warnings))

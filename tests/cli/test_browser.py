@@ -5,9 +5,11 @@ Chromium and sets MI_REQUIRE_BROWSER=1, which turns a missing browser into a fai
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
+from typing import Any, Iterator, Tuple
 
 import numpy as np
 import pytest
@@ -119,29 +121,52 @@ def test_every_report_kind_renders_cleanly(page, tmp_path):
         assert (ARTIFACTS / f"report-{kind}.png").stat().st_size > 10_000
 
 
-def test_scope_map_collapses_without_javascript(page, tmp_path):
-    """The inspect map: nested <details> toggle with scripts disabled, SVG drawn, names escaped, no sideways scroll."""
+def _softmax_swap(tmp_path: Path) -> Tuple[Path, Path]:
+    """A two-layer transformer and the same with layer 1's Softmax replaced by HardSigmoid, saved."""
     from inspector_cli.testing.transformer import build_transformer
 
-    from ..inspect.models import hostile_model, replace_op
+    from ..inspect.models import replace_op
 
     model = build_transformer(layers=2)
-    a = save(model, tmp_path / "a.onnx")
-    b = save(replace_op(model, "layers.1.self_attn/Softmax", "HardSigmoid"), tmp_path / "b.onnx")
-    invoke(["inspect", a, "--diff", b, "--html", tmp_path / "map.html"])
-    invoke(["inspect", hostile_model(tmp_path / "evil.onnx"), "--html", tmp_path / "evil.html"])
+    return (save(model, tmp_path / "a.onnx"),
+            save(replace_op(model, "layers.1.self_attn/Softmax", "HardSigmoid"), tmp_path / "b.onnx"))
+
+
+@contextlib.contextmanager
+def _scope_map_without_js(page: Any, report: Path) -> Iterator[Tuple[Any, Any]]:
+    """`report` opened in a fresh context with scripts disabled: no errors, no requests, the scope map
+    visible, no sideways scroll. Yields the page and the map; the context is closed after."""
     context = page.context.browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
     nojs = context.new_page()
     try:
-        errors, requests = open_report(nojs, tmp_path / "map.html")
+        errors, requests = open_report(nojs, report)
         assert errors == [] and requests == []
         smap = nojs.locator(".smap")
         assert smap.is_visible()
         assert nojs.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
-        layers = smap.locator("details:has(> summary b:text-is('layers'))").first
-        assert layers.get_attribute("open") is not None  # the worst scope (most FLOPs) is open
-        layers.locator("> summary").click()
-        assert layers.get_attribute("open") is None  # collapsed by the browser alone
+        yield nojs, smap
+    finally:
+        context.close()
+
+
+def _collapse_layers(smap: Any) -> Any:
+    """The 'layers' scope: open at first (the worst scope), closed by one click (the browser alone)."""
+    layers = smap.locator("details:has(> summary b:text-is('layers'))").first
+    assert layers.get_attribute("open") is not None
+    layers.locator("> summary").click()
+    assert layers.get_attribute("open") is None
+    return layers
+
+
+def test_scope_map_collapses_without_javascript(page, tmp_path):
+    """The inspect map: nested <details> toggle with scripts disabled, SVG drawn, names escaped, no sideways scroll."""
+    from ..inspect.models import hostile_model
+
+    a, b = _softmax_swap(tmp_path)
+    invoke(["inspect", a, "--diff", b, "--html", tmp_path / "map.html"])
+    invoke(["inspect", hostile_model(tmp_path / "evil.onnx"), "--html", tmp_path / "evil.html"])
+    with _scope_map_without_js(page, tmp_path / "map.html") as (nojs, smap):
+        layers = _collapse_layers(smap)  # the worst scope (most FLOPs) is open
         layers.locator("> summary").click()
         assert layers.get_attribute("open") is not None
         assert smap.locator("svg.graph").count() >= 2 and smap.locator(".pair").count() >= 1
@@ -150,34 +175,15 @@ def test_scope_map_collapses_without_javascript(page, tmp_path):
         open_report(nojs, tmp_path / "evil.html")
         assert nojs.locator("script").count() == 0 and nojs.locator("img").count() == 0
         assert nojs.locator("svg.graph title", has_text="<script>").count() >= 1  # shown as text
-    finally:
-        context.close()
 
 
 def test_compare_map_side_by_side_without_javascript(page, tmp_path):
     """compare --layers: its map coloured by cosine, A and B drawn side by side, collapsible without JS."""
-    from inspector_cli.testing.transformer import build_transformer
-
-    from ..inspect.models import replace_op
-
-    model = build_transformer(layers=2)
-    a = save(model, tmp_path / "a.onnx")
-    b = save(replace_op(model, "layers.1.self_attn/Softmax", "HardSigmoid"), tmp_path / "b.onnx")
+    a, b = _softmax_swap(tmp_path)
     invoke(["compare", a, b, "--layers", "all", "--shape", "input_ids:1x16", "--html", tmp_path / "cmp.html"])
-    context = page.context.browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
-    nojs = context.new_page()
-    try:
-        errors, requests = open_report(nojs, tmp_path / "cmp.html")
-        assert errors == [] and requests == []
-        smap = nojs.locator(".smap")
-        assert smap.is_visible() and "cosine" in smap.locator(".legend").inner_text()
-        assert nojs.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
-        layers = smap.locator("details:has(> summary b:text-is('layers'))").first
-        assert layers.get_attribute("open") is not None  # the worst scope (lowest cosine) is open
-        layers.locator("> summary").click()
-        assert layers.get_attribute("open") is None
+    with _scope_map_without_js(page, tmp_path / "cmp.html") as (nojs, smap):
+        assert "cosine" in smap.locator(".legend").inner_text()
+        _collapse_layers(smap)  # the worst scope (lowest cosine) is open
         assert smap.locator(".pair svg.graph").count() == 2  # A and B of the model, side by side
         assert smap.locator(".chg.on").first.is_visible()  # 'replaced Softmax -> HardSigmoid'
         nojs.screenshot(path=str(ARTIFACTS / "report-compare-map.png"), full_page=True)
-    finally:
-        context.close()

@@ -200,19 +200,6 @@ def test_not_a_suite(work):
     assert "cfg.yaml:1: not a suite: no 'steps:' list" in result.stderr
 
 
-def test_help_of_the_new_commands_does_not_import_onnx():
-    import subprocess
-    import sys
-
-    code = ("import sys; from click.testing import CliRunner; from inspector_cli.cli import cli\n"
-            "for args in (['run', '--help'], ['inputs', 'make', '--help'], ['inputs', 'show', '--help'],\n"
-            "             ['config', 'check', '--help'], ['config', 'schema', '--help']):\n"
-            "    r = CliRunner().invoke(cli, args); assert r.exit_code == 0, r.output\n"
-            "print(sorted(m for m in ('onnxruntime', 'onnx', 'PIL') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
 def test_suite_checks_for_junit_name_each_step_and_its_gates(work):
     """JUnit/diff checks of a suite; needs results.base.Check (the report writers, issue 7)."""
     from inspector_cli.results import base

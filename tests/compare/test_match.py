@@ -110,11 +110,29 @@ def test_renamed_reexport_pairs_structurally():
     assert min(p.confidence for p in m.pairs) >= 0.85
 
 
-def test_identical_siblings_stay_unpaired_instead_of_pairing_by_position():
+def test_identical_siblings_pair_as_the_same_computation():
+    """Relu(x) twice: provably equal values (same op on the same input), so either counterpart is right."""
     a, b = twin_branches()
     m = match_tensors(sem(a), sem(b), inputs=[("x", "x")])
-    assert {u.tensor for u in m.unpaired_a} == {"left", "right"}
-    assert all(u.reason.startswith("ambiguous: 2 equally likely") for u in m.unpaired_a)
+    got = pairs_by_a(m)
+    relus = [n.output[0] for n in b.graph.node if n.op_type == "Relu"]
+    assert (got["left"].b, got["right"].b) == (relus[0], relus[1])
+    assert "first of 2 identical computations" in got["left"].evidence
+    assert got["y"].b == "y" and not m.unpaired_a
+
+
+def test_siblings_structure_cannot_tell_apart_stay_unpaired_instead_of_pairing_by_position():
+    """B reads x through an Identity per sibling: the same values, but not the same computation as A's,
+    and nothing else separates the two Relus."""
+    a, b = twin_branches()
+    relus = [n for n in b.graph.node if n.op_type == "Relu"]
+    for k, node in enumerate(relus):
+        b.graph.node.insert(0, onnx.helper.make_node("Identity", ["x"], [f"x_copy{k}"], name=f"copy{k}"))
+        node.input[0] = f"x_copy{k}"
+    onnx.checker.check_model(b)
+    m = match_tensors(sem(a), sem(b), inputs=[("x", "x")])
+    assert {u.tensor for u in m.unpaired_a} >= {"left", "right"}
+    assert all(u.reason.startswith("ambiguous: 2 equally likely") for u in m.unpaired_a if u.tensor != "y")
     assert "left" not in pairs_by_a(m)
 
 

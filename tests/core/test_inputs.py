@@ -126,6 +126,8 @@ def test_dynamic_dimension_needs_shape():
     model = affine_model(shape=(4, "seq"))
     with pytest.raises(InputDataError, match=r"input 'x' \[4, seq\]: dimension 1 \('seq'\) is dynamic.*--shape x:4xN"):
         open_samples([], specs(model), SyntheticSpec())
+    with pytest.raises(InputDataError, match=r"dimension 0 \('s33x'\) is dynamic"):  # only the generated form
+        open_samples([], specs(affine_model(shape=("s33x", 4))), SyntheticSpec())
     model = affine_model(shape=("batch", "seq"))  # the batch defaults, the sequence still asks
     with pytest.raises(InputDataError, match=r"dimension 1 \('seq'\) is dynamic.*--shape x:1xN"):
         open_samples([], specs(model), SyntheticSpec())
@@ -133,7 +135,8 @@ def test_dynamic_dimension_needs_shape():
     assert samples[0][1]["x"].shape == (3, 4)
 
 
-@pytest.mark.parametrize("batch", ["batch", "N", "batch_size", None])
+# "s33": what torch.export (dynamo=True) names a dynamic batch; "unk__7": what shape inference invents
+@pytest.mark.parametrize("batch", ["batch", "N", "batch_size", None, "s33", "unk__7"])
 def test_symbolic_batch_defaults_to_one_with_a_note(batch):
     model = affine_model(shape=(batch, 4))
     samples = open_samples([], specs(model), SyntheticSpec())

@@ -14,7 +14,7 @@ import pytest
 from inspector_cli.errors import ReportError
 from inspector_cli.serialize import write_atomic
 
-from ..helpers import affine_model, invoke, save
+from ..fixtures.helpers import affine_model, invoke, save
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_nan_bisect_jsonl_on_a_full_tmpfs_names_the_log(full_disk: Path, tmp_pat
     import numpy as np
     from onnx import helper
 
-    from ..helpers import make_model, save_npz, vi
+    from ..fixtures.helpers import make_model, save_npz, vi
 
     model = save(make_model([helper.make_node("Log", ["x"], ["y"], name="log")], [vi("x", [1, 4])],
                             [vi("y", [1, 4])]), tmp_path / "log.onnx")
@@ -98,7 +98,7 @@ def test_simulated_enospc_on_the_jsonl_names_the_log(tmp_path: Path, monkeypatch
     import numpy as np
     from onnx import helper
 
-    from ..helpers import make_model, save_npz, vi
+    from ..fixtures.helpers import make_model, save_npz, vi
 
     model = save(make_model([helper.make_node("Log", ["x"], ["y"], name="log")], [vi("x", [1, 4])],
                             [vi("y", [1, 4])]), tmp_path / "log.onnx")

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ..helpers import affine_model, invoke, save
+from ..fixtures.helpers import affine_model, invoke, save
 
 # MI_FUZZ_EXAMPLES=500 (and MI_FUZZ_RANDOM=1 for fresh examples) fuzzes longer by hand.
 FUZZ = settings(max_examples=int(os.environ.get("MI_FUZZ_EXAMPLES", "30")), deadline=None,

@@ -13,7 +13,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import pytest
 
-from ..helpers import invoke
+from ..fixtures.helpers import invoke
 from .world import build_world
 
 

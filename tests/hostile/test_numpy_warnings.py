@@ -15,7 +15,7 @@ from inspector_cli.nanbisect.config import NanBisectConfig
 from inspector_cli.nanbisect.values import is_bad, nonfinite_counts
 from inspector_cli.workflows.nan_bisect import nan_bisect
 
-from ..helpers import init, make_model, save, vi
+from ..fixtures.helpers import init, make_model, save, vi
 
 H = TensorProto.FLOAT16
 

@@ -18,7 +18,7 @@ from inspector_cli.diff.fast_stats import fast_pair_stats
 from inspector_cli.diff.metrics import compare_arrays
 from inspector_cli.errors import ConfigError, InferenceError, InputDataError, ModelLoadError, SelectionError
 
-from ..helpers import affine_model, init, invoke, make_model, save, save_npz, vi
+from ..fixtures.helpers import affine_model, init, invoke, make_model, save, save_npz, vi
 
 
 def _one_nan_candidate(tmp_path: Path) -> Path:

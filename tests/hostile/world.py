@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from ..helpers import affine_model, init, make_model, save, vi
+from ..fixtures.helpers import affine_model, init, make_model, save, vi
 
 H = TensorProto.FLOAT16
 EVIL = "x\x1b]0;title\x07\x1b[2J\x1b[1A<img src=x onerror=alert(1)>|col\nFAIL: forged"

@@ -6,7 +6,7 @@ import pytest
 from inspector_cli.testing.transformer import build_transformer
 from inspector_cli.workflows.inspect import InspectConfig, inspect_model
 
-from ..helpers import invoke, read_json, save
+from ..fixtures.helpers import invoke, read_json, save
 from .models import replace_op, to_fp16
 
 

@@ -10,8 +10,8 @@ from onnx import numpy_helper
 
 from inspector_cli.testing.transformer import build_transformer
 
-from ..helpers import invoke, read_json, save
 from ..cli.test_reports import validate_document
+from ..fixtures.helpers import invoke, read_json, save
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import re
 
 from inspector_cli.testing.transformer import build_transformer
 
-from ..helpers import invoke, read_json, save
+from ..fixtures.helpers import invoke, read_json, save
 from .models import hostile_model
 
 

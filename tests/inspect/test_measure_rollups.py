@@ -149,3 +149,33 @@ def test_compare_map_escapes_hostile_names(tmp_path):
     html = (tmp_path / "e.html").read_text()
     assert "<script>alert" not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def _rollup_pair(args, tmp_path, exit_code=0):
+    """The JSON scope section of a run without --group-by/--html (no map built) and with --group-by."""
+    light, full = tmp_path / "light.json", tmp_path / "full.json"
+    invoke([*args, "--json", light], exit_code=exit_code)
+    invoke([*args, "--group-by", "scope", "--json", full], exit_code=exit_code)
+    return read_json(light)["results"]["scopes"], read_json(full)["results"]["scopes"]
+
+
+def test_compare_rollup_without_map_equals_the_full_one(cnn_pair, tmp_path):
+    fp32, int8, images = cnn_pair
+    light, full = _rollup_pair(["compare", fp32, int8, "--inputs", images, "--layers", "all",
+                                "--layer-min-cosine", "0.9999"], tmp_path, exit_code=None)
+    assert light["rollup"] == full["rollup"] and [r["scope"] for r in light["rollup"]][:3] == ["", "block0", "block1"]
+    assert light["map"]["scopes"] == [] and light["nodes"] == [] and light["other_map"] is None
+    assert light["map"]["source"] == full["map"]["source"] == "structure"
+    assert full["map"]["scopes"] and full["nodes"]
+
+
+def test_probe_rollup_without_map_equals_the_full_one_on_named_scopes(tmp_path):
+    from inspector_cli.testing.transformer import build_transformer
+
+    model = save(build_transformer(layers=3, hidden=16, heads=2, ffn=32, vocab=50, seq=8), tmp_path / "tr.onnx")
+    light, full = _rollup_pair(["probe", model, "--no-history"], tmp_path)
+    assert light["rollup"] == full["rollup"]
+    assert [r["scope"] for r in light["rollup"]] == ["", "embeddings", "layers", "final_norm"]
+    assert light["map"]["scopes"] == [] and full["map"]["source"] == light["map"]["source"] == "names"
+    assert set(light["map"]["node_scope"]) <= set(full["map"]["node_scope"])
+    assert all(full["map"]["node_scope"][n] == s for n, s in light["map"]["node_scope"].items())

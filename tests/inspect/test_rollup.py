@@ -8,7 +8,7 @@ import pytest
 from inspector_cli.results.scopes import rollup, scope_at, scope_totals
 from inspector_cli.testing.transformer import build_transformer
 
-from ..helpers import invoke, read_json, save
+from ..fixtures.helpers import invoke, read_json, save
 
 NODE_SCOPE = {"a": "enc/0/attn", "b": "enc/0/ffn", "c": "enc/1/attn", "d": "head", "e": ""}
 

@@ -2,12 +2,17 @@
 quantisers, an fp16 model that overflows on some samples, and a model one fusion changes."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+# renamed(): one definition, in the benchmark's model script (scripts/ is not a package)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from bench_models import renamed  # noqa: E402,F401
 
 CHANNELS = 8
 CLASSES = 10
@@ -152,23 +157,4 @@ def dq_float_conv() -> onnx.ModelProto:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    return model
-
-
-def renamed(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Every node and inner tensor renamed (n0.., t0..), as another quantisation tool would name them."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    keep = {i.name for i in model.graph.input} | {o.name for o in model.graph.output}
-    names: Dict[str, str] = {}
-
-    def new(name: str) -> str:
-        return name if not name or name in keep else names.setdefault(name, f"t{len(names)}")
-
-    for index, node in enumerate(model.graph.node):
-        node.name = f"n{index}"
-        node.input[:] = [new(x) for x in node.input]
-        node.output[:] = [new(x) for x in node.output]
-    for tensor in model.graph.initializer:
-        tensor.name = new(tensor.name)
-    del model.graph.value_info[:]
     return model

@@ -46,6 +46,7 @@ def test_top1_accuracy_drop_and_flips(tmp_path, scores):
     low, high = result.drop_ci95
     assert low <= 1 / 8 <= high and low < 0 < high  # 8 samples: the interval straddles zero
     assert result.failed_gates == ["top-1 accuracy drop 0.1250 > --max-accuracy-drop 0.1"]
+    assert result.passed is False
     again = accuracy_report(a, b, loaded, "logits", k=1)
     assert again.drop_ci95 == result.drop_ci95  # fixed seed
 
@@ -60,6 +61,7 @@ def test_top5_and_csv_by_stem(tmp_path, scores):
     # other zeros behind 9 and 8 (stable order keeps the lowest indices first: 0, 1, 2 -> in top 5)
     assert top5.accuracy_b == pytest.approx(1.0)
     assert top5.failed_gates == []
+    assert top5.passed is True
 
 
 def test_per_output_labels_and_bad_label(tmp_path):

@@ -14,8 +14,8 @@ from inspector_cli.render.fit import Layout, elide_middle, fit_table, is_nowrap,
 from inspector_cli.render.views import view_for
 from inspector_cli.serialize import read_result
 
-from .. import nan_models as nm
-from ..helpers import affine_model, invoke, save_npz
+from ..fixtures import nan_models as nm
+from ..fixtures.helpers import affine_model, invoke, save_npz
 
 WIDTHS = (80, 100, 120)
 LONG = "backbone/encoder/layer_12/attention/output/dense/MatMul_output_0"

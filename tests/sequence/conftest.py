@@ -36,3 +36,15 @@ def gpt_models(tmp_path_factory) -> Dict[str, Path]:
     folder = tmp_path_factory.mktemp("gpt")
     fp32 = export_gpt2(folder / "gpt.onnx")
     return {"fp32": fp32, "int8": quantize_int8(fp32, folder / "gpt_int8.onnx")}
+
+
+@pytest.fixture(scope="session")
+def gpt_int4(gpt_models, tmp_path_factory) -> Path:
+    """The tiny GPT-2 with int4 weights (MatMulNBits), built here from the fp32 export."""
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer  # noqa: F401
+    except ImportError:
+        pytest.skip("this onnxruntime has no MatMulNBitsQuantizer (onnxruntime.quantization.matmul_nbits_quantizer)")
+    from .models import quantize_int4
+
+    return quantize_int4(gpt_models["fp32"], tmp_path_factory.mktemp("gpt4") / "gpt_int4.onnx")

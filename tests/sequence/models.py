@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.helpers import init, make_model, save, vi
+from tests.fixtures.helpers import init, make_model, save, vi
 
 F, H = TensorProto.FLOAT, TensorProto.FLOAT16
 N_IN, HIDDEN, N_OUT = 8, 16, 5
@@ -233,3 +233,18 @@ def gpt2_greedy_without_cache(path: Path, prompt: Sequence[int], steps: int,
         chosen.append(token)
         sequence.append(teacher[step] if teacher is not None else token)
     return chosen, logits
+
+
+def quantize_int4(src: Path, dst: Path, block_size: int = 16) -> Path:
+    """Weight-only int4 (onnxruntime's MatMulNBitsQuantizer, symmetric, blocks of `block_size`): the
+    MatMuls with constant weights (GPT-2's lm_head; its Conv1D layers export as Gemm, which the
+    quantizer leaves alone) become com.microsoft MatMulNBits."""
+    import logging
+
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
+    quantizer = MatMulNBitsQuantizer(onnx.load(str(src)), bits=4, block_size=block_size, is_symmetric=True)
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(dst))
+    return dst

@@ -38,3 +38,27 @@ def test_block_decisions_equal_per_step_decisions():
     assert batch_decisions(logits) == [decision_of(v) for v in logits]
     probs = [np.array([[p]], np.float32) for p in (0.2, 0.7, 0.5)]
     assert batch_decisions(probs) == [[0], [1], [0]] == [decision_of(v) for v in probs]
+
+
+def test_block_fold_equals_a_step_by_step_fold():
+    """Worst (first occurrence, NaN worst), its step and the left-to-right mean of finite values, for a
+    block folded at once and for the same steps folded one by one, against a plain Python fold."""
+    from inspector_cli.sequence.batch import columns_from_rows
+    from inspector_cli.sequence.stats import SequenceStats
+
+    rows = [{"cosine": 0.9, "max_abs": 0.5, "sqnr": 20.0}, {"cosine": 0.7, "max_abs": math.inf, "sqnr": 30.0},
+            {"cosine": 0.7, "max_abs": 0.25, "sqnr": math.nan}, {"cosine": 0.95, "max_abs": 2.0, "sqnr": -math.inf}]
+    steps = [10, 11, 12, 13]
+    block = SequenceStats(["y"], [], (), None)
+    block.fold_columns(steps, {"y": columns_from_rows(rows)}, {}, [None] * 4)
+    one_by_one = SequenceStats(["y"], [], (), None)
+    for step, row in zip(steps, rows):
+        one_by_one.fold_columns([step], {"y": columns_from_rows([row])}, {}, [None])
+    for stats in (block, one_by_one):
+        summary = stats.output_summaries()[0]
+        assert summary.worst == {"cosine": 0.7, "max_abs": math.inf, "sqnr": summary.worst["sqnr"]}
+        assert math.isnan(summary.worst["sqnr"])
+        assert summary.worst_step == {"cosine": 11, "max_abs": 11, "sqnr": 12}
+        assert summary.mean["cosine"] == (((0.9 + 0.7) + 0.7) + 0.95) / 4
+        assert summary.mean["max_abs"] == ((0.5 + 0.25) + 2.0) / 3 and summary.mean["sqnr"] == (20.0 + 30.0) / 2
+        assert summary.last == rows[-1]

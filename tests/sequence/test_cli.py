@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.helpers import invoke, make_model, save, vi
+from tests.fixtures.helpers import invoke, make_model, save, vi
 
 from .models import accumulator_fp16, accumulator_fp32, gpt2_greedy_without_cache, reference_loop
 from .test_nan import first_overflow_step
@@ -117,10 +117,20 @@ def test_decode_mode_token_agreement_and_first_differing_token(gpt_models, tmp_p
 def test_decode_usage_errors(gpt_models, tmp_path):
     out = invoke(["compare", gpt_models["fp32"], gpt_models["int8"], "--decode"], exit_code=2)
     assert "Error: --decode needs --prompt FILE (token ids)" in out.stderr
-    (tmp_path / "two.txt").write_text("1 2\n3 4\n")
-    out = invoke(["compare", gpt_models["fp32"], gpt_models["int8"], "--decode", "--prompt", tmp_path / "two.txt"],
+    (tmp_path / "words.txt").write_text("hello world\n")
+    out = invoke(["compare", gpt_models["fp32"], gpt_models["int8"], "--decode", "--prompt", tmp_path / "words.txt"],
                  exit_code=3)
-    assert "two.txt: a .txt prompt is one line of token ids, found 2 lines" in out.stderr
+    assert "words.txt: not token ids" in out.stderr and "mi has no tokenizer" in out.stderr
+
+
+def test_decode_several_prompts_from_a_txt(gpt_models, tmp_path):
+    (tmp_path / "two.txt").write_text("1 2 3\n9 4\n")
+    out = invoke(["compare", gpt_models["fp32"], gpt_models["int8"], "--decode", "--prompt", tmp_path / "two.txt",
+                  "--steps", "4", "--json", tmp_path / "two.json"])
+    results = json.loads((tmp_path / "two.json").read_text())["results"]
+    assert [(r["prompt"], r["prompt_length"], r["steps"]) for r in results["decode_runs"]] == [(0, 3, 4), (1, 2, 4)]
+    assert results["steps"] == 8 and results["source"]["prompts"] == 2
+    assert "decode, per prompt" in out.stdout and "of 2 prompts" in out.stdout
 
 
 @pytest.fixture()
@@ -208,9 +218,9 @@ def test_probe_sequence_per_step_and_a_trigger_stops_at_the_step(rnn_models, tmp
             "--break-on", "absmax>0.5", "--no-history", "--json", tmp_path / "p.json"], exit_code=1)
     results = json.loads((tmp_path / "p.json").read_text())["results"]
     assert results["trigger"]["sample_index"] == first and results["samples"] == first + 1
-    assert results["trigger"]["sample"] == f"step_{first:06d}.npz"
+    assert results["trigger"]["sample"] == f"step_{first:06d}"  # no temporary files: the step is the sample
     rows = [r for r in results["per_sample"] if r["tensor"] == "cn"]
-    assert [r["sample"] for r in rows] == [f"step_{t:06d}.npz" for t in range(first + 1)]
+    assert [r["sample"] for r in rows] == [f"step_{t:06d}" for t in range(first + 1)]
     assert rows[-1]["max"] == pytest.approx(float(ref[first]["cn"].max()), abs=1e-6)
     # over all steps, no trigger: the statistics of the 60 steps
     invoke(["probe", rnn_models["lstm"], "--sequence", rnn_models["steps"], "--select", "op:LSTM", "--no-history",
@@ -218,3 +228,27 @@ def test_probe_sequence_per_step_and_a_trigger_stops_at_the_step(rnn_models, tmp
     tensors = {t["name"]: t for t in json.loads((tmp_path / "all.json").read_text())["results"]["tensors"]}
     assert tensors["cn"]["max"] == pytest.approx(max(float(r["cn"].max()) for r in ref), abs=1e-6)
     assert tensors["cn"]["samples"] == 60
+
+
+def test_probe_sequence_one_pass_survives_chunks_and_restarts(rnn_models, tmp_path):
+    """A capture budget of a few bytes puts every tensor in its own chunk: each chunk walks the steps
+    again from the block's start, restoring the state saved there, so the statistics equal the
+    reference loop's; a trigger's --dump holds the step's own inputs (step input and carried state)."""
+    ref = reference_loop(rnn_models["lstm"], xs(rnn_models), zeros("lstm"), PAIRS["lstm"])
+    invoke(["probe", rnn_models["lstm"], "--sequence", rnn_models["steps"], "--select", "op:LSTM", "--no-history",
+            "--capture-budget", "64", "--json", tmp_path / "chunked.json"])
+    results = json.loads((tmp_path / "chunked.json").read_text())["results"]
+    assert len(results["capture"]["chunk_sizes"]) > 1 and results["samples"] == 60
+    tensors = {t["name"]: t for t in results["tensors"]}
+    assert tensors["cn"]["max"] == pytest.approx(max(float(r["cn"].max()) for r in ref), abs=1e-6)
+    assert tensors["hn"]["min"] == pytest.approx(min(float(r["hn"].min()) for r in ref), abs=1e-6)
+    first = next(t for t, r in enumerate(ref) if np.abs(r["cn"]).max() > 1.0)
+    invoke(["probe", rnn_models["lstm"], "--sequence", rnn_models["steps"], "--select", "op:LSTM", "--no-history",
+            "--capture-budget", "64", "--break-on", "absmax>1.0", "--dump", tmp_path / "dump",
+            "--json", tmp_path / "hit.json"], exit_code=1)
+    hit = json.loads((tmp_path / "hit.json").read_text())["results"]
+    assert hit["trigger"]["sample_index"] == first and hit["trigger"]["sample"] == f"step_{first:06d}"
+    with np.load(tmp_path / "dump" / f"step_{first:06d}.inputs.npz") as inputs:
+        assert sorted(inputs.files) == ["c0", "h0", "x"]
+        np.testing.assert_array_equal(inputs["h0"], ref[first - 1]["hn"])  # the state carried into the step
+        np.testing.assert_array_equal(inputs["c0"], ref[first - 1]["cn"])

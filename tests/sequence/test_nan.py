@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from inspector_cli.sequence import SequenceConfig, run_sequence
-from tests.helpers import invoke, save
+from tests.fixtures.helpers import invoke, save
 
 from .models import accumulator_fp16, accumulator_fp32
 

@@ -9,7 +9,7 @@ from inspector_cli.core.graph import load_model
 from inspector_cli.core.types import TensorInfo
 from inspector_cli.errors import UsageError
 from inspector_cli.sequence import detect_wiring, initial_state, open_stepped, parse_pairs
-from tests.helpers import make_model, save, vi
+from tests.fixtures.helpers import make_model, save, vi
 
 F = TensorProto.FLOAT
 

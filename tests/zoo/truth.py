@@ -16,8 +16,16 @@ import numpy as np
 
 # QOperator outputs are quantised: (scale, zero point) input positions per op type
 _QOP_OUT = {"QLinearConv": (6, 7), "QLinearMatMul": (6, 7), "QLinearAdd": (6, 7), "QLinearMul": (6, 7),
-            "QGemm": (6, 7), "QLinearSigmoid": (3, 4), "QLinearLeakyRelu": (3, 4), "QLinearSoftmax": (3, 4),
+            "QGemm": (7, 8), "QLinearSigmoid": (3, 4), "QLinearLeakyRelu": (3, 4), "QLinearSoftmax": (3, 4),
             "QLinearGlobalAveragePool": (3, 4), "QLinearAveragePool": (3, 4), "QLinearConcat": (0, 1)}
+# ... and their quantised inputs: (input, scale, zero point) positions (QLinearConcat: triples from 2)
+_QOP_IN = {"QLinearConv": ((0, 1, 2),), "QLinearMatMul": ((0, 1, 2), (3, 4, 5)), "QLinearAdd": ((0, 1, 2), (3, 4, 5)),
+           "QLinearMul": ((0, 1, 2), (3, 4, 5)), "QGemm": ((0, 1, 2), (3, 4, 5)), "QLinearSigmoid": ((0, 1, 2),),
+           "QLinearLeakyRelu": ((0, 1, 2),), "QLinearSoftmax": ((0, 1, 2),), "QLinearGlobalAveragePool": ((0, 1, 2),),
+           "QLinearAveragePool": ((0, 1, 2),)}
+# ops that move integers without changing their quantisation
+_PASS = {"Transpose", "Reshape", "Split", "Gather", "Slice", "Squeeze", "Unsqueeze", "Flatten", "MaxPool", "Concat",
+         "Identity"}
 
 
 @dataclass(frozen=True)
@@ -37,15 +45,28 @@ class LayerTruth:
         return abs(self.mi_cosine - self.true_cosine)
 
 
-def _dequantiser(model, tensor: str) -> Optional[Tuple[str, str]]:
-    """(scale, zero point) initializer names that turn quantised `tensor` back into real values."""
+def _dequantiser(model, tensor: str, depth: int = 8) -> Optional[Tuple[str, str]]:
+    """(scale, zero point) initializer names that turn quantised `tensor` back into real values: a
+    DequantizeLinear or QOperator op reading it, the QuantizeLinear or QOperator op writing it, or (through
+    Split, Transpose, Gather...) the quantisation of what those ops moved."""
     for node in model.graph.node:
         if node.op_type == "DequantizeLinear" and node.input[0] == tensor:
             return node.input[1], node.input[2] if len(node.input) > 2 else ""
+        triples = [(k, k + 1, k + 2) for k in range(2, len(node.input) - 2, 3)] if node.op_type == "QLinearConcat" \
+            else _QOP_IN.get(node.op_type, ())
+        for x, s, z in triples:
+            if len(node.input) > z and node.input[x] == tensor:
+                return node.input[s], node.input[z]
     for node in model.graph.node:
-        if tensor in node.output and node.op_type in _QOP_OUT:
+        if tensor not in node.output:
+            continue
+        if node.op_type in _QOP_OUT:
             s, z = _QOP_OUT[node.op_type]
             return node.input[s], node.input[z]
+        if node.op_type == "QuantizeLinear":
+            return node.input[1], node.input[2] if len(node.input) > 2 else ""
+        if node.op_type in _PASS and depth > 0:
+            return _dequantiser(model, node.input[0], depth - 1)
     return None
 
 

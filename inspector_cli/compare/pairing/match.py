@@ -24,8 +24,10 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ...core.graph import ModelGraph
 from ...errors import UsageError
+from .lookthrough import PADDED_FAMILIES, padded_source
 from .score import MIN_CONFIDENCE, Candidate, best_candidates, chain_signature_score
-from .semantic import COMMUTATIVE, Chain, SemanticGraph, TensorView
+from .semantic import COMMUTATIVE, Chain, SemanticGraph, TensorView, family
+from .signature import Signatures
 
 __all__ = ["MIN_CONFIDENCE", "TensorPair", "Unpaired", "TensorMatching", "match_tensors", "parse_tensor_map"]
 METHODS = ("map", "name", "qdq", "cast", "identity", "fused", "structural")
@@ -72,8 +74,18 @@ class TensorMatching:
 
 
 class _Matcher:
-    def __init__(self, a: SemanticGraph, b: SemanticGraph) -> None:
+    def __init__(self, a: SemanticGraph, b: SemanticGraph, sig_a: Optional[Signatures] = None,
+                 sig_b: Optional[Signatures] = None) -> None:
         self.a, self.b = a, b
+        self.sig_a, self.sig_b = sig_a, sig_b
+        # B's chains by the signature of their end: where a chain reads no data input (a mask built from
+        # shapes and booleans, an If on a flag) this is the only structural way to find its counterpart.
+        self.b_by_sig: Dict[int, List[Chain]] = {}
+        if sig_a is not None and sig_b is not None:
+            for chain in b.chains:
+                token = sig_b.of.get(chain.end)
+                if token is not None:
+                    self.b_by_sig.setdefault(token, []).append(chain)
         self.partner: Dict[str, str] = {}
         self.used_b: Set[str] = set()
         self.pairs: Dict[str, TensorPair] = {}
@@ -81,9 +93,14 @@ class _Matcher:
         self.fused_b: Dict[str, str] = {}
         self.done_chains_b: Set[int] = set()
         self.b_by_input: Dict[str, List[Chain]] = {}
+        self.b_unpadded: Dict[str, str] = {}
         for chain in b.chains:
             for tensor in chain.inputs:
                 self.b_by_input.setdefault(tensor, []).append(chain)
+                source = padded_source(b, tensor) if chain.family in PADDED_FAMILIES else None
+                if source is not None:  # B pads separately what A's Conv pads itself
+                    self.b_unpadded[tensor] = source
+                    self.b_by_input.setdefault(source, []).append(chain)
         self.b_name_to_canon = dict(b.canon)
         # onnxruntime's QOperator quantizer names an integer output after the float tensor it replaces
         # ('<name>_quantized', '<name>quantized' for Split outputs): that is its name for pairing too.
@@ -137,12 +154,18 @@ class _Matcher:
                 target = self.b.chain_of.get(self.b.canonical(other.outputs[0])) if other.outputs else None
                 if target is not None:
                     get(target).name_hits.add("node")
-        partners = [self.partner.get(t) for t in chain.inputs]
+        partners = [self.partner_of(chain, t) for t in chain.inputs]
         if chain.inputs and all(partners):
             for target in self.b_by_input.get(partners[0], []):  # type: ignore[arg-type]
                 get(target)
+        token = self.sig_a.of.get(chain.end) if self.sig_a is not None else None
+        for target in self.b_by_sig.get(token, []) if token is not None else []:
+            cand = get(target)
+            cand.same_sig = True
+            cand.exact_sig = token not in self.sig_a.inexact and token not in self.sig_b.inexact  # type: ignore[union-attr]
         for cand in found.values():
-            cand.inputs = self.compare_inputs(chain, cand.chain, partners)
+            # equal signatures: the same computation on the same inputs, so the inputs correspond too
+            cand.inputs = "match" if cand.same_sig else self.compare_inputs(chain, cand.chain, partners)
             if not cand.name_hits:
                 cand.claimed_by = self.claimed_by_name(chain, cand.chain)
         return found
@@ -158,14 +181,33 @@ class _Matcher:
                     return name
         return None
 
+    def partner_of(self, chain: Chain, tensor: str) -> Optional[str]:
+        """The partner of one of `chain`'s inputs; for a Conv reading a zero Pad the other model folded
+        into its Conv (lookthrough.py), the partner of the Pad's input."""
+        found = self.partner.get(tensor)
+        if found is None and chain.family in PADDED_FAMILIES:
+            source = padded_source(self.a, tensor)
+            found = self.partner.get(source) if source is not None else None
+            if found is not None:
+                self.reasons[tensor] = "a Pad the other model folds into its Conv's padding"
+        return found
+
     def compare_inputs(self, chain: Chain, other: Chain, partners: Sequence[Optional[str]]) -> str:
-        if len(chain.inputs) != len(other.inputs):
+        found = self._compare_inputs(chain, other.inputs, partners)
+        if found != "match" and any(t in self.b_unpadded for t in other.inputs):
+            unpadded = tuple(self.b_unpadded.get(t, t) for t in other.inputs)
+            if self._compare_inputs(chain, unpadded, partners) == "match":
+                return "match"
+        return found
+
+    def _compare_inputs(self, chain: Chain, other_inputs: Sequence[str], partners: Sequence[Optional[str]]) -> str:
+        if len(chain.inputs) != len(other_inputs):
             return "mismatch" if all(partners) else "unknown"
-        known = [(p, q) for p, q in zip(partners, other.inputs) if p is not None]
+        known = [(p, q) for p, q in zip(partners, other_inputs) if p is not None]
         if chain.family in COMMUTATIVE:
             if all(partners):
-                return "match" if sorted(partners) == sorted(other.inputs) else "mismatch"  # type: ignore[type-var]
-            return "unknown" if all(p in other.inputs for p, _ in known) else "mismatch"
+                return "match" if sorted(partners) == sorted(other_inputs) else "mismatch"  # type: ignore[type-var]
+            return "unknown" if all(p in other_inputs for p, _ in known) else "mismatch"
         if all(p == q for p, q in known):
             return "match" if len(known) == len(partners) else "unknown"
         return "mismatch"
@@ -191,7 +233,7 @@ class _Matcher:
         self.done_chains_b.add(other.index)
         i, j = len(chain.nodes) - 1, len(other.nodes) - 1
         steps: List[Tuple[int, int, bool]] = []
-        while i > 0 and j > 0 and chain.nodes[i].op_type == other.nodes[j].op_type:
+        while i > 0 and j > 0 and family(chain.nodes[i].op_type) == family(other.nodes[j].op_type):
             steps.append((i, j, False))
             i, j = i - 1, j - 1
         fused = i > 0 or j > 0
@@ -261,7 +303,9 @@ def match_tensors(a: SemanticGraph, b: SemanticGraph, *, inputs: Sequence[Tuple[
                   user_map: Sequence[Tuple[str, str]] = (), selected: Optional[Set[str]] = None) -> TensorMatching:
     """Pair A's data tensors with B's (see the module doc); `selected` limits which of A's canonical
     tensors are reported (all are still matched, so that structure propagates)."""
-    matcher = _Matcher(a, b)
+    tokens_a = {x: x for x, _ in inputs}
+    tokens_b = {y: x for x, y in inputs}
+    matcher = _Matcher(a, b, Signatures(a.graph, tokens_a), Signatures(b.graph, tokens_b))
     for x, y in inputs:
         matcher.anchor(a.canonical(x), b.canonical(y))
         quantised = b.view(b.canonical(y))

@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from .semantic import ACTIVATIONS, AFFINE, HEADS_ABSORBING_AFFINE, Chain, SemanticGraph
+from .semantic import ACTIVATIONS, AFFINE, HEADS_ABSORBING_AFFINE, Chain, SemanticGraph, family
 
 MIN_CONFIDENCE = 0.7
 TIE_MARGIN = 0.05
@@ -35,11 +35,19 @@ class Candidate:
     shape: str = "unknown"
     penalty: float = 0.0
     notes: List[str] = field(default_factory=list)
+    same_sig: bool = False
+    """The candidate's end has the reference end's computation signature (signature.py)."""
+    exact_sig: bool = False
+    """... and every constant behind it was hashed whole: the two values are the same computation."""
     claimed_by: Optional[str] = None
     """A reference tensor (of another chain) named like this candidate's tensors."""
     confidence: float = 0.0
     located_by: str = "structure"
     evidence: str = ""
+    tie: float = 0.0
+    """Tie-break score among equally confident candidates (names, attributes, constants, signature)."""
+    chosen: str = ""
+    """How it was chosen among tied candidates, for the evidence."""
 
 
 def numel(sem: SemanticGraph, tensor: str) -> Optional[int]:
@@ -49,7 +57,7 @@ def numel(sem: SemanticGraph, tensor: str) -> Optional[int]:
 def aligned_prefix(chain: Chain, other: Chain) -> Tuple[int, int]:
     """Indices of the chain steps whose outputs pair as ends, after aligning equal ops from the end."""
     i, j = len(chain.nodes) - 1, len(other.nodes) - 1
-    while i > 0 and j > 0 and chain.nodes[i].op_type == other.nodes[j].op_type:
+    while i > 0 and j > 0 and family(chain.nodes[i].op_type) == family(other.nodes[j].op_type):
         i, j = i - 1, j - 1
     return i, j
 
@@ -68,11 +76,11 @@ def _fusion_penalty(a: SemanticGraph, b: SemanticGraph, chain: Chain, i: int, ot
                     ) -> Tuple[float, List[str]]:
     """Ops one side runs separately but the other folded away (steps 1..i of `chain`, 1..j of `other`),
     checked against what the folding side can absorb."""
-    dropped_a = [n.op_type for n in chain.nodes[1:i + 1]]
-    dropped_b = [n.op_type for n in other.nodes[1:j + 1]]
+    dropped_a = [family(n.op_type) for n in chain.nodes[1:i + 1]]
+    dropped_b = [family(n.op_type) for n in other.nodes[1:j + 1]]
     penalty, notes = 0.0, []
     for ops, that, sem in ((dropped_a, other, b), (dropped_b, chain, a)):
-        kept_acts = {n.op_type for n in that.nodes}
+        kept_acts = {family(n.op_type) for n in that.nodes}
         for op in ops:
             if op in AFFINE and that.family not in HEADS_ABSORBING_AFFINE:
                 penalty += 0.2
@@ -113,7 +121,11 @@ def _confidence(cand: Candidate) -> None:
         cand.confidence = (0.8 if named else 0.65) + (0.1 if cand.shape == "equal" else 0.0)
         cand.located_by = "name"
     cand.confidence = max(0.0, min(1.0, cand.confidence - cand.penalty))
+    if cand.same_sig:  # the same ops, attributes and constants from the same inputs
+        cand.confidence = max(cand.confidence, 0.95)
     parts = []
+    if cand.same_sig:
+        parts.append("same computation")
     if named:
         parts.append(f"name '{cand.hit_names[0]}'" if cand.hit_names else "same name")
     elif "node" in cand.name_hits:
@@ -161,15 +173,21 @@ def best_candidates(a: SemanticGraph, b: SemanticGraph, chain: Chain, cands: Seq
     top = [c for c in viable if c.confidence >= viable[0].confidence - TIE_MARGIN]
     if len(top) > 1:
         for cand in top:
-            cand_tie = _tie_score(a, b, chain, cand)
-            cand.notes.append(f"tie-break {cand_tie:.2f}")
-            setattr(cand, "tie", cand_tie)
-        top.sort(key=lambda c: -getattr(c, "tie"))
-        if getattr(top[0], "tie") - getattr(top[1], "tie") < 0.5:
+            cand.tie = _tie_score(a, b, chain, cand)
+            cand.notes.append(f"tie-break {cand.tie:.2f}")
+        top.sort(key=lambda c: -c.tie)
+        tied = [c for c in top if c.tie > top[0].tie - 0.5]
+        if len(tied) > 1 and all(c.exact_sig for c in tied):
+            # identical computations (a mask the exporter builds once per layer): equal values, so the
+            # first in the candidate's order is as right as any
+            tied.sort(key=lambda c: c.chain.index)
+            top = tied
+            top[0].chosen = f"first of {len(tied)} identical computations"
+        elif top[0].tie - top[1].tie < 0.5:
             names = ", ".join(f"'{c.chain.end}'" for c in top[:4])
             return None, f"ambiguous: {len(top)} equally likely counterparts ({names}); pair it with --map"
         _confidence(top[0])
-        top[0].evidence += f"; chosen among {len(top)} by names/attributes/constants"
+        top[0].evidence += "; " + (top[0].chosen or f"chosen among {len(top)} by names/attributes/constants")
     best = top[0]
     if best.confidence < MIN_CONFIDENCE:
         return None, f"best counterpart '{best.chain.end}' is only {best.confidence:.2f} likely ({best.evidence})"
@@ -179,6 +197,7 @@ def best_candidates(a: SemanticGraph, b: SemanticGraph, chain: Chain, cands: Seq
 def _tie_score(a: SemanticGraph, b: SemanticGraph, chain: Chain, cand: Candidate) -> float:
     other = cand.chain
     score = 3.0 * ("end" in cand.name_hits) + 2.0 * ("step" in cand.name_hits) + 1.0 * ("node" in cand.name_hits)
+    score += 4.0 * cand.same_sig
     for attr in ATTRS:
         x = a.graph.node_attribute(chain.head.name, attr)
         y = b.graph.node_attribute(other.head.name, attr)

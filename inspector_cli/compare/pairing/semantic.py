@@ -19,7 +19,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from ...core.graph import ModelGraph, NodeInfo
-from ...core.quantparams import INT_PASSTHROUGH, QOP_OUTPUT_PARAMS, QuantSpec, dequantize
+from ...core.quantparams import INT_PASSTHROUGH, QOP_OUTPUT_PARAMS, QuantSpec, dequantize, qop_input_params
 
 FLOAT_TYPES = frozenset({1, 10, 11, 16})
 INT_QUANT_TYPES = frozenset({2, 3, 4, 5, 6, 21, 22})
@@ -216,12 +216,19 @@ class SemanticGraph:
                 for out in node.outputs if node.op_type == "Split" else node.outputs[:1]:
                     if out and self.elem_type(out) not in FLOAT_TYPES:
                         self.quant_of.setdefault(out, self.quant_of[ins[0]])
+        for node in self.graph.nodes:  # integers a QOperator op reads with its own input parameters
+            ins = list(node.inputs)
+            for x, s, z in qop_input_params(node.op_type, len(ins)):
+                if len(ins) > s and ins[x] and ins[x] not in self.quant_of and self.elem_type(ins[x]) not in FLOAT_TYPES:
+                    self.quant_of[ins[x]] = QuantSpec(ins[s], ins[z] if len(ins) > z and ins[z] else None)
 
     def view(self, canonical: str) -> TensorView:
         """How the deployed graph materialises `canonical`: a graph output if one aliases it (free to
         fetch), else the integers of its first quantisation (dequantised), else the tensor itself."""
         names = self.names_of(canonical)
-        outputs = set(self.graph.output_names)
+        outputs = self.__dict__.get("_outputs")  # asked per paired tensor: the set is made once
+        if outputs is None:
+            outputs = self._outputs = set(self.graph.output_names)
         for name in names:
             if name in outputs:
                 quant = self.quant_of.get(name) if self.elem_type(name) not in FLOAT_TYPES else None
@@ -315,7 +322,9 @@ class SemanticGraph:
         return self.canonical(tensor)
 
     def _chain_to_extend(self, node: NodeInfo, inputs: Sequence[str], graph_outputs: Set[str]) -> Optional[Chain]:
-        if node.op_type not in FOLLOWERS or len(inputs) != 1 or len([o for o in node.outputs if o]) != 1:
+        # QLinearAdd/QLinearMul/QLinearSigmoid... follow a QLinearMatMul/QLinearConv as their float ops
+        # follow MatMul/Conv: the same chain, so that a QOperator graph aligns with its float original
+        if family(node.op_type) not in FOLLOWERS or len(inputs) != 1 or len([o for o in node.outputs if o]) != 1:
             return None
         chain = self.chain_of.get(inputs[0])
         if chain is None or chain.end != inputs[0] or chain.extra_outputs:
