@@ -10,12 +10,8 @@ DEPLOYED_FUSED = ("paired, but not read at the default level: onnxruntime fuses 
                   "into attention kernels) and deployed capture reports it 'not materialised' (--capture "
                   "instrumented or --opt-level disable reads it); QDQ keeps these tensors as QuantizeLinear outputs")
 
-ISOLATION_INT4 = ("isolation skips layers fed by MatMulNBits' packed uint8 weights on swin int4: 75% of 236 "
-                  "isolated ('the type of an input of its subgraph is unknown (or integer without a quantisation)')")
-
 KNOWN: Dict[Tuple[str, str, str], str] = {
     # full zoo (MI_ZOO=full), every check, 2026-12-01 (docs/zoo.md)
-    ("isolation", "swin", "int4"): ISOLATION_INT4,
     ("pairing", "segformer", "qop"): DEPLOYED_FUSED,  # 117 of QDQ's 144 read (all 144 paired)
     **{("pairing", m, "dynamic"): DEPLOYED_FUSED for m in ("efficientnet", "vit", "whisper_enc")},  # 79/102, 41/47, 41/50
 }
