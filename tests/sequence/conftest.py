@@ -4,7 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict
 
+import numpy as np
 import pytest
+
+from tests.fixtures.helpers import save
+
+from .models import accumulator_fp16, accumulator_fp32
 
 
 @pytest.fixture(scope="session")
@@ -12,7 +17,14 @@ def rnn_models(tmp_path_factory) -> Dict[str, Path]:
     """GRU and LSTM steps exported from torch, each with an int8 (quantize_dynamic), an fp16-I/O and a
     'recurrence x factor' variant, plus 60 step samples."""
     pytest.importorskip("torch")
-    from .models import export_rnn, fp16_io, quantize_int8, scale_head, scale_recurrence, step_inputs
+    from .models import (
+        export_rnn,
+        fp16_io,
+        quantize_int8,
+        scale_head,
+        scale_recurrence,
+        step_inputs,
+    )
 
     folder = tmp_path_factory.mktemp("rnn")
     models: Dict[str, Path] = {"steps": step_inputs(folder / "steps", 60)}
@@ -48,3 +60,13 @@ def gpt_int4(gpt_models, tmp_path_factory) -> Path:
     from .models import quantize_int4
 
     return quantize_int4(gpt_models["fp32"], tmp_path_factory.mktemp("gpt4") / "gpt_int4.onnx")
+
+
+@pytest.fixture()
+def accumulators(tmp_path):
+    """The fp16 and fp32 accumulators (the fp16 one overflows after some steps) and 100 steps of ones."""
+    fp16 = save(accumulator_fp16(), tmp_path / "acc16.onnx")
+    fp32 = save(accumulator_fp32(), tmp_path / "acc32.onnx")
+    np.savez(tmp_path / "ones16.npz", x=np.ones((100, 1, 4), np.float16))
+    np.savez(tmp_path / "ones32.npz", x=np.ones((100, 1, 4), np.float32))
+    return fp16, fp32, tmp_path

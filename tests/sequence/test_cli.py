@@ -14,7 +14,10 @@ from onnx import helper
 
 from tests.fixtures.helpers import invoke, make_model, save, vi
 
-from .models import accumulator_fp16, accumulator_fp32, gpt2_greedy_without_cache, reference_loop
+from .models import (
+    gpt2_greedy_without_cache,
+    reference_loop,
+)
 from .test_nan import first_overflow_step
 from .test_rnn import PAIRS, cosine, xs, zeros
 
@@ -131,15 +134,6 @@ def test_decode_several_prompts_from_a_txt(gpt_models, tmp_path):
     assert [(r["prompt"], r["prompt_length"], r["steps"]) for r in results["decode_runs"]] == [(0, 3, 4), (1, 2, 4)]
     assert results["steps"] == 8 and results["source"]["prompts"] == 2
     assert "decode, per prompt" in out.stdout and "of 2 prompts" in out.stdout
-
-
-@pytest.fixture()
-def accumulators(tmp_path):
-    fp16 = save(accumulator_fp16(), tmp_path / "acc16.onnx")
-    fp32 = save(accumulator_fp32(), tmp_path / "acc32.onnx")
-    np.savez(tmp_path / "ones16.npz", x=np.ones((100, 1, 4), np.float16))
-    np.savez(tmp_path / "ones32.npz", x=np.ones((100, 1, 4), np.float32))
-    return fp16, fp32, tmp_path
 
 
 def test_nan_bisect_sequence_names_the_step_and_the_node(accumulators):

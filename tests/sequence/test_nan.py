@@ -9,12 +9,9 @@ import json
 from typing import Tuple
 
 import numpy as np
-import pytest
 
 from inspector_cli.sequence import SequenceConfig, run_sequence
-from tests.fixtures.helpers import invoke, save
-
-from .models import accumulator_fp16, accumulator_fp32
+from tests.fixtures.helpers import invoke
 
 
 def first_overflow_step() -> Tuple[int, float]:
@@ -28,15 +25,6 @@ def first_overflow_step() -> Tuple[int, float]:
             return step, float(acc[0])
         acc = new
     raise AssertionError("no overflow")
-
-
-@pytest.fixture()
-def accumulators(tmp_path):
-    fp16 = save(accumulator_fp16(), tmp_path / "acc16.onnx")
-    fp32 = save(accumulator_fp32(), tmp_path / "acc32.onnx")
-    np.savez(tmp_path / "ones16.npz", x=np.ones((100, 1, 4), np.float16))
-    np.savez(tmp_path / "ones32.npz", x=np.ones((100, 1, 4), np.float32))
-    return fp16, fp32, tmp_path
 
 
 def test_one_model_scan_finds_the_first_non_finite_step(accumulators):
