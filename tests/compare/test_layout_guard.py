@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import pytest
 from onnx import helper
 
 from inspector_cli.compare.capture import Reader, settle_layout
-from inspector_cli.compare.layout import channels_last_perm, same_layout
 from inspector_cli.compare.config import CompareConfig, LayerConfig
+from inspector_cli.compare.layout import channels_last_perm, same_layout
 from inspector_cli.testing.models import save_samples
 from inspector_cli.workflows.compare import compare_models
 
 from ..fixtures.helpers import init, make_model, save, vi
+from .test_moved_transpose import (
+    assert_fp16_read_in_the_reference_layout,
+    layernorm_weights,
+    transpose_then_layernorm,
+)
 
 
 def _dynamic_layernorm_after_transpose() -> onnx.ModelProto:
@@ -29,37 +33,13 @@ def _dynamic_layernorm_after_transpose() -> onnx.ModelProto:
     what follows is symbolic) -> Transpose [batch,24,8] -> LayerNorm over the last axis, unfused."""
     nodes = [helper.make_node("Shape", ["x"], ["sx"], name="shape", end=2),
              helper.make_node("Concat", ["sx", "m1"], ["s3"], name="cat", axis=0),
-             helper.make_node("Reshape", ["x", "s3"], ["r"], name="flat"),
-             helper.make_node("Transpose", ["r"], ["t"], name="tr", perm=[0, 2, 1]),
-             helper.make_node("ReduceMean", ["t"], ["mu"], name="mean", axes=[-1]),
-             helper.make_node("Sub", ["t", "mu"], ["d"], name="sub"),
-             helper.make_node("Mul", ["d", "d"], ["sq"], name="sq"),
-             helper.make_node("ReduceMean", ["sq"], ["var"], name="var", axes=[-1]),
-             helper.make_node("Add", ["var", "eps"], ["ve"], name="add"),
-             helper.make_node("Sqrt", ["ve"], ["sd"], name="sqrt"),
-             helper.make_node("Div", ["d", "sd"], ["n"], name="div"),
-             helper.make_node("Mul", ["n", "g"], ["out"], name="scale")]
-    inits = [init("m1", np.array([-1], np.int64)), init("eps", np.array(1e-5, np.float32)),
-             init("g", np.linspace(0.5, 1.5, 8).astype(np.float32))]
+             helper.make_node("Reshape", ["x", "s3"], ["r"], name="flat"), *transpose_then_layernorm()]
+    inits = [init("m1", np.array([-1], np.int64)), *layernorm_weights()]
     return make_model(nodes, [vi("x", ["batch", 8, 4, 6])], [vi("out", ["batch", 24, 8])], inits)
 
 
 def test_moved_transpose_in_a_dynamic_export_is_read_in_the_reference_layout(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("onnxconverter_common")
-    from onnxconverter_common import float16
-
-    model = _dynamic_layernorm_after_transpose()
-    a = save(model, tmp_path / "a.onnx")
-    b = save(float16.convert_float_to_float16(model, keep_io_types=True), tmp_path / "b.onnx")
-    rng = np.random.default_rng(1)
-    save_samples([{"x": rng.normal(size=(1, 8, 4, 6)).astype(np.float32)} for _ in range(2)], tmp_path / "data")
-    result = compare_models(a, b, CompareConfig(inputs=(str(tmp_path / "data"),),
-                                                layers=LayerConfig(granularity="tensor", capture="deployed")))
-    rows = {row.name: row for row in result.layers.layers}
-    assert rows["d"].capture_b == "deployed"
-    assert rows["d"].shape_b == rows["d"].shape_a == [1, 24, 8]
-    for name in ("d", "var", "out"):  # fp16 rounding only: the true cosine is 1 - O(1e-7)
-        assert rows[name].dataset["cosine"] > 0.9999, name
+    assert_fp16_read_in_the_reference_layout(_dynamic_layernorm_after_transpose(), tmp_path)
 
 
 def test_settle_layout_asks_the_reference_when_the_declared_shape_cannot_tell() -> None:
