@@ -11,6 +11,7 @@ naming it; the other samples are compared and reported.
 """
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from dataclasses import dataclass, field
@@ -87,15 +88,28 @@ class EarlySessions:
         return None if any(s is None for s in sessions) else sessions  # type: ignore[return-value]
 
 
+def may_reference_external_data(path: Path) -> bool:
+    """Whether the model file may name external data: every external-data entry holds the key
+    b"location", so a file without those bytes has none (a match only costs the early start).
+    Memory-mapped: a scan at disk-cache speed, nothing copied."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(b"location") >= 0
+
+
 def early_sessions(model_a: Any, model_b: Any, config: CompareConfig) -> Optional[EarlySessions]:
     """Start building both sessions now, when the comparison is outputs-only, in this process,
-    and both models are plain files; None otherwise."""
+    and both models are plain files without external data; None otherwise."""
     spec = config.executor
     if config.layers is not None or config.golden or not spec.in_process:
         return None
     if not all(isinstance(m, (str, os.PathLike)) and Path(m).is_file() for m in (model_a, model_b)):
         return None
     paths = [Path(model_a), Path(model_b)]
+    if any(may_reference_external_data(path) for path in paths):
+        return None  # onnxruntime would read those files before mi's external-data check has passed
     runtimes = [batch_runtime(config.runtime_a, spec), batch_runtime(config.runtime_of_b, spec)]
     return EarlySessions(paths, runtimes, [f"A {paths[0]}", f"B {paths[1]}"])
 
