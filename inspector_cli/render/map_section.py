@@ -32,7 +32,9 @@ def map_for(result: Any, metric: Optional[str] = None) -> Optional[Markup]:
     smap = section.map if section is not None else getattr(result, "scope_map", None)
     if smap is None or not smap.scopes:
         if metric:
-            raise UsageError(f"--map {metric}: this {result.kind} result has no scope map")
+            raise UsageError(f"--map {metric}: this {result.kind} result has no scope map",
+                             hint="its run saved only the depth-1 roll-up: run it again with --html or "
+                                  "--group-by scope to keep the whole map in the JSON")
         return None
     if section is not None:
         tensor_node = section.tensor_node()

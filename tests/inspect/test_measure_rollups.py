@@ -167,6 +167,13 @@ def test_compare_rollup_without_map_equals_the_full_one(cnn_pair, tmp_path):
     assert light["map"]["scopes"] == [] and light["nodes"] == [] and light["other_map"] is None
     assert light["map"]["source"] == full["map"]["source"] == "structure"
     assert full["map"]["scopes"] and full["nodes"]
+    # re-rendering the light result with a map says why there is none and what keeps it
+    refused = invoke(["report", tmp_path / "light.json", "--html", tmp_path / "r.html", "--map", "cosine"],
+                     exit_code=2)
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "Error: --map cosine: this compare result has no scope map (its run saved only the depth-1 roll-up: "
+        "run it again with --html or --group-by scope to keep the whole map in the JSON)")
+    invoke(["report", tmp_path / "full.json", "--html", tmp_path / "r.html", "--map", "cosine"])
 
 
 def test_probe_rollup_without_map_equals_the_full_one_on_named_scopes(tmp_path):
