@@ -89,10 +89,11 @@ def fast_pair_stats(a: np.ndarray, b: np.ndarray, scratch: Optional[Scratch] = N
         factor = _factor(peak_a, peak_b)
         sums = None if factor is None else _blocks(
             fa, fb, scratch, affine_a, affine_b, factor, np.float64(REL_SIG_FRACTION * peak_a * factor))
-    if sums is None or not all(math.isfinite(v) for v in (*sums[:4], sums[5], sums[8])):
+    if sums is not None:
+        a2, b2, err, dot, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig = sums
+    if sums is None or not all(math.isfinite(v) for v in (a2, b2, err, dot, sum_rel, sum_sig)):
         # NaN/Inf (or float32 overflow, or peaks too far apart): the exact float64 path
         return compare_arrays(_dequantized(fa, affine_a), _dequantized(fb, affine_b), distribution=False)
-    a2, b2, err, dot, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig = sums
     back = 1.0 / factor  # a power of two: undoing the scale is exact
     a2, b2, err, dot = a2 * back * back, b2 * back * back, err * back * back, dot * back * back
     stats.sum_a2, stats.sum_b2, stats.sum_sq_err = a2, b2, err
