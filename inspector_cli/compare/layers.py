@@ -247,8 +247,9 @@ class LayerCapture:
             return
         if not tracker.dtype_a:  # first sample: check relaid readers against the declared shapes
             reader_a = self._settled(side_a, pair.view_a.expose, reader_a, raw_a)
-            reader_b = self._settled(side_b, pair.view_b.expose, reader_b, raw_b, read_shape(raw_a.shape, reader_a.perm))
-            shape_a, shape_b = read_shape(raw_a.shape, reader_a.perm), read_shape(raw_b.shape, reader_b.perm)
+            shape_a = read_shape(raw_a.shape, reader_a.perm)
+            reader_b = self._settled(side_b, pair.view_b.expose, reader_b, raw_b, shape_a)
+            shape_b = read_shape(raw_b.shape, reader_b.perm)
             if raw_a.size == raw_b.size and not same_layout(shape_a, shape_b) and side_b.mode == "deployed":
                 reader_b = self._channels_last(side_b, pair.view_b.expose, reader_b, raw_b, shape_a)
                 shape_b = read_shape(raw_b.shape, reader_b.perm)
