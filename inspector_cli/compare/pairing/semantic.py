@@ -14,6 +14,7 @@ it: for a quantised tensor the integers after its QuantizeLinear, dequantised in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -226,11 +227,8 @@ class SemanticGraph:
         """How the deployed graph materialises `canonical`: a graph output if one aliases it (free to
         fetch), else the integers of its first quantisation (dequantised), else the tensor itself."""
         names = self.names_of(canonical)
-        outputs = self.__dict__.get("_outputs")  # asked per paired tensor: the set is made once
-        if outputs is None:
-            outputs = self._outputs = set(self.graph.output_names)
         for name in names:
-            if name in outputs:
+            if name in self.output_set:
                 quant = self.quant_of.get(name) if self.elem_type(name) not in FLOAT_TYPES else None
                 return TensorView(name, name, quant)
         if canonical in self.quant_of and self.elem_type(canonical) not in FLOAT_TYPES:
@@ -274,8 +272,13 @@ class SemanticGraph:
         return dequantize(values, scale, zero, spec.axis, out=out)
 
     # ---- chains -------------------------------------------------------------------------------------
+    @cached_property
+    def output_set(self) -> FrozenSet[str]:
+        """The graph's output names, as a set made once (asked per node and per paired tensor)."""
+        return frozenset(self.graph.output_names)
+
     def _build_chains(self) -> None:
-        graph_outputs = set(self.graph.output_names)
+        graph_outputs = self.output_set
         for node in self.graph.nodes:
             if self._transparent(node) is not None or node.op_type == "Constant":
                 continue
@@ -321,7 +324,7 @@ class SemanticGraph:
             return self.canonical(producer.inputs[0])
         return self.canonical(tensor)
 
-    def _chain_to_extend(self, node: NodeInfo, inputs: Sequence[str], graph_outputs: Set[str]) -> Optional[Chain]:
+    def _chain_to_extend(self, node: NodeInfo, inputs: Sequence[str], graph_outputs: FrozenSet[str]) -> Optional[Chain]:
         # QLinearAdd/QLinearMul/QLinearSigmoid... follow a QLinearMatMul/QLinearConv as their float ops
         # follow MatMul/Conv: the same chain, so that a QOperator graph aligns with its float original
         if family(node.op_type) not in FOLLOWERS or len(inputs) != 1 or len([o for o in node.outputs if o]) != 1:
