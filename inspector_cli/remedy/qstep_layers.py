@@ -2,6 +2,7 @@
 deployed comparison of `--simulated` with its likely cause."""
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Optional, Sequence
 
 import onnx
@@ -19,6 +20,10 @@ FLAG_OWN_COSINE = 0.99
 def _scalar(model: onnx.ModelProto, name: str) -> Optional[float]:
     for init in model.graph.initializer:
         if init.name == name:
+            # a per-channel scale is not read at all: the lazily loaded proto refers to its bytes in the
+            # model file by a relative location, which to_array cannot resolve (it crashed the run)
+            if math.prod(init.dims) != 1:
+                return None
             value = numpy_helper.to_array(init)
             return float(value.reshape(-1)[0]) if value.size == 1 else None
     for node in model.graph.node:  # scales given by Constant nodes
