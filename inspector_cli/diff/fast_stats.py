@@ -23,7 +23,7 @@ sums and handed to the exact path too.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -51,6 +51,9 @@ class Scratch:
         self.b = np.empty(block, dtype=np.float32)
         self.sig = np.empty(block, dtype=np.float32)
         """1.0 where |a| is significant (>= REL_SIG_FRACTION * max|a|), else 0.0."""
+        self.mask = np.empty(block, dtype=np.bool_)
+        """The significance test as booleans (a float32 comparison writing bytes is ~8x cheaper than
+        a float64 one writing floats; the 0/1 floats are copied from it)."""
         self.ones = np.ones(block, dtype=np.float32)
         """Sums as dot products with ones: BLAS is 2-5x faster than numpy's float32 or float64 sum."""
 
@@ -63,7 +66,10 @@ def _block(x: np.ndarray, start: int, stop: int, affine: Optional[Affine], facto
     if affine is None and factor == 1.0 and part.dtype == np.float32:
         return part
     buf = out[: stop - start]
-    np.copyto(buf, part, casting="unsafe")
+    if part.dtype == np.float16:
+        _widen_half(part, buf)
+    else:
+        np.copyto(buf, part, casting="unsafe")
     scale, zero = affine if affine is not None else (1.0, 0.0)
     if zero:
         np.subtract(buf, zero, out=buf)
@@ -85,10 +91,7 @@ def fast_pair_stats(a: np.ndarray, b: np.ndarray, scratch: Optional[Scratch] = N
     if fa.size == 0:
         return stats
     with np.errstate(all="ignore"):  # NaN/Inf show up in the sums and are handled below
-        peak_a, peak_b = _peak(fa, affine_a), _peak(fb, affine_b)
-        factor = _factor(peak_a, peak_b)
-        sums = None if factor is None else _blocks(
-            fa, fb, scratch, affine_a, affine_b, factor, np.float64(REL_SIG_FRACTION * peak_a * factor))
+        sums, factor, peak_a = _sums(fa, fb, scratch, affine_a, affine_b)
     if sums is not None:
         a2, b2, err, dot, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig = sums
     if sums is None or not all(math.isfinite(v) for v in (a2, b2, err, dot, sum_rel, sum_sig)):
@@ -106,9 +109,57 @@ def fast_pair_stats(a: np.ndarray, b: np.ndarray, scratch: Optional[Scratch] = N
     return stats
 
 
-def _peak(fa: np.ndarray, affine: Optional[Affine]) -> float:
-    """max |a| without a full-size temporary (NaN when `a` holds one: the exact path takes over)."""
-    hi, lo = float(fa.max()), float(fa.min())
+def _sums(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional[Affine],
+          affine_b: Optional[Affine]) -> Tuple[Optional[Tuple[float, ...]], float, float]:
+    """The block sums, the factor they were read with and a's peak; no sums when the exact path
+    must take the pair (a NaN/Inf peak, whose sums would not be finite either; peaks too far apart).
+
+    Reading a tensor from memory costs as much as the arithmetic on it (a large activation is not
+    in the cache), so each is read once per block pass plus, for `a`, once for its peak (the
+    significance floor needs it first). b's peak only picks the factor: the pass assumes the factor
+    of a's peak alone, takes b's from the blocks it reads anyway, and runs again in the rare case
+    b's peak changes the factor (the result is the same as with both peaks known first)."""
+    peak_a = _peak(fa, affine_a, scratch.block)
+    if not math.isfinite(peak_a):
+        return None, 1.0, peak_a
+    peak_b = _peak_half(fb) if fb.dtype == np.float16 else None  # the bits give it at a fraction of a pass
+    if peak_b is not None and not math.isfinite(peak_b):
+        return None, 1.0, peak_a
+    factor = _factor(peak_a, peak_a if peak_b is None else peak_b)
+    if factor is None:
+        return None, 1.0, peak_a
+    sums, extent_b = _blocks(fa, fb, scratch, affine_a, affine_b, factor, _floor(peak_a, factor), peak_b is None)
+    if peak_b is None:
+        peak_b = _extent(*extent_b, affine_b)
+        actual = _factor(peak_a, peak_b) if math.isfinite(peak_b) else None
+        if actual is None:
+            return None, 1.0, peak_a
+        if actual != factor:
+            factor = actual
+            sums = _blocks(fa, fb, scratch, affine_a, affine_b, factor, _floor(peak_a, factor), False)[0]
+    return sums, factor, peak_a
+
+
+def _floor(peak_a: float, factor: float) -> np.float64:
+    """The significance floor of |a| times `factor` (relative errors are scale-free)."""
+    return np.float64(REL_SIG_FRACTION * peak_a * factor)
+
+
+def _peak(fa: np.ndarray, affine: Optional[Affine], block: int) -> float:
+    """max |a| without a full-size temporary (NaN when `a` holds one: the exact path takes over).
+    Block by block, so that the min reads each block from the cache after the max fetched it."""
+    if fa.dtype == np.float16:
+        return _peak_half(fa)
+    his, los = [], []
+    for start in range(0, fa.size, block):
+        part = fa[start:start + block]
+        his.append(part.max())
+        los.append(part.min())
+    return _extent(float(np.max(his)), float(np.min(los)), affine)  # np.max: a NaN block propagates
+
+
+def _extent(hi: float, lo: float, affine: Optional[Affine]) -> float:
+    """max |x| from the largest and smallest raw values (dequantised when `affine`)."""
     if affine is not None:
         scale, zero = affine
         hi, lo = (hi - zero) * scale, (lo - zero) * scale
@@ -129,12 +180,16 @@ def _factor(peak_a: float, peak_b: float) -> Optional[float]:
 
 
 def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional[Affine],
-            affine_b: Optional[Affine], factor: float, floor: np.float64) -> Tuple[float, ...]:
+            affine_b: Optional[Affine], factor: float, floor: np.float64,
+            extent_b: bool) -> Tuple[Tuple[float, ...], Tuple[float, float]]:
     """The sums of the values times `factor` (relative errors are scale-free: the 1e-12 floor of |a|
-    is scaled with them)."""
+    is scaled with them), and with `extent_b` the largest and smallest raw value of b."""
+    his: List[object] = []
+    los: List[object] = []
     a2 = b2 = err = dot = sum_abs = sum_rel = sum_sig = count_sig = 0.0
     max_abs = max_rel = max_sig = 0.0
     eps = np.float32(REL_EPSILON * factor)
+    threshold = _float32_at_least(floor)
     n = fa.size
     for start in range(0, n, scratch.block):
         stop = min(n, start + scratch.block)
@@ -143,6 +198,10 @@ def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional
         d = scratch.diff[: stop - start]
         r = scratch.rel[: stop - start]
         np.subtract(xb, xa, out=d)
+        if extent_b:  # the raw block is in the cache now
+            part = fb[start:stop]
+            his.append(part.max())
+            los.append(part.min())
         err += float(np.dot(d, d))
         a2 += float(np.dot(xa, xa))
         b2 += float(np.dot(xb, xb))
@@ -152,18 +211,60 @@ def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional
         max_abs = max(max_abs, float(d.max()))
         sum_abs += float(np.dot(d, ones))
         np.abs(xa, out=r)
-        sig = scratch.sig[: stop - start]
-        np.greater_equal(r, floor, out=sig)  # float64 floor: the same elements as the exact path
+        sig, mask = scratch.sig[: stop - start], scratch.mask[: stop - start]
+        # the same elements as the exact path's float64 test against `floor` (see _float32_at_least)
+        np.greater_equal(r, threshold, out=mask)
         np.maximum(r, eps, out=r)
         np.divide(d, r, out=r)
         max_rel = max(max_rel, float(r.max()))
         sum_rel += float(np.dot(r, ones))
         # relative errors are >= 0, so zeroing the insignificant ones keeps the max and the sum right
+        np.copyto(sig, mask)
         np.multiply(r, sig, out=d)
         max_sig = max(max_sig, float(d.max()))
         sum_sig += float(np.dot(d, ones))
-        count_sig += float(np.dot(sig, ones))  # exact: a block holds far fewer than 2**24 elements
-    return a2, b2, err, dot, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig
+        count_sig += np.count_nonzero(mask)
+    extent = (float(np.max(his)), float(np.min(los))) if extent_b else (math.nan, math.nan)
+    return (a2, b2, err, dot, sum_abs, sum_rel, max_abs, max_rel, sum_sig, max_sig, count_sig), extent
+
+
+def _float32_at_least(floor: np.float64) -> np.float32:
+    """The smallest float32 >= `floor`: for a float32 x, x >= it exactly when float64(x) >= floor
+    (no float32 lies between `floor` and it), so the test runs in float32."""
+    value = np.float32(floor)
+    if np.float64(value) < floor:
+        value = np.nextafter(value, np.float32(np.inf))
+    return value
+
+
+_HALF_MAGNITUDE = np.uint16(0x7FFF)
+_HALF_EXP_ALL_ONES = 0x7C00
+_HALF_TO_SINGLE = np.float32(2.0 ** 112)
+"""float16 bits shifted into a float32 read 2**-112 times the value (exponent bias 15 vs 127)."""
+_KEEP_SIGN_EXP_MANTISSA = np.int32(-0x70000001)
+"""0x8FFFFFFF: the sign bit and the 28 low bits (the sign-extended copies in bits 28-30 cleared)."""
+
+
+def _peak_half(x: np.ndarray) -> float:
+    """max |x| of a float16 array from its bits (numpy's float16 max/min run ~40 ns per element, the
+    integer max of the sign-cleared bits ~0.2: for non-negative halves the bit order is the value
+    order). NaN when x holds a NaN or an Inf."""
+    top = int(np.bitwise_and(x.view(np.uint16), _HALF_MAGNITUDE).max())
+    if top >= _HALF_EXP_ALL_ONES:
+        return math.nan
+    return float(np.array(top, dtype=np.uint16).view(np.float16))
+
+
+def _widen_half(part: np.ndarray, out: np.ndarray) -> None:
+    """float16 -> float32 into `out`, exactly, with integer operations (numpy's cast runs ~4 ns per
+    element): the sign-extended bits shifted into place and rescaled by 2**112, which is exact for
+    normal and subnormal halves alike. Only finite halves come here (the peak test sends NaN/Inf to
+    the exact path)."""
+    bits = out.view(np.int32)
+    np.copyto(bits, part.view(np.int16))
+    np.left_shift(bits, 13, out=bits)
+    np.bitwise_and(bits, _KEEP_SIGN_EXP_MANTISSA, out=bits)
+    np.multiply(out, _HALF_TO_SINGLE, out=out)
 
 
 def _dequantized(x: np.ndarray, affine: Optional[Affine]) -> np.ndarray:
