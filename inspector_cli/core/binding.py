@@ -69,9 +69,10 @@ class BoundRunner:
             return
         self._all = []
         self._base = self.runs
+        reusable = _reusable(outputs)
         for index in range(self.sets):
             # The first set is the arrays onnxruntime just returned: binding them costs no memory.
-            buffers = {name: value if index == 0 and _bindable_array(value) else np.empty_like(value)
+            buffers = {name: value if index == 0 and name in reusable else np.empty_like(value)
                        for name, value in outputs.items()}
             binding = self.session.ort_session.io_binding()
             for name, buffer in buffers.items():
@@ -92,8 +93,24 @@ class BoundRunner:
         return dict(self._buffers)
 
 
-def _bindable_array(value: np.ndarray) -> bool:
-    return bool(value.flags.c_contiguous and value.flags.writeable and value.flags.owndata)
+def _reusable(outputs: TensorMap) -> "set[str]":
+    """Outputs whose arrays can be bound as the first buffer set: contiguous, writable, and either
+    owning their memory or holding onnxruntime's (the arrays `run` returns wrap the output OrtValue:
+    their base is a capsule that keeps it alive, not another array), and overlapping no other output.
+    Requiring `owndata` refused every onnxruntime array, and each first set was allocated again
+    (MobileNetV2: +26 MiB of peak memory while the first sample's arrays were still being read)."""
+    spans = []
+    for name, value in outputs.items():
+        flags = value.flags
+        if flags.c_contiguous and flags.writeable and (flags.owndata or not isinstance(value.base, np.ndarray)):
+            start = value.ctypes.data
+            spans.append((start, start + max(1, value.nbytes), name))
+    spans.sort()
+    overlapping = set()
+    for (_s0, end0, name0), (start1, _e1, name1) in zip(spans, spans[1:]):
+        if start1 < end0:  # sorted by start: an overlap shows up between neighbours
+            overlapping.update((name0, name1))
+    return {name for _start, _end, name in spans if name not in overlapping}
 
 
 class _ShapeChanged(Exception):

@@ -36,3 +36,25 @@ def test_new_input_shapes_rebind_without_errors():
         out = runner.run({"x": np.full((n, 3), float(n), np.float32)})
         assert out["r"].shape == (n, 3) and float(out["y"].sum()) == -3.0 * n * n
     assert runner.runs == 6
+
+
+def test_onnxruntime_arrays_of_the_first_run_become_the_first_set():
+    # onnxruntime's arrays do not own their memory (they wrap the output OrtValue); binding them
+    # instead of allocating a copy of every output keeps peak memory at one set
+    runner = BoundRunner(relu_neg([2, 3]), ["r", "y"], sets=1)
+    first = runner.run({"x": np.full((2, 3), 2.0, np.float32)})
+    assert not first["r"].flags.owndata
+    second = runner.run({"x": np.full((2, 3), -5.0, np.float32)})
+    assert second["r"] is first["r"] and second["y"] is first["y"]
+    assert float(second["r"][0, 0]) == 0.0 and float(second["y"][1, 2]) == -0.0
+
+
+def test_views_and_overlapping_arrays_are_not_bound():
+    from inspector_cli.core.binding import _reusable
+
+    shared = bytearray(32)  # two arrays over one buffer, neither a view of an ndarray
+    outputs = {"view": np.zeros(10, np.float32)[:5], "own": np.ones(4, np.float32),
+               "overlap_a": np.frombuffer(shared, np.float32, count=4),
+               "overlap_b": np.frombuffer(shared, np.float32, count=4, offset=8),
+               "apart": np.frombuffer(bytearray(16), np.float32), "readonly": np.frombuffer(b"\0" * 16, np.float32)}
+    assert _reusable(outputs) == {"own", "apart"}
