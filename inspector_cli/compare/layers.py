@@ -155,7 +155,7 @@ class LayerCapture:
         self.captured_first: Dict[str, Dict[str, np.ndarray]] = {}
         self.current_feeds: TensorMap = {}
         self.scratch = Scratch()
-        self.layout_buffers: Dict[Tuple[str, int], np.ndarray] = {}
+        self.layout_buffers: Dict[Tuple[str, str], np.ndarray] = {}
         self.incomparable: Dict[int, str] = {}
         self.pending: List[Future] = []
 
@@ -256,8 +256,8 @@ class LayerCapture:
             if raw_a.size == raw_b.size and not same_layout(shape_a, shape_b):
                 self.incomparable[index] = self._incomparable(shape_a, shape_b)
                 return
-        flat_a, affine_a = reader_a.flat(raw_a, side_a.resolver, self._layout_buffer(("a", index), reader_a, raw_a))
-        flat_b, affine_b = reader_b.flat(raw_b, side_b.resolver, self._layout_buffer(("b", index), reader_b, raw_b))
+        flat_a, affine_a = reader_a.flat(raw_a, side_a.resolver, self._layout_buffer("a", reader_a, raw_a))
+        flat_b, affine_b = reader_b.flat(raw_b, side_b.resolver, self._layout_buffer("b", reader_b, raw_b))
         if not tracker.dtype_a:
             tracker.dtype_a, tracker.dtype_b = _dtype(raw_a, affine_a), _dtype(raw_b, affine_b)
             tracker.shape_a, tracker.shape_b = list(shape_a), list(shape_b)
@@ -293,14 +293,17 @@ class LayerCapture:
         return (f"not compared: shapes {list(shape_a)} (A) and {list(shape_b)} (B) are not one layout (not equal "
                 f"up to size-1 dims or a reshape), so element-wise metrics would pair unrelated values{hint}")
 
-    def _layout_buffer(self, key: Tuple[str, int], reader: Reader, raw: np.ndarray) -> Optional[np.ndarray]:
-        """A per-pair array to transpose channels-last tensors into, reused from sample to sample."""
+    def _layout_buffer(self, side: str, reader: Reader, raw: np.ndarray) -> Optional[np.ndarray]:
+        """An array to transpose a channels-last tensor into, one per side and dtype, grown to the largest
+        such tensor and reused for every pair and sample (the metrics thread reads one pair at a time
+        and drops its flat arrays before the next; one buffer per pair held them all at once)."""
         if reader.perm is None:
             return None
+        key = (side, raw.dtype.str)
         buffer = self.layout_buffers.get(key)
-        if buffer is None or buffer.size != raw.size or buffer.dtype != raw.dtype:
+        if buffer is None or buffer.size < raw.size:
             buffer = self.layout_buffers[key] = np.empty(raw.size, dtype=raw.dtype)
-        return buffer
+        return buffer[: raw.size]
 
 
 def _capture_options(options: object) -> None:
