@@ -10,15 +10,16 @@ journal.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
+from ..core.types import TensorMap
 from ..results.base import ModelRef
 from ..results.sequence import Divergence, SequenceResult
-from .config import SequenceConfig
+from .config import BLOCK_BYTES, JOURNAL_BLOCK, SequenceConfig
 from .journal import StepJournal
 from .metrics import KEEP, step_metrics  # noqa: F401  (re-exported for decode and callers)
 from .model import SteppedModel, open_stepped
-from .run import Pending, RunState
+from .run import Block, RunState
 from .source import StepSource, open_steps
 from .wiring import check_same_wiring, initial_state
 
@@ -53,49 +54,87 @@ def run_sequence(model_a: Any, model_b: Any, sequence: "str | Path | StepSource"
         journal.start(fresh=start == 0)
     init_notes: List[str] = []
     last = start - 1
-    size = max(1, min(config.block, config.checkpoint_every))
-    block: List[Pending] = []
-    if b is not None:
-        # A block holds `size` steps' outputs (and the state each step was fed) by reference until it
-        # is reduced: fresh output arrays per run. Bound arrays rotating over size + 2 sets were
-        # slower (+12 us per step on the benchmark's model, against +6 for fresh arrays).
-        a.hold(0)
-        b.hold(0)
+    size = max(1, min(config.block, JOURNAL_BLOCK, config.checkpoint_every) if journal is not None else config.block)
     try:
-        for step, feeds in source.steps(start, config.steps):
-            if state_a is None:
-                state_a, init_notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
-                state_b = b.cast(state_a) if b is not None else {}
-            out_a = a.run(feeds, state_a, step)
-            if progress:
-                progress(step, source.length)
-            if b is None:
-                last = step
-                if run.check_nonfinite(step, a, feeds, state_a, out_a) and config.stop_on_nonfinite:
-                    break
-                state_a = a.wiring.feed_back(out_a)
-                continue
-            feeds_b = b.cast(feeds)
-            out_b = b.run(feeds_b, state_b, step)
-            block.append(Pending(step, feeds, feeds_b, state_a, state_b, out_a, out_b))
-            state_a, state_b = a.wiring.feed_back(out_a), b.wiring.feed_back(out_b)
-            if len(block) == size:
-                kept = run.flush(block, journal)
-                last = block[kept - 1].step
-                stopped = kept < len(block) or (run.nonfinite is not None and config.stop_on_nonfinite)
-                block = []
-                if stopped:
-                    break
-        if block:
-            kept = run.flush(block, journal)
-            last = block[kept - 1].step
+        if b is None:
+            last, init_notes = _scan(run, a, source, start, state_a, progress)
+        else:
+            last, init_notes = _compare(run, a, b, source, start, state_a, state_b, size, journal, progress, last)
     finally:
         if journal is not None:
             journal.close()
-        a.hold(2)
-        if b is not None:
-            b.hold(2)
     return _result(run, a, b, source, config, last + 1, resumed, init_notes)
+
+
+def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource, start: int,
+             state_a: Optional[TensorMap], state_b: Optional[TensorMap], size: int, journal: Optional[StepJournal],
+             progress: Optional[Progress], last: int) -> Tuple[int, List[str]]:
+    """Step A and B, reducing every `size` steps; returns (the last step that counts, initial-state notes).
+
+    The hot loop: per step one dict of feeds per model, the two runs (the output lists onnxruntime
+    returns, kept by reference until the block is reduced: no copies) and the state dicts for the
+    next step. Everything else happens once per block (run.RunState.flush)."""
+    config = run.config
+    notes: List[str] = []
+    back_a, back_b = run.back_a, run.back_b
+    run_a, run_b, cast = a.run_list, b.run_list, b.cast
+    block: Optional[Block] = None
+    for step, feeds in source.steps(start, config.steps):
+        if state_a is None or state_b is None:
+            state_a, notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+            state_b = b.cast(state_a)
+        if block is None:
+            block = Block(state_a, state_b)
+        out_a = run_a({**feeds, **state_a}, step)
+        if progress:
+            progress(step, source.length)
+        feeds_b = cast(feeds)
+        out_b = run_b({**feeds_b, **state_b}, step)
+        block.steps.append(step)
+        block.feeds_a.append(feeds)
+        block.feeds_b.append(feeds_b)
+        block.outs_a.append(out_a)
+        block.outs_b.append(out_b)
+        state_a = {name: out_a[j] for name, j in back_a}
+        state_b = {name: out_b[j] for name, j in back_b}
+        if len(block.steps) == 1 and step == start:  # the first step tells how much a step's outputs hold
+            size = _block_size(size, out_a, out_b)
+        if len(block.steps) == size:
+            kept = run.flush(block, journal)
+            last = block.steps[kept - 1]
+            stopped = kept < size or (run.nonfinite is not None and config.stop_on_nonfinite)
+            block = None
+            if stopped:
+                return last, notes
+    if block is not None:
+        kept = run.flush(block, journal)
+        last = block.steps[kept - 1]
+    return last, notes
+
+
+def _block_size(size: int, out_a: List[Any], out_b: List[Any]) -> int:
+    """`size` steps, or fewer when that many steps' outputs of both models would pass BLOCK_BYTES."""
+    held = sum(int(getattr(v, "nbytes", 0)) for v in list(out_a) + list(out_b))
+    return max(1, min(size, BLOCK_BYTES // max(1, held)))
+
+
+def _scan(run: RunState, a: SteppedModel, source: StepSource, start: int, state: Optional[TensorMap],
+          progress: Optional[Progress]) -> Tuple[int, List[str]]:
+    """One model alone: stop at the first non-finite step (nan-bisect --sequence)."""
+    config = run.config
+    notes: List[str] = []
+    last = start - 1
+    for step, feeds in source.steps(start, config.steps):
+        if state is None:
+            state, notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+        out = a.run(feeds, state, step)
+        if progress:
+            progress(step, source.length)
+        last = step
+        if run.check_nonfinite(step, a, feeds, state, out) and config.stop_on_nonfinite:
+            break
+        state = a.wiring.feed_back(out)
+    return last, notes
 
 
 def _result(run: RunState, a: SteppedModel, b: Optional[SteppedModel], source: StepSource, config: SequenceConfig,

@@ -8,8 +8,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..core.graph import ModelGraph, load_model
-from ..core.runner import RuntimeConfig, Session, open_session
+from ..core.runner import RuntimeConfig, Session, _first_line, open_session
 from ..core.types import TensorInfo, TensorMap
+from ..errors import InferenceError
 from .wiring import StateWiring, detect_wiring
 
 
@@ -72,16 +73,20 @@ class SteppedModel:
         """Every output of one step (InferenceError naming the model and the step on failure)."""
         return self.runner.run({**feeds, **state}, sample=f"step {step}")
 
+    @property
+    def output_names(self) -> List[str]:
+        """The outputs `run_list` returns, in its order."""
+        return self.session.output_names
 
-def quiet_threads(runtime: RuntimeConfig) -> RuntimeConfig:
-    """No spinning of onnxruntime's idle worker threads between runs (unless the user set it).
-
-    A step is short and the Python work between two runs (metrics, state hand-over) needs a core:
-    threads spin-waiting for the next run took it, and made the loop 4x slower than bare inference
-    on two cores (scripts/bench_sequence.py)."""
-    keys = {k for k, _ in runtime.session_config}
-    extra = tuple((k, "0") for k in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning") if k not in keys)
-    return runtime.replace(session_config=tuple(runtime.session_config) + extra)
+    def run_list(self, feeds: TensorMap, step: int) -> List[np.ndarray]:
+        """Every output of one step given its full feeds, as the list onnxruntime returns (in
+        `output_names` order): the A/B loop's call, with no dict built around it and no output
+        binding (each step's outputs are fresh arrays that a block may hold). The same public
+        onnxruntime call and the same error as `run`."""
+        try:
+            return self.session.ort_session.run(self.session.output_names, feeds)
+        except Exception as exc:
+            raise InferenceError(f"{self.session.label}: inference failed on sample step {step}: {_first_line(exc)}") from exc
 
 
 def open_stepped(path: "str | Path | ModelGraph", explicit: Sequence[Tuple[str, str]] = (),
@@ -89,5 +94,9 @@ def open_stepped(path: "str | Path | ModelGraph", explicit: Sequence[Tuple[str, 
     """Load a model, wire its state (explicit pairs first, then by names) and open its session."""
     graph = path if isinstance(path, ModelGraph) else load_model(path)
     wiring = detect_wiring(graph.inputs, graph.outputs, explicit, model=f"model {role} ({graph.display_name})")
-    session = open_session(graph, quiet_threads(runtime), label=f"model {role} ({graph.display_name})")
+    # Idle worker threads sleep between runs: the Python work between two steps needs a core, and
+    # spinning threads took it (the loop was 4x slower than bare inference on two cores,
+    # scripts/bench_sequence.py). The inter-op pool only exists in parallel execution mode, which
+    # mi never sets, so the intra-op switch is the whole of it.
+    session = open_session(graph, runtime.without_spinning(), label=f"model {role} ({graph.display_name})")
     return SteppedModel(graph, session, wiring, role)
