@@ -77,36 +77,43 @@ def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource
     config = run.config
     notes: List[str] = []
     back_a, back_b = run.back_a, run.back_b
-    run_a, run_b, cast = a.run_list, b.run_list, b.cast
-    block: Optional[Block] = None
+    names_a, names_b = a.output_names, b.output_names
+    run_a, run_b = a.session.ort_session.run, b.session.ort_session.run  # onnxruntime's public run
+    # Feeds that A accepted have A's dtypes: B needs them cast only when its dtypes differ (fp16 I/O).
+    cast = b.cast if any(a.dtypes.get(n) != b.dtypes.get(n) for n in a.wiring.step_inputs) else None
+    rows: List[Tuple[int, TensorMap, TensorMap, List[Any], List[Any]]] = []
+    carry: Tuple[TensorMap, TensorMap] = ({}, {})
     for step, feeds in source.steps(start, config.steps):
         if state_a is None or state_b is None:
             state_a, notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
             state_b = b.cast(state_a)
-        if block is None:
-            block = Block(state_a, state_b)
-        out_a = run_a({**feeds, **state_a}, step)
+        if not rows:
+            carry = (state_a, state_b)
+        try:
+            out_a = run_a(names_a, {**feeds, **state_a})
+        except Exception as exc:
+            raise a.failure(step, exc) from exc
         if progress:
             progress(step, source.length)
-        feeds_b = cast(feeds)
-        out_b = run_b({**feeds_b, **state_b}, step)
-        block.steps.append(step)
-        block.feeds_a.append(feeds)
-        block.feeds_b.append(feeds_b)
-        block.outs_a.append(out_a)
-        block.outs_b.append(out_b)
+        feeds_b = cast(feeds) if cast else feeds
+        try:
+            out_b = run_b(names_b, {**feeds_b, **state_b})
+        except Exception as exc:
+            raise b.failure(step, exc) from exc
+        rows.append((step, feeds, feeds_b, out_a, out_b))
         state_a = {name: out_a[j] for name, j in back_a}
         state_b = {name: out_b[j] for name, j in back_b}
-        if len(block.steps) == 1 and step == start:  # the first step tells how much a step's outputs hold
+        if len(rows) == 1 and step == start:  # the first step tells how much a step's outputs hold
             size = _block_size(size, out_a, out_b)
-        if len(block.steps) == size:
+        if len(rows) == size:
+            block = Block(*carry, *map(list, zip(*rows)))
+            rows = []
             kept = run.flush(block, journal)
             last = block.steps[kept - 1]
-            stopped = kept < size or (run.nonfinite is not None and config.stop_on_nonfinite)
-            block = None
-            if stopped:
+            if kept < size or (run.nonfinite is not None and config.stop_on_nonfinite):
                 return last, notes
-    if block is not None:
+    if rows:
+        block = Block(*carry, *map(list, zip(*rows)))
         kept = run.flush(block, journal)
         last = block.steps[kept - 1]
     return last, notes

@@ -75,18 +75,12 @@ class SteppedModel:
 
     @property
     def output_names(self) -> List[str]:
-        """The outputs `run_list` returns, in its order."""
+        """Every output, in the order of the lists onnxruntime's run returns (the A/B loop's call)."""
         return self.session.output_names
 
-    def run_list(self, feeds: TensorMap, step: int) -> List[np.ndarray]:
-        """Every output of one step given its full feeds, as the list onnxruntime returns (in
-        `output_names` order): the A/B loop's call, with no dict built around it and no output
-        binding (each step's outputs are fresh arrays that a block may hold). The same public
-        onnxruntime call and the same error as `run`."""
-        try:
-            return self.session.ort_session.run(self.session.output_names, feeds)
-        except Exception as exc:
-            raise InferenceError(f"{self.session.label}: inference failed on sample step {step}: {_first_line(exc)}") from exc
+    def failure(self, step: int, exc: Exception) -> InferenceError:
+        """The error for a failed run of `step` (as core/runner words it for a sample)."""
+        return InferenceError(f"{self.session.label}: inference failed on sample step {step}: {_first_line(exc)}")
 
 
 def open_stepped(path: "str | Path | ModelGraph", explicit: Sequence[Tuple[str, str]] = (),
