@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ..diff.metrics import METRICS
 from ..results.sequence import Timeline
 
@@ -57,48 +59,57 @@ class TimelineBuilder:
     def add_many(self, steps: Sequence[int], values: Sequence[Optional[float]], drift: Sequence[Optional[float]],
                  clean: bool = False) -> None:
         """`add` for each of consecutive steps in turn, the same points as one by one. `clean`: no
-        value is None or NaN, so the worst of a run of steps merged into one point is min/max.
+        value is None or NaN, so the worst of the steps sharing a point is a min/max over them.
 
         A time-line of 1,000 steps or more merges most steps into a point: one `add` per step was
         the largest Python cost of a block once its metrics were vectorised."""
         n = len(steps)
-        if not n or steps[-1] - steps[0] != n - 1:
+        if not clean or not n or steps[-1] - steps[0] != n - 1:
             for step, value, worst in zip(steps, values, drift):
                 self.add(step, value, worst)
             return
         i = 0
         while i < n:
-            if self.bucket == 1 and len(self.steps) + n - i <= self.capacity and (not self.steps or steps[i] > self.steps[-1]):
-                self.steps.extend(steps[i:])  # one step per point, room left: append them all
-                self.values.extend(values[i:])
-                self.drift.extend(drift[i:])
-                return
             if self.steps and steps[i] < self.steps[-1] + self.bucket:
-                j = min(n, i + self.steps[-1] + self.bucket - steps[i])  # the steps this last point covers
-                if clean:
-                    self.values[-1] = _worst(self.metric, self.values[-1], values[i:j])
-                    self.drift[-1] = _worst("cosine", self.drift[-1], drift[i:j])
-                else:
-                    for k in range(i, j):
-                        self.add(steps[k], values[k], drift[k])
+                j = min(n, i + self.steps[-1] + self.bucket - steps[i])  # the steps the last point covers
+                self.values[-1] = _worst(self.metric, [self.values[-1]] + list(values[i:j]))
+                self.drift[-1] = _worst("cosine", [self.drift[-1]] + list(drift[i:j]))
                 i = j
-                continue
-            self.add(steps[i], values[i], drift[i])  # a new point (merging the old ones when full)
-            i += 1
+            elif len(self.steps) == self.capacity:
+                self.add(steps[i], values[i], drift[i])  # full: the points merge pairwise first
+                i += 1
+            else:
+                # new points of `bucket` steps each, as many as there is room for
+                count = min(n - i, (self.capacity - len(self.steps)) * self.bucket)
+                self.steps.extend(steps[i:i + count:self.bucket])
+                self.values.extend(_worst_runs(self.metric, values[i:i + count], self.bucket))
+                self.drift.extend(_worst_runs("cosine", drift[i:i + count], self.bucket))
+                i += count
 
     def result(self, with_drift: bool) -> Timeline:
         return Timeline(self.metric, self.tensor, self.bucket, list(self.steps), list(self.values),
                         list(self.drift) if with_drift else [])
 
 
-def _worst(metric: str, current: Optional[float], values: Sequence[Optional[float]]) -> Optional[float]:
-    """`current` and then each of `values` (neither None nor NaN) picked as TimelineBuilder._pick does."""
-    if current is None or current != current:
-        return current if current is not None else _worst(metric, values[0], values[1:]) if values else None
-    if not values:
-        return current
-    best = min(values) if _HIGHER[metric] else max(values)
-    return best if worse(metric, best, current) else current  # type: ignore[arg-type]
+def _worst(metric: str, values: Sequence[Optional[float]]) -> Optional[float]:
+    """The first worst of `values` as `_pick` folds them; after the first, none is None or NaN."""
+    first = values[0]
+    if first is not None and first != first:
+        return first  # NaN stays worst
+    rest = values[1:]
+    if not rest:
+        return first
+    best = min(rest) if _HIGHER[metric] else max(rest)  # type: ignore[type-var]
+    return best if first is None or worse(metric, best, first) else first
+
+
+def _worst_runs(metric: str, values: Sequence[Optional[float]], size: int) -> List[Optional[float]]:
+    """The worst of each run of `size` values (none None or NaN; the last run may be shorter)."""
+    if size == 1:
+        return list(values)
+    array = np.asarray(values, dtype=np.float64)
+    pick = np.minimum if _HIGHER[metric] else np.maximum
+    return pick.reduceat(array, np.arange(0, len(array), size)).tolist()
 
 
 def _pairs(values: List[Optional[float]]) -> List[Tuple[Optional[float], Optional[float]]]:
