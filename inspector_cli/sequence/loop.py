@@ -81,6 +81,7 @@ def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource
     run_a, run_b = a.session.ort_session.run, b.session.ort_session.run  # onnxruntime's public run
     # Feeds that A accepted have A's dtypes: B needs them cast only when its dtypes differ (fp16 I/O).
     cast = b.cast if any(a.dtypes.get(n) != b.dtypes.get(n) for n in a.wiring.step_inputs) else None
+    single = (*back_a[0], *back_b[0]) if len(back_a) == len(back_b) == 1 else None
     rows: List[Tuple[int, TensorMap, TensorMap, List[Any], List[Any]]] = []
     carry: Tuple[TensorMap, TensorMap] = ({}, {})
     for step, feeds in source.steps(start, config.steps):
@@ -101,8 +102,11 @@ def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource
         except Exception as exc:
             raise b.failure(step, exc) from exc
         rows.append((step, feeds, feeds_b, out_a, out_b))
-        state_a = {name: out_a[j] for name, j in back_a}
-        state_b = {name: out_b[j] for name, j in back_b}
+        if single:  # one state tensor (most streaming models): dict displays, no comprehension frames
+            state_a, state_b = {single[0]: out_a[single[1]]}, {single[2]: out_b[single[3]]}
+        else:
+            state_a = {name: out_a[j] for name, j in back_a}
+            state_b = {name: out_b[j] for name, j in back_b}
         if len(rows) == 1 and step == start:  # the first step tells how much a step's outputs hold
             size = _block_size(size, out_a, out_b)
         if len(rows) == size:

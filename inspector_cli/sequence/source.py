@@ -39,10 +39,12 @@ class StepSource:
     notes: List[str] = field(default_factory=list)
 
     def steps(self, start: int = 0, limit: Optional[int] = None) -> Iterator[Tuple[int, TensorMap]]:
-        """Yield (step index, feeds) for steps start, start+1, ... (at most `limit` steps in all)."""
+        """(step index, feeds) for steps start, start+1, ... (at most `limit` steps in all)."""
         if self.layout == "npz-time":
-            yield from self._npz(start, limit)  # stops at `limit` itself: no per-step check here
-            return
+            return self._npz(start, limit)  # stops at `limit` itself: no generator around it
+        return self._limited(start, limit)
+
+    def _limited(self, start: int, limit: Optional[int]) -> Iterator[Tuple[int, TensorMap]]:
         reader = {"folder": self._folder, "chunks": self._chunks}[self.layout]
         for index, feeds in reader(start):
             if limit is not None and index >= limit:
@@ -83,8 +85,10 @@ class StepSource:
                     continue
                 # each member's `count` steps in one read, then per step a view of each (no copies)
                 arrays = [(name, stream.read(count, batch)) for name, stream, batch in plan]
+                only, array = arrays[0] if len(arrays) == 1 else (None, None)
                 for i in range(max(0, start - index), count):
-                    feeds = {name: array[i] for name, array in arrays}
+                    # one step input (the usual streaming model): a dict display, no comprehension frame
+                    feeds = {only: array[i]} if only is not None else {name: values[i] for name, values in arrays}
                     if not checked:  # every step of a time-axis array has the same dtype and shape
                         check_feeds(feeds, self.specs, f"step {index + i}")
                         checked = True
