@@ -20,6 +20,7 @@ from .journal import StepJournal
 from .metrics import KEEP, step_metrics  # noqa: F401  (re-exported for decode and callers)
 from .model import SteppedModel, open_stepped
 from .run import Block, RunState
+from .bundle import nonfinite_free
 from .source import StepSource, open_steps
 from .wiring import check_same_wiring, initial_state
 
@@ -131,21 +132,62 @@ def _block_size(size: int, out_a: List[Any], out_b: List[Any]) -> int:
 
 def _scan(run: RunState, a: SteppedModel, source: StepSource, start: int, state: Optional[TensorMap],
           progress: Optional[Progress]) -> Tuple[int, List[str]]:
-    """One model alone: stop at the first non-finite step (nan-bisect --sequence)."""
+    """One model alone until its first non-finite step (nan-bisect --sequence); returns (the last
+    step that counts, initial-state notes).
+
+    Steps run in blocks (their outputs held by reference) and a block's outputs are checked for
+    NaN/Inf at once; only a block holding some is walked step by step (RunState.check_nonfinite, in
+    step order, as one step at a time would). The steps run after the first non-finite one inside
+    its block change nothing in the result; a run that fails after it reports the NaN/Inf."""
     config = run.config
     notes: List[str] = []
+    names, back = a.output_names, run.back_a
+    infer = a.session.ort_session.run
+    size = config.block
+    rows: List[Tuple[int, TensorMap, TensorMap, List[Any]]] = []
     last = start - 1
     for step, feeds in source.steps(start, config.steps):
         if state is None:
             state, notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
-        out = a.run(feeds, state, step)
+        try:
+            out = infer(names, {**feeds, **state})
+        except Exception as exc:
+            found = _scan_block(run, a, rows)
+            if found is not None and config.stop_on_nonfinite:
+                return found, notes
+            raise a.failure(step, exc) from exc
         if progress:
             progress(step, source.length)
-        last = step
-        if run.check_nonfinite(step, a, feeds, state, out) and config.stop_on_nonfinite:
-            break
-        state = a.wiring.feed_back(out)
+        rows.append((step, feeds, state, out))
+        state = {name: out[j] for name, j in back}
+        if len(rows) == 1 and step == start:
+            size = _block_size(size, out, [])
+        if len(rows) == size:
+            found = _scan_block(run, a, rows)
+            last = rows[-1][0]
+            rows = []
+            if found is not None and config.stop_on_nonfinite:
+                return found, notes
+    if rows:
+        found = _scan_block(run, a, rows)
+        last = rows[-1][0]
+        if found is not None and config.stop_on_nonfinite:
+            return found, notes
     return last, notes
+
+
+def _scan_block(run: RunState, a: SteppedModel, rows: List[Tuple[int, TensorMap, TensorMap, List[Any]]]) -> Optional[int]:
+    """The first step of `rows` with non-finite outputs (recorded by run.check_nonfinite), else None.
+    Without stop_on_nonfinite every such step is recorded in turn, as one step at a time did."""
+    if not rows or nonfinite_free([row[3] for row in rows]):
+        return None
+    first = None
+    for step, feeds, state, out in rows:
+        if run.check_nonfinite(step, a, feeds, state, dict(zip(a.output_names, out))):
+            if run.config.stop_on_nonfinite:
+                return step
+            first = step if first is None else first
+    return first
 
 
 def _result(run: RunState, a: SteppedModel, b: Optional[SteppedModel], source: StepSource, config: SequenceConfig,
