@@ -167,9 +167,9 @@ class _MemberStream:
         self.step_shape = tuple(shape[1:])
         self.steps = int(shape[0])
         self._bytes = int(np.prod(self.step_shape, dtype=np.int64)) * dtype.itemsize
-        # Up to 256 steps (at most 4 MiB) per read: one read per step cost as much as the whole
+        # Up to 64 steps (at most 1 MiB) per read: one read per step cost as much as the whole
         # metric work of a small model. Memory stays bounded by this read-ahead.
-        self.ahead = max(1, min(256, (4 << 20) // max(1, self._bytes)))
+        self.ahead = max(1, min(64, (1 << 20) // max(1, self._bytes)))
         self._fd = fd
         self._offset: Optional[int] = _stored_offset(archive, member, self._handle.tell())
 
