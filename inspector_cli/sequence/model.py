@@ -31,9 +31,10 @@ class SteppedModel:
 
         Outputs are written into arrays bound once (core/binding, onnxruntime IO binding) and reused
         in turn by `runs` sets: with 2, the state a step returns is read by the next step while that
-        step writes into the other set. The A/B loop holds a block of steps' outputs until it reduces
-        them and a growing KV cache changes the shapes every step (binding anew each time would cost
-        more than it saves): both ask for 0."""
+        step writes into the other set (re-stepping A to a diverging step for --layers). A
+        growing KV cache changes the shapes every step (binding anew each time would cost more than
+        it saves): decode asks for 0. The A/B loop and the nan-bisect scan hold a block of steps'
+        outputs and call onnxruntime's run for fresh arrays themselves (`output_names`, `failure`)."""
         from ..core.binding import BoundRunner
 
         self.runner = BoundRunner(self.session, self.session.output_names, reuse=runs > 0, sets=max(1, runs))
