@@ -143,6 +143,7 @@ def _scan(run: RunState, a: SteppedModel, source: StepSource, start: int, state:
     notes: List[str] = []
     names, back = a.output_names, run.back_a
     infer = a.session.ort_session.run
+    single = back[0] if len(back) == 1 else None  # one state tensor: a dict display per step
     size = config.block
     rows: List[Tuple[int, TensorMap, TensorMap, List[Any]]] = []
     last = start - 1
@@ -159,7 +160,7 @@ def _scan(run: RunState, a: SteppedModel, source: StepSource, start: int, state:
         if progress:
             progress(step, source.length)
         rows.append((step, feeds, state, out))
-        state = {name: out[j] for name, j in back}
+        state = {single[0]: out[single[1]]} if single else {name: out[j] for name, j in back}
         if len(rows) == 1 and step == start:
             size = _block_size(size, out, [])
         if len(rows) == size:
