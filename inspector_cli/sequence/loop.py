@@ -94,6 +94,9 @@ def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource
         try:
             out_a = run_a(names_a, {**feeds, **state_a})
         except Exception as exc:
+            found = _pending_nonfinite(run, carry, rows, journal)
+            if found is not None:  # a step already run went non-finite: that is the finding
+                return found, notes
             raise a.failure(step, exc) from exc
         if progress:
             progress(step, source.length)
@@ -101,6 +104,9 @@ def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource
         try:
             out_b = run_b(names_b, {**feeds_b, **state_b})
         except Exception as exc:
+            found = _pending_nonfinite(run, carry, rows, journal)
+            if found is not None:
+                return found, notes
             raise b.failure(step, exc) from exc
         rows.append((step, feeds, feeds_b, out_a, out_b))
         if single:  # one state tensor (most streaming models): dict displays, no comprehension frames
@@ -122,6 +128,17 @@ def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource
         kept = run.flush(block, journal)
         last = block.steps[kept - 1]
     return last, notes
+
+
+def _pending_nonfinite(run: RunState, carry: Tuple[TensorMap, TensorMap], rows: List[Any],
+                       journal: Optional[StepJournal]) -> Optional[int]:
+    """When a run fails: reduce the steps already run; the last step that counts if one of them
+    turned non-finite (the run stops there, as it would have at the block's end), else None."""
+    if not rows:
+        return None
+    block = Block(*carry, *map(list, zip(*rows)))
+    kept = run.flush(block, journal)
+    return block.steps[kept - 1] if run.nonfinite is not None and run.config.stop_on_nonfinite else None
 
 
 def _block_size(size: int, out_a: List[Any], out_b: List[Any]) -> int:
