@@ -29,6 +29,7 @@ from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Affine
 from ..diff.gates import Gate
 from .config import CaptureMode
+from .fused_side import recover as recover_fused
 from .layout import same_layout
 from .pairing.match import TensorMatching, TensorPair
 from .pairing.optgraph import OptimizedGraph
@@ -129,6 +130,8 @@ class Side:
     unavailable: Dict[str, str] = field(default_factory=dict)
     plain: Optional[TensorMap] = None
     notes: List[str] = field(default_factory=list)
+    recomputed: Dict[str, str] = field(default_factory=dict)
+    """Tensors fused away in the deployed graph and read from their recomputed chain (fused_side.py) -> how."""
 
     @property
     def resolver(self) -> "Union[SemanticGraph, OptimizedGraph]":
@@ -174,6 +177,8 @@ def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: Run
         release_freed_memory()
     if want_opt and optimised.is_file():
         _use_optimised(side, optimised, views, mode)
+        if side.unavailable:  # fused away as deployed: recomputed beside the deployed kernels
+            recover_fused(side, views, first)
     if side.opt is None:
         side.mode, side.target_graph = "instrumented", graph
         side.readers = {v.expose: Reader(v.expose, v.quant) for v in views}

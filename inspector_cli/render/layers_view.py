@@ -59,6 +59,11 @@ def layer_table(section: LayerSection, steps: Sequence[QuantStepRow] = ()) -> Ta
                      f"({', '.join(section.first_divergence_metrics)} crosses its threshold)")
     notes.append("note: first = first divergence, worst N = Nth worst cosine; own / inherited / mixed = "
                  "the layer's error is its own / comes from upstream / both (--isolate)")
+    recomputed = sum(1 for r in section.layers if r.recomputed)
+    if recomputed:
+        notes.append(f"recomputed A/B = {recomputed} layer(s) fused away in that model's deployed graph (onnxruntime "
+                     "kernels such as Gelu, SkipLayerNormalization): read from the original ops rerun unfused on "
+                     "the deployed graph's tensors, so those ops' numbers are reference arithmetic")
     table.caption = "; ".join(notes)
     return table
 
@@ -79,6 +84,9 @@ def _marks(row: LayerDiff, section: LayerSection) -> List[str]:
         marks.append(f"worst {worst.index(row.name) + 1}")
     if row.error_source:
         marks.append(row.error_source)
+    recomputed = [m for m, c in (("A", row.capture_a), ("B", row.capture_b)) if c == "recomputed"]
+    if recomputed:
+        marks.append(f"recomputed {'+'.join(recomputed)}")
     return marks
 
 
