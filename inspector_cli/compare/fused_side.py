@@ -203,6 +203,6 @@ def recover(side: "Side", views: Sequence[TensorView], first: Optional[TensorMap
             view.quant.axis)
         side.readers[view.expose] = Reader(expose, quant)
         ops = recomputation.ops[view.expose]
-        side.recomputed[view.expose] = (f"model {side.label}: fused away as deployed; {'+'.join(ops[-3:])}"
-                                        f"{f' ({len(ops)} ops)' if len(ops) > 3 else ''} rerun unfused on {origin}")
+        chain = "+".join(ops) if len(ops) <= 3 else f"{len(ops)} ops ending {'+'.join(ops[-3:])}"
+        side.recomputed[view.expose] = f"model {side.label}: fused away as deployed; {chain} rerun unfused on {origin}"
         del side.unavailable[view.expose]
