@@ -178,11 +178,26 @@ def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: Run
     if want_opt and optimised.is_file():
         _use_optimised(side, optimised, views, mode)
         if side.unavailable:  # fused away as deployed: recomputed beside the deployed kernels
-            recover_fused(side, views, first)
+            _recompute(side, views, first)
     if side.opt is None:
         side.mode, side.target_graph = "instrumented", graph
         side.readers = {v.expose: Reader(v.expose, v.quant) for v in views}
     return side
+
+
+def _recompute(side: Side, views: Sequence[TensorView], first: Optional[TensorMap]) -> None:
+    """Read the tensors deployed capture could not locate from their recomputed chains (fused_side.py)."""
+    assert side.opt is not None  # deployed capture
+    found, failure = recover_fused(side.graph, side.opt, [v for v in views if v.expose in side.unavailable],
+                                   side.target_runtime, side.label, first)
+    if failure:
+        side.notes.append(failure)
+    if found is None:
+        return
+    side.opt, side.target_graph = found.opt, found.graph
+    for name, (expose, quant) in found.reads.items():
+        side.readers[name], side.recomputed[name] = Reader(expose, quant), found.how[name]
+        del side.unavailable[name]
 
 
 def release_freed_memory() -> None:

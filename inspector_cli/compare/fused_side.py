@@ -19,20 +19,18 @@ Rows read this way say so (`capture_a/b` "recomputed" and the row's `recomputed`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import onnx
 from onnx import numpy_helper
 
 from ..core.graph import ModelGraph
 from ..core.quantparams import QuantSpec
+from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
 from ..core.weights import initializer_array
 from .pairing.optgraph import OptimizedGraph
 from .pairing.semantic import TensorView
-
-if TYPE_CHECKING:
-    from .capture import Side
 
 PREFIX = "mi_recomputed/"
 """Names of the appended nodes, tensors and weight copies (never clash with onnxruntime's own)."""
@@ -155,14 +153,13 @@ def _merge_imports(model: onnx.ModelProto, original: onnx.ModelProto) -> None:
             model.functions.append(function)
 
 
-def _runs(side: "Side", recomputation: Recomputation, first: Optional[TensorMap]) -> Optional[str]:
+def _runs(recomputation: Recomputation, runtime: RuntimeConfig, label: str, first: Optional[TensorMap]) -> Optional[str]:
     """None when onnxruntime loads the combined graph and runs it on the first sample, else why not."""
     from ..core.runner import open_session
 
     try:
-        session = open_session(recomputation.graph, side.target_runtime,
-                               extra_outputs=list(recomputation.exposes.values()), keep_outputs=False,
-                               label=f"{side.label} recomputation")
+        session = open_session(recomputation.graph, runtime, extra_outputs=list(recomputation.exposes.values()),
+                               keep_outputs=False, label=f"{label} recomputation")
         if first is not None:
             session.run(first)
     except Exception as exc:  # any refusal means: try the chains from the model inputs
@@ -170,39 +167,44 @@ def _runs(side: "Side", recomputation: Recomputation, first: Optional[TensorMap]
     return None
 
 
-def recover(side: "Side", views: Sequence[TensorView], first: Optional[TensorMap]) -> None:
-    """Read the `views` deployed capture could not locate (side.unavailable) from recomputed chains:
-    replaces side.target_graph/opt, adds readers and moves the tensors from `unavailable` to `recomputed`."""
-    from .capture import Reader
+@dataclass(frozen=True)
+class Recovered:
+    """What deployed capture reads instead: the combined graph and, per recovered tensor, where and how."""
 
-    missing = [v for v in views if v.expose in side.unavailable]
-    if not missing or side.opt is None:
-        return
+    graph: ModelGraph
+    opt: OptimizedGraph
+    reads: Dict[str, Tuple[str, Optional[QuantSpec]]]
+    """Original tensor -> (its recomputed copy in `graph`, dequantisation with the copied parameters)."""
+    how: Dict[str, str]
+    """Original tensor -> the row's `recomputed` text (model, ops rerun, their inputs)."""
+
+
+def recover(graph: ModelGraph, opt: OptimizedGraph, missing: Sequence[TensorView], runtime: RuntimeConfig,
+            label: str, first: Optional[TensorMap]) -> Tuple[Optional[Recovered], str]:
+    """The tensors `missing` from the deployed graph `opt` of model `label` (`graph`), recomputed beside it:
+    (what to read, "") or (None, a warning when onnxruntime refused both ways of feeding the chains)."""
     failure = ""
     for boundary in (True, False):
-        recomputation = build(side.graph, side.opt, missing, boundary)
+        recomputation = build(graph, opt, missing, boundary)
         if recomputation is None:
             continue
-        failure = _runs(side, recomputation, first) or ""
+        failure = _runs(recomputation, runtime, label, first) or ""
         if not failure:
             break
     else:
-        if failure:
-            side.notes.append(f"model {side.label}: the tensors fused away in the deployed graph could not be "
-                              f"recomputed ({failure}); --capture instrumented reads them")
-        return
-    side.opt = OptimizedGraph(recomputation.graph, side.opt.original_nodes)
-    side.target_graph = recomputation.graph
+        return None, (f"model {label}: the tensors fused away in the deployed graph could not be recomputed "
+                      f"({failure}); --capture instrumented reads them") if failure else ""
     origin = "the deployed graph's tensors" if recomputation.from_deployed else "the model inputs"
+    reads: Dict[str, Tuple[str, Optional[QuantSpec]]] = {}
+    how: Dict[str, str] = {}
     for view in missing:
         expose = recomputation.exposes.get(view.expose)
         if expose is None:
             continue
-        quant = None if view.quant is None else QuantSpec(
+        reads[view.expose] = (expose, None if view.quant is None else QuantSpec(
             PREFIX + view.quant.scale, PREFIX + view.quant.zero_point if view.quant.zero_point else None,
-            view.quant.axis)
-        side.readers[view.expose] = Reader(expose, quant)
+            view.quant.axis))
         ops = recomputation.ops[view.expose]
         chain = "+".join(ops) if len(ops) <= 3 else f"{len(ops)} ops ending {'+'.join(ops[-3:])}"
-        side.recomputed[view.expose] = f"model {side.label}: fused away as deployed; {chain} rerun unfused on {origin}"
-        del side.unavailable[view.expose]
+        how[view.expose] = f"model {label}: fused away as deployed; {chain} rerun unfused on {origin}"
+    return Recovered(recomputation.graph, OptimizedGraph(recomputation.graph, opt.original_nodes), reads, how), ""

@@ -149,12 +149,12 @@ def test_a_refused_recomputation_falls_back_to_the_inputs_then_to_not_materialis
 
     real = fused_side._runs
 
-    def refusing(side, recomputation, first):  # type: ignore[no-untyped-def]
+    def refusing(recomputation, runtime, label, first):  # type: ignore[no-untyped-def]
         if refuse == "both" or recomputation.from_deployed:
             return "Type Error: refused for the test"
         assert {n.name for n in recomputation.graph.nodes if n.name.startswith(fused_side.PREFIX)} == \
             {fused_side.PREFIX + n for n in ("mm", "div", "erf", "add", "mul")}  # the MatMul is recomputed too
-        return real(side, recomputation, first)
+        return real(recomputation, runtime, label, first)
 
     monkeypatch.setattr(fused_side, "_runs", refusing)
     _, _, section = _compare(tmp_path, fused_pattern=True)
