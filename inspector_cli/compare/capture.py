@@ -7,7 +7,8 @@ Per model (side), before the samples run:
    with optimisation disabled, so the kernels that run are the deployed ones;
 3. `instrumented` capture: the views are exposed as outputs of the model itself.
 `auto` uses deployed capture for quantised and fp16 models when at least AUTO_SHARE of the
-tensors can be located (the rest are reported as not materialised), otherwise instrumented.
+tensors can be located (the rest are recomputed beside the deployed kernels, fused_side.py), otherwise
+instrumented.
 """
 from __future__ import annotations
 
