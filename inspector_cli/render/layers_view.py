@@ -165,8 +165,10 @@ def structure_table(section: LayerSection) -> Optional[Table]:
 
 def capture_notes(section: LayerSection) -> List[str]:
     c = section.capture
-    notes = [f"capture: {c.strategy} in {c.chunks} chunk(s), {c.runs} onnxruntime run(s); model A {c.capture_a}, "
-             f"model B {c.capture_b}; about {c.estimated_bytes / 2**20:.1f} MiB per sample "
+    recomputed = {m: sum(1 for r in section.layers if getattr(r, f"capture_{m}") == "recomputed") for m in "ab"}
+    mode = {m: f"{getattr(c, f'capture_{m}')}{f' ({recomputed[m]} recomputed)' if recomputed[m] else ''}" for m in "ab"}
+    notes = [f"capture: {c.strategy} in {c.chunks} chunk(s), {c.runs} onnxruntime run(s); model A {mode['a']}, "
+             f"model B {mode['b']}; about {c.estimated_bytes / 2**20:.1f} MiB per sample "
              f"(budget {c.budget_bytes / 2**20:.0f} MiB)"]
     if c.isolation_runs:
         notes.append(f"isolation: {c.isolation_runs} run(s); {len((section.isolation or {}).get('isolated', []))} "

@@ -135,7 +135,9 @@ def test_the_table_marks_recomputed_rows_and_says_why(tmp_path) -> None:  # type
                     env={"COLUMNS": "250", "NO_COLOR": "1"})
     lines = {line.split()[1]: line for line in result.output.splitlines() if line.split()[:1] in (["0"], ["1"], ["5"])}
     assert "recomputed A+B" in lines["d"] and "recomputed" not in lines["h"] + lines["y"]
-    assert "recomputed A/B = 4 layer(s) fused away in that model's deployed graph" in " ".join(result.output.split())
+    text = " ".join(result.output.split())
+    assert "recomputed A/B = 4 layer(s) fused away in that model's deployed graph" in text
+    assert "model A deployed (4 recomputed), model B deployed (4 recomputed)" in text
     rows = {r["name"]: r for r in json.loads(out.read_text())["results"]["layers"]["layers"]}
     assert rows["e"]["capture_b"] == "recomputed" and rows["e"]["recomputed"].startswith("model A: fused away")
 
