@@ -169,3 +169,20 @@ def test_a_refused_recomputation_falls_back_to_the_inputs_then_to_not_materialis
     assert rows["g"].recomputed.endswith("model B: fused away as deployed; 4 ops ending Div+Erf+Add rerun unfused on the model inputs")
     h_a, h_b = X @ _weights(0.0), X @ _weights(0.5)
     assert rows["d"].dataset["cosine"] == pytest.approx(_cosine(h_a, h_b), abs=1e-6)
+
+
+def test_recomputed_layers_are_isolated(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--isolate feeds B's subgraph with A's captured tensors: for recomputed rows those come from A's
+    combined graph. Only the MatMul weights differ, so h has its own error and the Gelu's tensors none."""
+    a = save(_gelu_model(0.0), tmp_path / "a.onnx")
+    b = save(_gelu_model(0.5), tmp_path / "b.onnx")
+    save_samples([{"x": X}], tmp_path / "data")
+    config = CompareConfig(inputs=(str(tmp_path / "data"),),
+                           layers=LayerConfig(granularity="tensor", capture="deployed", isolate=("all",)))
+    section = compare_models(a, b, config).layers
+    rows = {row.name: row for row in section.layers}
+    assert section.isolation["skipped"] == {} and set(section.isolation["isolated"]) == set(rows)
+    assert rows["h"].error_source == "own" and rows["h"].isolated["max_abs"] == pytest.approx(0.75, rel=1e-6)
+    for name in ("d", "e", "g", "m"):
+        assert rows[name].capture_b == "recomputed"
+        assert rows[name].isolated["max_abs"] == 0.0 and rows[name].error_source == "inherited"
