@@ -153,7 +153,8 @@ def _merge_imports(model: onnx.ModelProto, original: onnx.ModelProto) -> None:
             model.functions.append(function)
 
 
-def _runs(recomputation: Recomputation, runtime: RuntimeConfig, label: str, first: Optional[TensorMap]) -> Optional[str]:
+def _runs(recomputation: Recomputation, runtime: RuntimeConfig, label: str,
+          first: Optional[TensorMap]) -> Optional[str]:
     """None when onnxruntime loads the combined graph and runs it on the first sample, else why not."""
     from ..core.runner import open_session
 

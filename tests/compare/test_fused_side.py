@@ -89,7 +89,8 @@ def _compare(tmp_path, fused_pattern: bool):  # type: ignore[no-untyped-def]
     a = save(_gelu_model(0.0, fused_pattern), tmp_path / f"a{fused_pattern}.onnx")
     b = save(_gelu_model(0.5, fused_pattern), tmp_path / f"b{fused_pattern}.onnx")
     save_samples([{"x": X}], tmp_path / "data")
-    config = CompareConfig(inputs=(str(tmp_path / "data"),), layers=LayerConfig(granularity="tensor", capture="deployed"))
+    config = CompareConfig(inputs=(str(tmp_path / "data"),),
+                           layers=LayerConfig(granularity="tensor", capture="deployed"))
     return a, b, compare_models(a, b, config).layers
 
 
@@ -143,7 +144,7 @@ def test_the_table_marks_recomputed_rows_and_says_why(tmp_path) -> None:  # type
 
 
 @pytest.mark.parametrize("refuse", ["deployed", "both"])
-def test_a_refused_recomputation_falls_back_to_the_inputs_then_to_not_materialised(tmp_path, monkeypatch, refuse):  # type: ignore[no-untyped-def]
+def test_a_refused_recomputation_falls_back_to_the_inputs_then_to_unread(tmp_path, monkeypatch, refuse):  # type: ignore[no-untyped-def]
     """onnxruntime refusing the combined graph (a boundary tensor of another type or layout) is simulated;
     the chains are then fed from the model inputs (same values here), and if that is refused too, the
     tensors are reported not materialised, as before, with a warning saying why."""
@@ -166,7 +167,8 @@ def test_a_refused_recomputation_falls_back_to_the_inputs_then_to_not_materialis
         assert {u.tensor for u in section.unpaired_a if "not materialised" in u.reason} == {"d", "e", "g", "m"}
         assert any("could not be recomputed (Type Error: refused for the test)" in n for n in section.capture.notes)
         return
-    assert rows["g"].recomputed.endswith("model B: fused away as deployed; 4 ops ending Div+Erf+Add rerun unfused on the model inputs")
+    assert rows["g"].recomputed.endswith(
+        "model B: fused away as deployed; 4 ops ending Div+Erf+Add rerun unfused on the model inputs")
     h_a, h_b = X @ _weights(0.0), X @ _weights(0.5)
     assert rows["d"].dataset["cosine"] == pytest.approx(_cosine(h_a, h_b), abs=1e-6)
 
