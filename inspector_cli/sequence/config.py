@@ -9,9 +9,10 @@ from ..core.runner import RuntimeConfig
 from ..diff.gates import Gate
 
 
-BLOCK_BYTES = 16 << 20
+BLOCK_BYTES = 4 << 20
 """Outputs of both models held for a block's reduction, at most (a block of a small model's steps
-costs less per step the longer it is; a large model's outputs must not pile up)."""
+costs less per step the longer it is; a large model's outputs must not pile up, and the fused
+reduction's float64 work arrays are about 8x the float32 outputs it reduces: 32 MiB at most)."""
 
 JOURNAL_BLOCK = 64
 """With a journal, its lines are written at least every this many steps (`tail -f` follows the run;
