@@ -127,3 +127,14 @@ def test_nonfinite_free_checks_every_float_output():
     assert not nonfinite_free(steps)
     steps[3][0] = np.array([[1.0, 1.0, 1.0, np.inf]], np.float32)  # another shape at one step
     assert not nonfinite_free(steps)
+
+
+def test_block_size_keeps_the_held_outputs_bounded():
+    from inspector_cli.sequence.config import BLOCK_BYTES
+    from inspector_cli.sequence.loop import _block_size
+
+    small = [np.zeros((1, 128), np.float32)]
+    assert _block_size(256, small, small) == 256                      # 1 KiB a step: the full block
+    large = [np.zeros(BLOCK_BYTES // 64, np.uint8)]                    # 1/64 of the budget per model and step
+    assert _block_size(256, large, large) == 32
+    assert _block_size(256, [np.zeros(BLOCK_BYTES, np.uint8)], []) == 1  # one step over budget: steps one by one
