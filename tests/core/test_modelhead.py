@@ -109,3 +109,4 @@ def _strip_opsets(data: bytes) -> bytes:
 
 def test_a_missing_file_gives_none(tmp_path: Path) -> None:
     assert read_model_head(tmp_path / "nope.onnx") is None
+
