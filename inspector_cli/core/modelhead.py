@@ -168,7 +168,7 @@ def _initializer_name(buf: "bytes | mmap.mmap", start: int, end: int) -> str:
 
 def _graph(buf: "bytes | mmap.mmap", start: int, end: int) -> Tuple[str, List[TensorInfo], List[TensorInfo]]:
     name = ""
-    initializers = set()
+    initializer_at: List[Tuple[int, int]] = []
     inputs: List[TensorInfo] = []
     outputs: List[TensorInfo] = []
     for number, wire, value, stop in _fields(buf, start, end):
@@ -177,10 +177,17 @@ def _graph(buf: "bytes | mmap.mmap", start: int, end: int) -> Tuple[str, List[Te
             name = _text(buf, value, stop)
         elif number == 5:
             _expect(wire, 2)
-            initializers.add(_initializer_name(buf, value, stop))
+            initializer_at.append((value, stop))
         elif number in (11, 12):
             _expect(wire, 2)
             (inputs if number == 11 else outputs).append(_value_info(buf, value, stop))
+    # An initializer named like an input holds that name's bytes: only those are read field by field
+    # (a C-level find per initializer instead of a Python walk of every initializer's fields).
+    wanted = [t.name.encode("utf-8") for t in inputs if t.name]
+    initializers = {_initializer_name(buf, a, b) for a, b in initializer_at
+                    if any(buf.find(w, a, b) >= 0 for w in wanted)}
+    if any(not t.name for t in inputs) and initializer_at:
+        initializers |= {_initializer_name(buf, a, b) for a, b in initializer_at}  # '' is in every range
     return name, [t for t in inputs if t.name not in initializers], outputs
 
 
