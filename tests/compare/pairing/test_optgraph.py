@@ -6,10 +6,7 @@ fp16 tensors (scripts/mutation.sh pairing: only the slow deployed-capture workfl
 this module, and it checked one layout)."""
 from __future__ import annotations
 
-from typing import List, Optional
-
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 

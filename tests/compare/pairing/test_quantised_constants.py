@@ -5,8 +5,6 @@ Read raw, the int8 bias [1, 2, 3, 4] (scale 0.5: the values 0.5..2) equalled the
 scripts/mutation.sh pairing: flipping the dequantisation condition in score._constants survived)."""
 from __future__ import annotations
 
-from typing import List
-
 import numpy as np
 import onnx
 from onnx import helper
@@ -31,7 +29,7 @@ def float_graph() -> onnx.ModelProto:
 
 def qdq_graph() -> onnx.ModelProto:
     """The same, renamed and in another order, each bias int8 behind a DequantizeLinear (scale 0.5)."""
-    nodes: List[onnx.NodeProto] = []
+    nodes: list[onnx.NodeProto] = []
     inits = [init("s", np.array(SCALE, np.float32)), init("z", np.array(0, np.int8))]
     for i in (2, 0, 1):
         inits.append(init(f"q{i}", (BIASES[i] / SCALE).astype(np.int8)))

@@ -3,7 +3,7 @@ name evidence, op attributes and constant operands, each with its hand-computed 
 (scripts/mutation.sh pairing found these weights untested: any of them could change unnoticed)."""
 from __future__ import annotations
 
-from typing import Optional, Sequence, Set
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from inspector_cli.core.graph import ModelGraph
 from ...fixtures.helpers import init, make_model, vi
 
 
-def graph(op: str, const: Optional[np.ndarray] = None, **attrs: object) -> SemanticGraph:
+def graph(op: str, const: np.ndarray | None = None, **attrs: object) -> SemanticGraph:
     """x -> op -> y, the op reading one constant operand `c` when given."""
     inputs = ["x", "c"] if const is not None else ["x"]
     node = helper.make_node(op, inputs, ["y"], name="n", **attrs)
@@ -38,7 +38,7 @@ def tie(a: SemanticGraph, b: SemanticGraph, name_hits: Sequence[str] = (), same_
     ((), True, 4.0),
     (("end",), True, 7.0),
 ])
-def test_name_hits_and_equal_signatures_weigh_3_2_1_and_4(hits: Set[str], same_sig: bool, expected: float) -> None:
+def test_name_hits_and_equal_signatures_weigh_3_2_1_and_4(hits: set[str], same_sig: bool, expected: float) -> None:
     a, b = graph("Relu"), graph("Relu")  # no attributes, no constants: only the evidence counts
     assert tie(a, b, hits, same_sig) == expected
 
@@ -50,7 +50,7 @@ def test_name_hits_and_equal_signatures_weigh_3_2_1_and_4(hits: Set[str], same_s
     (None, 1, 0.0),
     (None, None, 0.0),
 ])
-def test_an_attribute_set_on_both_sides_counts_half_a_point(axis_a: Optional[int], axis_b: Optional[int],
+def test_an_attribute_set_on_both_sides_counts_half_a_point(axis_a: int | None, axis_b: int | None,
                                                            expected: float) -> None:
     a = graph("Softmax", **({} if axis_a is None else {"axis": axis_a}))
     b = graph("Softmax", **({} if axis_b is None else {"axis": axis_b}))

@@ -3,7 +3,6 @@ file (compare/pairing/signature.py; scripts/mutation.sh pairing found both barel
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import numpy as np
 import onnx
@@ -15,7 +14,7 @@ from inspector_cli.core.graph import ModelGraph
 from ...fixtures.helpers import init, make_model, vi
 
 
-def body(op: str = "Add", operands: Optional[List[str]] = None, const: Optional[np.ndarray] = None,
+def body(op: str = "Add", operands: list[str] | None = None, const: np.ndarray | None = None,
          **attrs: object) -> onnx.GraphProto:
     """A branch computing op(x, c) (x from the outer scope), c an initializer of the body."""
     c = const if const is not None else np.array([1.0, 2.0], np.float32)
@@ -23,7 +22,7 @@ def body(op: str = "Add", operands: Optional[List[str]] = None, const: Optional[
     return helper.make_graph([node], "branch", [], [vi("b", [2])], [init("c", c)])
 
 
-def if_signature(then: onnx.GraphProto, other: Optional[onnx.GraphProto] = None) -> Signatures:
+def if_signature(then: onnx.GraphProto, other: onnx.GraphProto | None = None) -> Signatures:
     """y = If(flag, then, else); the else branch is `then` unless given."""
     node = helper.make_node("If", ["flag"], ["y"], name="if", then_branch=then, else_branch=other or then)
     model = make_model([node], [vi("x", [2]), vi("flag", [], TensorProto.BOOL)], [vi("y", [2])])
