@@ -77,8 +77,10 @@ main() {
 
     scratch="${MI_MUTATION_DIR:-$(mktemp -d "/tmp/mi-mutation-$module.XXXXXX")}"
     mkdir -p "$scratch"
-    # the tracked files as they are now (uncommitted edits included), without .venv, .git or old mutants
-    (cd "$here" && git ls-files -co --exclude-standard -z | tar --null -T - -cf - ) | (cd "$scratch" && tar -xf -)
+    # the tracked files as they are now (uncommitted edits included), without .venv, .git or old mutants;
+    # stamped now (-m): mutmut regenerates a file's mutants only when the source is newer than them,
+    # and keeps the verdicts of the functions whose code did not change
+    (cd "$here" && git ls-files -co --exclude-standard -z | tar --null -T - -cf - ) | (cd "$scratch" && tar -xmf -)
     cd "$scratch"
     {
         echo "[mutmut]"
