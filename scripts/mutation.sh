@@ -89,7 +89,10 @@ main() {
         printf 'pytest_add_cli_args_test_selection =\n'; for t in "${tests[@]}"; do printf '    %s\n' "$t"; done
         printf 'pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -q\n    --ignore=tests/nanbisect/test_nan_bisect_kill.py\n'
         for a in "${extra[@]}"; do printf '    %s\n' "$a"; done
-        echo "mutate_only_covered_lines = true"
+        # every line, covered or not: mutant names (function + number) stay the same when tests are
+        # added (with only covered lines mutated, new coverage renumbered them under kept verdicts),
+        # and a mutant no selected test reaches is counted: it survives ("no tests")
+        echo "mutate_only_covered_lines = false"
         printf 'also_copy =\n'; for d in configs docs schemas examples; do if [ -e "$d" ]; then printf '    %s\n' "$d"; fi; done
     } > "$scratch/setup.cfg.new"
     mv "$scratch/setup.cfg.new" "$scratch/setup.cfg"
@@ -115,18 +118,20 @@ main() {
     fi
     "${mutmut[@]}" results --all true > "$scratch/results.txt" 2>&1 || true
     # per file: mutants judged, killed, survived (mutant names are module.path.x_function__mutmut_N)
-    awk -F': ' '/: (killed|survived)$/ {
+    # (a mutant no selected test reaches counts as surviving: nothing would catch it)
+    awk -F': ' '/: (killed|survived|no tests)$/ {
             file = $1; sub(/^ +/, "", file); sub(/\.[^.]*$/, "", file)
-            total[file]++; if ($2 == "killed") killed[file]++; else survived[file]++
+            total[file]++; if ($2 == "killed") killed[file]++; else if ($2 == "survived") survived[file]++; else untested[file]++
         }
-        END { for (f in total) printf "%-45s %5d judged %5d killed %5d survived (%.1f%%)\n", f, total[f], killed[f],
-              survived[f], 100 * survived[f] / total[f] }' "$scratch/results.txt" | sort
+        END { for (f in total) printf "%-45s %5d judged %5d killed %5d survived %5d no tests (%.1f%%)\n", f, total[f],
+              killed[f], survived[f], untested[f], 100 * (survived[f] + untested[f]) / total[f] }' "$scratch/results.txt" | sort
     killed=$(grep -c ': killed$' "$scratch/results.txt" || true)
     survived=$(grep -c ': survived$' "$scratch/results.txt" || true)
-    other=$(grep -vc -E ': (killed|survived)$' "$scratch/results.txt" || true)
-    total=$((killed + survived))
-    pct=$(awk -v s="$survived" -v t="$total" 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
-    echo "mutants: $total judged, $killed killed, $survived survived ($pct%), $other other (timeout/no tests/skipped)"
+    untested=$(grep -c ': no tests$' "$scratch/results.txt" || true)
+    other=$(grep -vc -E ': (killed|survived|no tests)$' "$scratch/results.txt" || true)
+    total=$((killed + survived + untested))
+    pct=$(awk -v s="$((survived + untested))" -v t="$total" 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
+    echo "mutants: $total judged, $killed killed, $survived survived, $untested reached by no test ($pct% not killed), $other other (timeout/not checked/skipped)"
     echo "survivors: grep survived $scratch/results.txt; diff of one: (cd $scratch && $here/.venv/bin/mutmut show NAME)"
     echo "re-judge them after adding tests: MI_MUTATION_RERUN=survivors MI_MUTATION_DIR=$scratch scripts/mutation.sh $module"
 }
