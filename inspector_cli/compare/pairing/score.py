@@ -220,9 +220,10 @@ def _constants(sem: SemanticGraph, chain: Chain) -> List[np.ndarray]:
         root = sem.canonical(tensor) if tensor else ""
         if not root or root not in sem.static:
             continue
-        # a constant read through a DequantizeLinear is compared by the value it stands for: its stored
-        # integers are numbers of another scale (read raw, they paired a float bias with the wrong one)
-        value = _dequantized_constant(sem, tensor) if tensor != root else None
+        # a constant read through a DequantizeLinear (of any domain) is compared by the value it stands
+        # for: its stored integers are numbers of another scale (read raw, they paired a float bias
+        # with the wrong one)
+        value = _dequantized_constant(sem, tensor)
         if value is None:
             value = sem.array(root)
         if value is not None:

@@ -13,6 +13,7 @@ from inspector_cli.compare.pairing.match import match_tensors
 from inspector_cli.compare.pairing.score import _constants
 from inspector_cli.compare.pairing.semantic import SemanticGraph
 from inspector_cli.core.graph import ModelGraph
+from inspector_cli.core.quantparams import QuantSpec
 
 from ...fixtures.helpers import init, make_model, vi
 
@@ -61,3 +62,39 @@ def test_a_float_constant_beside_it_is_read_as_stored() -> None:
     a = SemanticGraph.build(ModelGraph.from_proto(float_graph()))
     [value] = _constants(a, a.chain_of["y1"])
     assert value.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_dequantisation_uses_the_zero_point_and_the_axis() -> None:
+    b = SemanticGraph.build(ModelGraph.from_proto(qdq_graph()))
+    b._initializers.update(s2=init("s2", np.array([0.5, 2.0], np.float32)), z2=init("z2", np.array([128, 130], np.uint8)))
+    values = np.array([[130, 129], [132, 134]], np.uint8)
+    # per channel along axis 0: row 0 is (q - 128) * 0.5, row 1 (q - 130) * 2
+    assert b.dequantize(values, QuantSpec("s2", "z2", 0)).tolist() == [[1.0, 0.5], [4.0, 8.0]]
+    # along axis 1 (the default): column 0 is (q - 128) * 0.5, column 1 (q - 130) * 2
+    assert b.dequantize(values, QuantSpec("s2", "z2")).tolist() == [[1.0, -2.0], [2.0, 8.0]]
+    assert b.dequantize(values, QuantSpec("s2", None, 0)).tolist() == [[65.0, 64.5], [264.0, 268.0]]
+
+
+def test_a_quantised_constant_that_is_not_stored_is_skipped() -> None:
+    # DequantizeLinear(Transpose(int8)): static, but neither the integers nor the value are stored
+    nodes = [helper.make_node("Transpose", ["q"], ["qt"], name="t"),
+             helper.make_node("DequantizeLinear", ["qt", "s", "z"], ["d"], name="dq"),
+             helper.make_node("Add", ["x", "d"], ["y"], name="add")]
+    model = make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])],
+                       [init("q", np.array([[1], [2], [3], [4]], np.int8)), init("s", np.array(0.5, np.float32)),
+                        init("z", np.array(0, np.int8))])
+    b = SemanticGraph.build(ModelGraph.from_proto(model))
+    assert _constants(b, b.chain_of["y"]) == []
+
+
+def test_a_contrib_dequantize_linear_constant_is_read_dequantised() -> None:
+    # com.microsoft's DequantizeLinear is not looked through as an alias, but its value is a constant
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq", domain="com.microsoft"),
+             helper.make_node("Add", ["x", "d"], ["y"], name="add")]
+    model = make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])],
+                       [init("q", np.array([1, 2, 3, 4], np.int8)), init("s", np.array(0.5, np.float32)),
+                        init("z", np.array(0, np.int8))])
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    b = SemanticGraph.build(ModelGraph.from_proto(model))
+    [value] = _constants(b, b.chain_of["y"])
+    assert value.tolist() == [0.5, 1.0, 1.5, 2.0]

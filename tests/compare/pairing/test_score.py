@@ -120,3 +120,16 @@ def test_the_scores_of_several_constant_operands_add_up() -> None:
     assert _constant_score(a, both, a.chains[0], both.chains[0]) == 4.0
     assert _constant_score(a, one, a.chains[0], one.chains[0]) == 0.0
     assert _constant_score(a, none, a.chains[0], none.chains[0]) == -4.0
+
+
+def test_the_scores_of_two_large_operands_add_up_too() -> None:
+    def two(c1: np.ndarray, c2: np.ndarray) -> SemanticGraph:
+        node = helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="n")
+        model = make_model([node], [vi("x", [1, 80])], [vi("y", None)], [init("lo", c1), init("hi", c2)])
+        return SemanticGraph.build(ModelGraph.from_proto(model))
+
+    x = np.arange(80, dtype=np.float32)
+    a, b = two(x, x + 100), two(3 * x, x)  # correlations 1 and 1
+    assert _constant_score(a, b, a.chains[0], b.chains[0]) == pytest.approx(4.0)
+    c = two(-x, x)  # -1 and 1
+    assert _constant_score(a, c, a.chains[0], c.chains[0]) == pytest.approx(0.0)

@@ -83,3 +83,23 @@ def test_a_weight_in_its_file_is_signed_by_its_content(tmp_path: Path) -> None:
     v = Signatures(ModelGraph.from_proto(external_model(tmp_path, "v.bin"), tmp_path / "m.onnx"), {"x": "x"})
     assert w.of["w"] != v.of["w"] and w.of["w"] in w.inexact
     assert w.of["w"] != hash(("external", (TensorProto.FLOAT, (2048,))))
+
+
+def loop_signature(first: str, second: str, names: tuple = ("i", "cond")) -> int:
+    """A Loop whose body computes Sub over its two inputs (iteration number, condition) in the given order."""
+    i, cond = names
+    body_nodes = [helper.make_node("Cast", [i], ["fi"], to=TensorProto.FLOAT),
+                  helper.make_node("Cast", [cond], ["fc"], to=TensorProto.FLOAT),
+                  helper.make_node("Sub", [{"i": "fi", "cond": "fc"}[first], {"i": "fi", "cond": "fc"}[second]], ["d"]),
+                  helper.make_node("Identity", [cond], ["cond_out"])]
+    body = helper.make_graph(body_nodes, "body", [vi(i, [], TensorProto.INT64), vi(cond, [], TensorProto.BOOL)],
+                             [vi("cond_out", [], TensorProto.BOOL), vi("d", [])])
+    body_nodes[0].input[0], body_nodes[1].input[0], body_nodes[3].input[0] = i, cond, cond
+    node = helper.make_node("Loop", ["n", ""], ["y"], name="loop", body=body)
+    model = make_model([node], [vi("n", [], TensorProto.INT64)], [vi("y", None)])
+    return Signatures(ModelGraph.from_proto(model), {"n": "n"}).of["y"]
+
+
+def test_body_inputs_are_signed_by_position_not_name() -> None:
+    assert loop_signature("i", "cond") == loop_signature("i", "cond", names=("iter", "keep_going"))
+    assert loop_signature("i", "cond") != loop_signature("cond", "i")  # Sub(i, c) is not Sub(c, i)

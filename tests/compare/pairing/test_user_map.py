@@ -86,3 +86,9 @@ def test_a_tensor_outside_every_chain_maps_with_unknown_ops() -> None:
     assert pairs["i"] == TensorPair(a="i", b="i2", view_a=TensorView("i", "i"), view_b=TensorView("i2", "i2"),
                                     method="map", confidence=1.0, located_by="map", evidence="--map i=i2",
                                     op_a="?", op_b="?", chain_end=True)
+
+
+def test_the_pairs_are_counted_by_method() -> None:
+    assert matched([("r", "r2")]).counts() == {"map": 1, "structural": 1}  # r mapped; s by structure
+    assert matched([("m", "mq")]).counts() == {"map": 1}  # the rest of m's chain stays unpaired
+    assert matched([]).counts() == {"structural": 2}  # r and s
