@@ -104,10 +104,10 @@ main() {
     if [ "${MI_MUTATION_RERUN:-}" = survivors ] && [ -d mutants ]; then from="$scratch"; fi
     if [ -n "${MI_MUTATION_SURVIVORS_FROM:-}" ]; then from="$MI_MUTATION_SURVIVORS_FROM"; fi
     if [ -n "$from" ]; then
-        # mutmut keeps a verdict once given: name the survivors to have them judged again with the
-        # current tests (new tests are picked up by mutmut's incremental stats), here or in a scratch
+        # mutmut keeps a verdict once given: name the survivors (and the mutants not judged yet, e.g.
+        # of functions edited since) to have them judged again with the current tests (new tests are picked up by mutmut's incremental stats), here or in a scratch
         # copy with a wider test selection (mutant names are stable while the source is unchanged)
-        mapfile -t survivors < <(cd "$from" && "${mutmut[@]}" results 2>/dev/null | sed -n 's/^ *\([^ :]*\): survived$/\1/p')
+        mapfile -t survivors < <(cd "$from" && "${mutmut[@]}" results 2>/dev/null | sed -n 's/^ *\([^ :]*\): \(survived\|no tests\|not checked\)$/\1/p')
         if [ "${#survivors[@]}" -eq 0 ]; then echo "no survivors to re-judge in $from" >&2; exit 0; fi
     fi
     echo "mutation testing ($module) in $scratch: ${targets[*]}; tests: ${tests[*]}" >&2
