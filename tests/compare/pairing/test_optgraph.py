@@ -6,6 +6,8 @@ fp16 tensors (scripts/mutation.sh pairing: only the slow deployed-capture workfl
 this module, and it checked one layout)."""
 from __future__ import annotations
 
+from typing import List
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -186,3 +188,87 @@ def test_the_quantised_output_is_followed_through_up_to_three_single_consumers(r
 def test_a_value_read_by_two_nodes_is_not_followed() -> None:
     sem = original()
     assert through(1, branch=True).locate(sem, sem.view("c")) is None
+
+
+def test_kept_names_are_read_in_their_layout() -> None:
+    sem, opt = original(), optimised()
+    # 'gi' is a float tensor only the optimised graph has (type unknown to the original): relaid NHWC
+    assert opt.locate(sem, TensorView("gi", "gi")) == OptView("gi", None, (0, 2, 3, 1))
+    # 'xt', the quantised input relaid by an inserted Transpose, kept under its name
+    assert opt.locate(sem, TensorView("xd", "xt", QuantSpec("s_in", "z", 1))) == \
+        OptView("xt", QuantSpec("s_in", "z", 1), (0, 2, 3, 1))
+    # an integer tensor is not read as a float one, though the name is there
+    assert opt.locate(sem, TensorView("xq", "xq")) is None
+
+
+def test_a_kept_quantised_name_is_found_whatever_its_producer_is_called() -> None:
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s_in", "z"], ["xq"], name="renamed_by_ort")]
+    model = make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi("xq", None)], [init("s_in", S_IN), init("z", Z)])
+    opt = OptimizedGraph(ModelGraph.from_proto(model))
+    view = TensorView("xd", "xq", QuantSpec("s_in", "z", 1))
+    assert opt.locate(original(), view) == OptView("xq", QuantSpec("s_in", "z", 1), None)
+    # a quantised tensor the original does not produce, and that is not kept: nothing to follow
+    assert opt.locate(original(), TensorView("n", "nowhere", QuantSpec("s_in", "z", 1))) is None
+
+
+def test_the_quantise_nodes_name_is_followed_when_the_producers_is_gone() -> None:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["t0"], name="fused_away"),
+             helper.make_node("QuantizeLinear", ["t0", "s_out", "z"], ["out"], name="q_c")]
+    model = make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi("out", None)],
+                       [init("w", np.ones((2, 3, 1, 1), np.float32)), init("s_out", S_OUT), init("z", Z)])
+    sem = original()
+    assert OptimizedGraph(ModelGraph.from_proto(model)).locate(sem, sem.view("c")) == \
+        OptView("out", QuantSpec("s_out", "z", 1), None)
+
+
+def test_a_named_node_whose_output_nothing_reads_holds_nothing_quantised() -> None:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["t0"], name="conv")]
+    model = make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi("t0", None)], [init("w", np.ones((2, 3, 1, 1), np.float32))])
+    sem = original()
+    assert OptimizedGraph(ModelGraph.from_proto(model)).locate(sem, sem.view("c")) is None
+
+
+def test_an_unknown_layout_is_not_read() -> None:
+    nodes = [helper.make_node("Transpose", ["x"], ["a"], name="ort", perm=[0, 2, 3, 1]),
+             helper.make_node("Transpose", ["a"], ["b"], name="mine", perm=[0, 3, 1, 2])]
+    opt = OptimizedGraph(ModelGraph.from_proto(make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi("b", None)])), {"mine"})
+    assert opt.locate(original(), TensorView("b", "b")) is None
+    assert opt.locate(original(), TensorView("a", "a")) == OptView("a", None, (0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("op, attrs, extra", [
+    ("MaxPool", {"kernel_shape": [1, 1]}, []), ("NhwcMaxPool", {"kernel_shape": [1, 1]}, []),
+    ("Reshape", {}, ["shape"]), ("Flatten", {}, []), ("Squeeze", {}, []), ("Unsqueeze", {}, ["axes"]),
+    ("Identity", {}, []), ("Slice", {}, ["starts", "ends"]), ("Gather", {}, ["idx"]),
+])
+def test_integer_passthrough_ops_keep_the_parameters(op: str, attrs: dict, extra: List[str]) -> None:
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s_in", "z"], ["xq"], name="q"),
+             helper.make_node(op, ["xq", *extra], ["out"], name="op", **attrs),
+             helper.make_node("Relu", ["xq"], ["other"], name="relu")]
+    inits = [init("s_in", S_IN), init("z", Z), init("shape", np.array([-1], np.int64)), init("axes", np.array([0], np.int64)),
+             init("starts", np.array([0], np.int64)), init("ends", np.array([1], np.int64)), init("idx", np.array([0], np.int64))]
+    opt = OptimizedGraph(ModelGraph.from_proto(make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi("out", None), vi("other", None)], inits)))
+    assert opt.quant["out"] == QuantSpec("s_in", "z", 1)
+    assert "other" not in opt.quant  # a Relu computes: its output has no parameters of its own here
+
+
+def test_qoperator_parameters_need_the_inputs_that_hold_them() -> None:
+    nodes = [helper.make_node("QLinearSigmoid", ["xq", "s", "z", "so", "zo"], ["full"], name="a", domain="com.microsoft"),
+             helper.make_node("QLinearSigmoid", ["xq", "s", "z", "so"], ["no_zero"], name="b", domain="com.microsoft"),
+             helper.make_node("QLinearSigmoid", ["xq", "s", "z", "so", ""], ["empty_zero"], name="c", domain="com.microsoft"),
+             helper.make_node("QLinearSigmoid", ["xq", "s", "z"], ["truncated"], name="d", domain="com.microsoft")]
+    model = make_model(nodes, [vi("xq", [4], TensorProto.UINT8)],
+                       [vi(n, None) for n in ("full", "no_zero", "empty_zero", "truncated")])
+    opt = OptimizedGraph(ModelGraph.from_proto(model))
+    assert opt.quant == {"full": QuantSpec("so", "zo"), "no_zero": QuantSpec("so", None),
+                         "empty_zero": QuantSpec("so", None)}
+
+
+def test_an_elementwise_op_takes_the_layout_of_its_data_input_not_of_a_constant() -> None:
+    nodes = [helper.make_node("Transpose", ["x"], ["a"], name="ort", perm=[0, 2, 3, 1]),
+             helper.make_node("Add", ["bias", "a"], ["b"], name="add"),
+             helper.make_node("Constant", [], ["k"], name="const", value=helper.make_tensor("v", TensorProto.FLOAT, [], [1.0]))]
+    model = make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi("b", None), vi("k", None)],
+                       [init("bias", np.ones((1, 4, 4, 3), np.float32))])
+    opt = OptimizedGraph(ModelGraph.from_proto(model))
+    assert opt.perm["b"] == (0, 2, 3, 1) and opt.perm["k"] is None  # a node without data inputs: no layout

@@ -4,10 +4,11 @@ name evidence, op attributes and constant operands, each with its hand-computed 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import List
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from inspector_cli.compare.pairing.score import Candidate, _constant_score, _tie_score
 from inspector_cli.compare.pairing.semantic import SemanticGraph
@@ -133,3 +134,16 @@ def test_the_scores_of_two_large_operands_add_up_too() -> None:
     assert _constant_score(a, b, a.chains[0], b.chains[0]) == pytest.approx(4.0)
     c = two(-x, x)  # -1 and 1
     assert _constant_score(a, c, a.chains[0], c.chains[0]) == pytest.approx(0.0)
+
+
+def test_a_constant_nodes_value_is_a_constant_operand() -> None:
+    def with_constant(values: List[float]) -> SemanticGraph:
+        nodes = [helper.make_node("Constant", [], ["c"], name="const",
+                                  value=helper.make_tensor("v", TensorProto.FLOAT, [len(values)], values)),
+                 helper.make_node("Add", ["x", "c"], ["y"], name="n")]
+        return SemanticGraph.build(ModelGraph.from_proto(make_model(nodes, [vi("x", [1, 4])], [vi("y", None)])))
+
+    a, same, other = with_constant([1, 2, 3, 4]), with_constant([1, 2, 3, 4]), with_constant([4, 3, 2, 1])
+    assert a.array("c").tolist() == [1.0, 2.0, 3.0, 4.0] and a.array("y") is None
+    assert _constant_score(a, same, a.chains[0], same.chains[0]) == 2.0
+    assert _constant_score(a, other, a.chains[0], other.chains[0]) == -2.0
