@@ -11,6 +11,7 @@
 #   MI_MUTATION_DIR=/tmp/mi-mut-diff scripts/mutation.sh diff   # reuse a scratch copy: only new mutants run
 #   MI_MUTATION_RERUN=survivors MI_MUTATION_DIR=... scripts/mutation.sh diff   # re-judge the survivors
 #                                                                              # after adding tests
+#   MI_MUTATION_RERUN=unjudged ...   # the survivors and the mutants not judged yet (a run stopped early)
 #   MI_MUTATION_JOBS=2 scripts/mutation.sh diff   # parallel mutants (default 1: 2 shared cores here)
 #   MI_MUTATION_TESTS=fast MI_MUTATION_DIR=/tmp/mi-mut-diff-fast scripts/mutation.sh diff   # unit tests only:
 #       every mutant judged in reasonable time; then its survivors with the full selection:
@@ -101,13 +102,16 @@ main() {
     mutmut=(nice -n 19 "$here/.venv/bin/mutmut")
     survivors=()
     from=""
-    if [ "${MI_MUTATION_RERUN:-}" = survivors ] && [ -d mutants ]; then from="$scratch"; fi
+    case "${MI_MUTATION_RERUN:-}" in survivors|unjudged) if [ -d mutants ]; then from="$scratch"; fi ;; esac
     if [ -n "${MI_MUTATION_SURVIVORS_FROM:-}" ]; then from="$MI_MUTATION_SURVIVORS_FROM"; fi
     if [ -n "$from" ]; then
-        # mutmut keeps a verdict once given: name the survivors (and the mutants not judged yet, e.g.
-        # of functions edited since) to have them judged again with the current tests (new tests are picked up by mutmut's incremental stats), here or in a scratch
-        # copy with a wider test selection (mutant names are stable while the source is unchanged)
-        mapfile -t survivors < <(cd "$from" && "${mutmut[@]}" results 2>/dev/null | sed -n 's/^ *\([^ :]*\): \(survived\|no tests\|not checked\)$/\1/p')
+        # mutmut keeps a verdict once given: name the survivors (and with "unjudged" the mutants not
+        # judged yet, e.g. of functions edited since) to have them judged again with the current tests
+        # (mutmut's incremental stats pick up new tests), here or in a scratch copy with a wider test
+        # selection (mutant names are stable while the source is unchanged)
+        verdicts='survived\|no tests'  # MI_MUTATION_RERUN=unjudged: also the mutants not judged yet
+        if [ "${MI_MUTATION_RERUN:-}" = unjudged ]; then verdicts="$verdicts\\|not checked"; fi
+        mapfile -t survivors < <(cd "$from" && "${mutmut[@]}" results 2>/dev/null | sed -n "s/^ *\([^ :]*\): \($verdicts\)\$/\1/p")
         if [ "${#survivors[@]}" -eq 0 ]; then echo "no survivors to re-judge in $from" >&2; exit 0; fi
     fi
     echo "mutation testing ($module) in $scratch: ${targets[*]}; tests: ${tests[*]}" >&2
