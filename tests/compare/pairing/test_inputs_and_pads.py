@@ -134,3 +134,28 @@ def test_map_entries_must_name_tensors_of_each_model() -> None:
     with pytest.raises(UsageError) as second:
         parse_tensor_map([("y", "nope")], a, a)
     assert str(second.value) == "--map y=nope: the second model has no tensor 'nope' (name a tensor of MODEL_B)"
+
+
+def graph_of(nodes, outputs, opset: int = 17) -> SemanticGraph:
+    inits = [init("w", np.ones((2, 3, 3, 3), np.float32)), init("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))]
+    return sem(make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi(o, None) for o in outputs], inits, opset=opset))
+
+
+def test_only_a_pad_read_by_convs_alone_is_looked_through() -> None:
+    relu_then_conv = graph_of([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                               helper.make_node("Conv", ["r", "w"], ["y"], name="conv")], ["y"])
+    assert padded_source(relu_then_conv, "r") is None  # not a Pad
+    pad_relu_conv = graph_of([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad"),
+                              helper.make_node("Relu", ["p"], ["r"], name="relu"),
+                              helper.make_node("Conv", ["r", "w"], ["y"], name="conv")], ["y"])
+    assert padded_source(pad_relu_conv, "r") is None  # Pad+Relu: the Relu is no padding
+    unread = graph_of([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad")], ["p"])
+    assert padded_source(unread, "p") is None  # nothing reads it
+    shape_first = graph_of([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad"),
+                            helper.make_node("Shape", ["p"], ["s"], name="shape"),
+                            helper.make_node("Conv", ["p", "w"], ["y"], name="conv")], ["y", "s"])
+    assert padded_source(shape_first, "p") == "x"  # a Shape reads no values
+    pooled = graph_of([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad"),
+                       helper.make_node("Conv", ["p", "w"], ["y"], name="conv"),
+                       helper.make_node("MaxPool", ["p"], ["z"], name="pool", kernel_shape=[1, 1])], ["y", "z"])
+    assert padded_source(pooled, "p") is None  # a MaxPool reads the padded value too

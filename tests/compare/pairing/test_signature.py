@@ -103,3 +103,36 @@ def loop_signature(first: str, second: str, names: tuple = ("i", "cond")) -> int
 def test_body_inputs_are_signed_by_position_not_name() -> None:
     assert loop_signature("i", "cond") == loop_signature("i", "cond", names=("iter", "keep_going"))
     assert loop_signature("i", "cond") != loop_signature("cond", "i")  # Sub(i, c) is not Sub(c, i)
+
+
+def test_a_large_constant_is_sampled_at_every_byte_up_to_the_sample_size() -> None:
+    # 1,100 float32 values: 4,400 bytes, over the whole-hash limit (4,096): sampled with stride 1
+    base = np.arange(1100, dtype=np.float32)
+    changed = base.copy()
+    changed.view(np.uint8)[1] ^= 1  # the second byte differs
+
+    def signed(value: np.ndarray) -> Signatures:
+        node = helper.make_node("Add", ["x", "c"], ["y"], name="add")
+        model = make_model([node], [vi("x", [1100])], [vi("y", [1100])], [init("c", value)])
+        return Signatures(ModelGraph.from_proto(model), {"x": "x"})
+
+    assert signed(base).of["c"] != signed(changed).of["c"]
+    assert signed(base).of["c"] == signed(base.copy()).of["c"] and signed(base).of["c"] in signed(base).inexact
+
+
+def test_a_small_weight_in_a_shared_file_is_signed_by_its_own_bytes(tmp_path: Path) -> None:
+    values = np.arange(4, dtype=np.float32).tobytes()
+
+    def signed(folder: Path, tail: bytes) -> int:
+        folder.mkdir()
+        (folder / "w.bin").write_bytes(values + tail)  # the weight, then other tensors' bytes
+        weight = init("w", np.zeros(4, np.float32))
+        weight.ClearField("raw_data")
+        weight.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", "w.bin"), ("offset", "0"), ("length", "16")):
+            weight.external_data.add(key=key, value=value)
+        model = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [vi("x", [4])], [vi("y", [4])],
+                           [weight])
+        return Signatures(ModelGraph.from_proto(model, folder / "m.onnx"), {"x": "x"}).of["w"]
+
+    assert signed(tmp_path / "a", b"\x01" * 64) == signed(tmp_path / "b", b"\x02" * 64)
