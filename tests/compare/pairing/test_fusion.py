@@ -77,3 +77,17 @@ def test_a_relu_dropped_by_a_clamping_quantisation_costs_nothing_else_0_2() -> N
     assert _fusion_penalty(a, clamped, chain_a, 1, clamped.chain_of["c"], 0) == (0.0, [])
     signed = quantised(np.array(0, np.int8))
     assert _fusion_penalty(a, signed, chain_a, 1, signed.chain_of["c"], 0) == (0.2, ["Relu missing on one side"])
+
+
+def test_a_zero_point_that_is_not_stored_explains_nothing() -> None:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Add", ["z", "one"], ["zc"], name="computed_zero"),
+             helper.make_node("QuantizeLinear", ["c", "s", "zc"], ["cq"], name="q"),
+             helper.make_node("DequantizeLinear", ["cq", "s", "zc"], ["cd"], name="dq"),
+             helper.make_node("Softmax", ["cd"], ["y"], name="softmax")]
+    model = make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi("y", None)],
+                       [init("w", W), init("s", np.array(0.1, np.float32)), init("z", np.array(0, np.uint8)),
+                        init("one", np.array(0, np.uint8))])
+    sem = SemanticGraph.build(ModelGraph.from_proto(model))
+    assert sem.view("c").quant.zero_point == "zc" and sem.array("zc") is None  # computed: no value to read
+    assert _activation_explained(sem, sem.chain_of["c"], "Relu") is False

@@ -144,6 +144,6 @@ def test_a_constant_nodes_value_is_a_constant_operand() -> None:
         return SemanticGraph.build(ModelGraph.from_proto(make_model(nodes, [vi("x", [1, 4])], [vi("y", None)])))
 
     a, same, other = with_constant([1, 2, 3, 4]), with_constant([1, 2, 3, 4]), with_constant([4, 3, 2, 1])
-    assert a.array("c").tolist() == [1.0, 2.0, 3.0, 4.0] and a.array("y") is None
+    assert a.array("c").tolist() == [1.0, 2.0, 3.0, 4.0] and a.array("y") is None and a.array("x") is None
     assert _constant_score(a, same, a.chains[0], same.chains[0]) == 2.0
     assert _constant_score(a, other, a.chains[0], other.chains[0]) == -2.0
