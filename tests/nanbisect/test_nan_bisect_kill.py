@@ -32,10 +32,19 @@ def slow_batch(tmp_path_factory):
     return path, data, reference
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the child: SIGINT delivered and handled by default, as for a command typed in a terminal.
+    A suite started in the background by a shell without job control inherits SIGINT ignored
+    (POSIX), and Python keeps an ignored SIGINT ignored: Ctrl-C could not reach the run."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def start(path, data, jsonl, *extra):
     return subprocess.Popen([sys.executable, "-m", "inspector_cli", "--no-color", "nan-bisect", str(path),
                              "--inputs", str(data), "--jsonl", str(jsonl), *extra],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
 
 
 def wait_lines(jsonl: Path, count: int, proc, timeout: float = 300) -> int:  # generous: a loaded machine starts slowly
