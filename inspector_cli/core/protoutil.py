@@ -1,7 +1,8 @@
 """Helpers over raw ONNX protos: nested graphs, stored tensors, value infos and shape inference."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
+from itertools import chain
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import onnx
 
@@ -140,19 +141,23 @@ def _tensor_infos(value_infos: Sequence[onnx.ValueInfoProto], info: Dict[str, Te
         info[name] = ti
 
 
-def _fully_declared(graph: onnx.GraphProto) -> bool:
+def fully_declared(graph: onnx.GraphProto, outputs: Optional[Iterable[str]] = None) -> bool:
     """Every node output already has a declared type and shape (a model saved after shape inference):
-    inference would only repeat it, at a cost that grows with the model (2 s at 50,000 nodes)."""
-    declared = {vi.name for vi in [*graph.value_info, *graph.output]
-                if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")}
-    return all(out in declared for node in graph.node for out in node.output if out)
+    inference would only repeat it, at a cost that grows with the model (2 s at 50,000 nodes).
+    `outputs`: the node outputs when the caller holds them already (a pass over the protos saved)."""
+    # an unset tensor_type reads as a default message without a shape: one HasField per value info
+    declared = {vi.name for vi in chain(graph.value_info, graph.output) if vi.type.tensor_type.HasField("shape")}
+    if outputs is None:
+        outputs = (out for node in graph.node for out in node.output)
+    return declared.issuperset(out for out in outputs if out)
 
 
-def infer_tensor_info(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
-    """Declared value infos, initializers, then ONNX shape inference; inference never fails us."""
+def infer_tensor_info(model: onnx.ModelProto, declared: Optional[bool] = None) -> Dict[str, TensorInfo]:
+    """Declared value infos, initializers, then ONNX shape inference; inference never fails us.
+    `declared`: `fully_declared(model.graph)` when the caller knows it already."""
     info: Dict[str, TensorInfo] = {}
     graph = model.graph
-    if not _fully_declared(graph):
+    if not (fully_declared(graph) if declared is None else declared):
         try:
             graph = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True).graph
         except Exception:  # inference is a best effort; unknown tensors are typed by onnxruntime later
