@@ -111,12 +111,28 @@ def test_killed_worker_then_killed_run_then_resume(slow_batch, tmp_path):
     assert result.exit_code == 1
 
 
-def test_ctrl_c_leaves_valid_jsonl_and_a_summary(slow_batch, tmp_path):
+@pytest.fixture(scope="module")
+def long_batch(slow_batch, tmp_path_factory):
+    """A folder of LONG_COUNT samples (links to the slow batch's files, in turn): far more work than
+    can finish between seeing a few JSONL lines and the Ctrl-C that follows, however loaded the
+    machine (with the 48 samples alone, the run sometimes ended first under load)."""
     path, data, _ = slow_batch
+    folder = tmp_path_factory.mktemp("long")
+    sources = sorted(data.iterdir())
+    for i in range(LONG_COUNT):
+        (folder / f"x_{i:04d}.npz").symlink_to(sources[i % len(sources)])
+    return path, folder
+
+
+LONG_COUNT = 2000
+
+
+def test_ctrl_c_leaves_valid_jsonl_and_a_summary(long_batch, tmp_path):
+    path, data = long_batch
     jsonl = tmp_path / "run.jsonl"
     proc = start(path, data, jsonl, "--workers", "1", "--json", str(tmp_path / "r.json"))
     try:
-        assert wait_lines(jsonl, 4, proc) < COUNT
+        assert wait_lines(jsonl, 4, proc) < LONG_COUNT
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -124,7 +140,7 @@ def test_ctrl_c_leaves_valid_jsonl_and_a_summary(slow_batch, tmp_path):
             proc.kill()
     assert proc.returncode == 130, err
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
-    assert 4 <= len(lines) < COUNT and [r["sample"] for r in lines] == [f"x_{i:04d}.npz" for i in range(len(lines))]
+    assert 4 <= len(lines) < LONG_COUNT and [r["sample"] for r in lines] == [f"x_{i:04d}.npz" for i in range(len(lines))]
     summary = json.loads((tmp_path / "r.json").read_text())["results"]
     assert summary["interrupted"] is True and summary["scanned"] == len(lines)
     assert "interrupted" in out
