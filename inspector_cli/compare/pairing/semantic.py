@@ -85,7 +85,7 @@ class Chain:
     def end(self) -> str:
         return self.tensors[-1]
 
-    @property
+    @cached_property  # the head and kind never change once the chain exists; asked per candidate
     def family(self) -> str:
         return family(self.kind or self.head.op_type)
 
