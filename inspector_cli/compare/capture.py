@@ -7,7 +7,8 @@ Per model (side), before the samples run:
    with optimisation disabled, so the kernels that run are the deployed ones;
 3. `instrumented` capture: the views are exposed as outputs of the model itself.
 `auto` uses deployed capture for quantised and fp16 models when at least AUTO_SHARE of the
-tensors can be located (the rest are reported as not materialised), otherwise instrumented.
+tensors can be located (the rest are recomputed beside the deployed kernels, fused_side.py), otherwise
+instrumented.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Affine
 from ..diff.gates import Gate
 from .config import CaptureMode
+from .fused_side import recover as recover_fused
 from .layout import same_layout
 from .pairing.match import TensorMatching, TensorPair
 from .pairing.optgraph import OptimizedGraph
@@ -129,6 +131,8 @@ class Side:
     unavailable: Dict[str, str] = field(default_factory=dict)
     plain: Optional[TensorMap] = None
     notes: List[str] = field(default_factory=list)
+    recomputed: Dict[str, str] = field(default_factory=dict)
+    """Tensors fused away in the deployed graph and read from their recomputed chain (fused_side.py) -> how."""
 
     @property
     def resolver(self) -> "Union[SemanticGraph, OptimizedGraph]":
@@ -174,10 +178,27 @@ def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: Run
         release_freed_memory()
     if want_opt and optimised.is_file():
         _use_optimised(side, optimised, views, mode)
+        if side.unavailable:  # fused away as deployed: recomputed beside the deployed kernels
+            _recompute(side, views, first)
     if side.opt is None:
         side.mode, side.target_graph = "instrumented", graph
         side.readers = {v.expose: Reader(v.expose, v.quant) for v in views}
     return side
+
+
+def _recompute(side: Side, views: Sequence[TensorView], first: Optional[TensorMap]) -> None:
+    """Read the tensors deployed capture could not locate from their recomputed chains (fused_side.py)."""
+    assert side.opt is not None  # deployed capture
+    found, failure = recover_fused(side.graph, side.opt, [v for v in views if v.expose in side.unavailable],
+                                   side.target_runtime, side.label, first)
+    if failure:
+        side.notes.append(failure)
+    if found is None:
+        return
+    side.opt, side.target_graph = found.opt, found.graph
+    for name, (expose, quant) in found.reads.items():
+        side.readers[name], side.recomputed[name] = Reader(expose, quant), found.how[name]
+        del side.unavailable[name]
 
 
 def release_freed_memory() -> None:

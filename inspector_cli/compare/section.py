@@ -14,6 +14,7 @@ from ..diff.metrics import METRICS
 from ..results.base import GateOutcome
 from ..results.layers import (CaptureInfo, LayerDiff, LayerSection, LayerThreshold, ObserverCheck, StructureSummary,
                               UnpairedTensor)
+from .capture import Side
 from .isolate import error_source, own_share
 from .layers import LayerRun
 
@@ -36,13 +37,22 @@ def layer_rows(run: LayerRun) -> List[LayerDiff]:
             index=index, name=pair.a, name_b=pair.view_b.tensor, op_a=pair.op_a, op_b=pair.op_b,
             shape_a=tracker.shape_a, shape_b=tracker.shape_b, dtype_a=tracker.dtype_a, dtype_b=tracker.dtype_b,
             method=pair.method, confidence=pair.confidence, located_by=pair.located_by, evidence=pair.evidence,
-            capture_a=run.plan.side_a.mode, capture_b=run.plan.side_b.mode, samples=tracker.samples,
+            capture_a=_capture(run.plan.side_a, pair.view_a.expose),
+            capture_b=_capture(run.plan.side_b, pair.view_b.expose),
+            recomputed="; ".join(s.recomputed[v.expose] for s, v in ((run.plan.side_a, pair.view_a),
+                                 (run.plan.side_b, pair.view_b)) if v.expose in s.recomputed) or None,
+            samples=tracker.samples,
             dataset=tracker.dataset_metrics(), worst=tracker.worst_metrics(), mean=tracker.mean_metrics(),
             nonfinite={k: v for k, v in tracker.total.nonfinite().items() if v}, failed_gates=_failed(tracker),
             isolated=iso.dataset_metrics() if iso is not None and iso.samples else None,
             own_share=share, error_source=error_source(share) if iso is not None else None,
             qdq_noise=noise.dataset_metrics() if noise is not None else None))
     return rows
+
+
+def _capture(side: Side, expose: str) -> str:
+    """How one model's tensor of a row was read: the side's mode, or 'recomputed' (fused_side.py)."""
+    return "recomputed" if expose in side.recomputed else side.mode
 
 
 def worst_layers(rows: List[LayerDiff], count: int) -> Dict[str, List[str]]:

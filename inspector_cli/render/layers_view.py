@@ -59,6 +59,11 @@ def layer_table(section: LayerSection, steps: Sequence[QuantStepRow] = ()) -> Ta
                      f"({', '.join(section.first_divergence_metrics)} crosses its threshold)")
     notes.append("note: first = first divergence, worst N = Nth worst cosine; own / inherited / mixed = "
                  "the layer's error is its own / comes from upstream / both (--isolate)")
+    recomputed = sum(1 for r in section.layers if r.recomputed)
+    if recomputed:
+        notes.append(f"recomputed A/B = {recomputed} layer(s) fused away in that model's deployed graph (onnxruntime "
+                     "kernels such as Gelu, SkipLayerNormalization): read from the original ops rerun unfused on "
+                     "the deployed graph's tensors, so those ops' numbers are reference arithmetic")
     table.caption = "; ".join(notes)
     return table
 
@@ -79,6 +84,9 @@ def _marks(row: LayerDiff, section: LayerSection) -> List[str]:
         marks.append(f"worst {worst.index(row.name) + 1}")
     if row.error_source:
         marks.append(row.error_source)
+    recomputed = [m for m, c in (("A", row.capture_a), ("B", row.capture_b)) if c == "recomputed"]
+    if recomputed:
+        marks.append(f"recomputed {'+'.join(recomputed)}")
     return marks
 
 
@@ -157,8 +165,10 @@ def structure_table(section: LayerSection) -> Optional[Table]:
 
 def capture_notes(section: LayerSection) -> List[str]:
     c = section.capture
-    notes = [f"capture: {c.strategy} in {c.chunks} chunk(s), {c.runs} onnxruntime run(s); model A {c.capture_a}, "
-             f"model B {c.capture_b}; about {c.estimated_bytes / 2**20:.1f} MiB per sample "
+    recomputed = {m: sum(1 for r in section.layers if getattr(r, f"capture_{m}") == "recomputed") for m in "ab"}
+    mode = {m: f"{getattr(c, f'capture_{m}')}{f' ({recomputed[m]} recomputed)' if recomputed[m] else ''}" for m in "ab"}
+    notes = [f"capture: {c.strategy} in {c.chunks} chunk(s), {c.runs} onnxruntime run(s); model A {mode['a']}, "
+             f"model B {mode['b']}; about {c.estimated_bytes / 2**20:.1f} MiB per sample "
              f"(budget {c.budget_bytes / 2**20:.0f} MiB)"]
     if c.isolation_runs:
         notes.append(f"isolation: {c.isolation_runs} run(s); {len((section.isolation or {}).get('isolated', []))} "

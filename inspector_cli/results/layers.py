@@ -28,7 +28,8 @@ class LayerDiff:
     located_by: str
     evidence: str
     capture_a: str
-    """'deployed' (read from onnxruntime's optimised graph) or 'instrumented' (exposed in the model)."""
+    """'deployed' (read from onnxruntime's optimised graph), 'instrumented' (exposed in the model) or
+    'recomputed' (fused away as deployed: its original ops rerun unfused on the deployed tensors)."""
     capture_b: str
     samples: int
     dataset: Metrics
@@ -45,6 +46,9 @@ class LayerDiff:
     """'own' (the layer loses precision), 'inherited' (error from upstream) or 'mixed'."""
     qdq_noise: Optional[Metrics] = None
     """The pure quantisation noise of the candidate's Q/DQ pair, applied to the reference's tensor."""
+    recomputed: Optional[str] = None
+    """Set when a model's tensor is fused away in onnxruntime's deployed graph (capture 'recomputed'): its
+    original ops were rerun unfused beside the deployed kernels; says which model, ops and inputs."""
 
 
 @dataclass(frozen=True)

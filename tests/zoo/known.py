@@ -5,15 +5,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-DEPLOYED_FUSED = ("paired, but not read at the default level: onnxruntime fuses the tensor away in the deployed "
-                  "graph (Gelu's Div/Erf+Add, SkipLayerNormalization's residual Add, SiLU's Sigmoid, MatMul+Add "
-                  "into attention kernels) and deployed capture reports it 'not materialised' (--capture "
-                  "instrumented or --opt-level disable reads it); QDQ keeps these tensors as QuantizeLinear outputs")
-
 KNOWN: Dict[Tuple[str, str, str], str] = {
-    # full zoo (MI_ZOO=full), every check, 2026-12-01 (docs/zoo.md)
-    ("pairing", "segformer", "qop"): DEPLOYED_FUSED,  # 117 of QDQ's 144 read (all 144 paired)
-    **{("pairing", m, "dynamic"): DEPLOYED_FUSED for m in ("efficientnet", "vit", "whisper_enc")},  # 79/102, 41/47, 41/50
+    # full zoo (MI_ZOO=full), every check, 2026-12-01 (docs/zoo.md): none open
 }
 
 
