@@ -91,16 +91,19 @@ def decoding_options(func: F) -> F:
 
 def build_reader_options(params: Dict[str, Any]) -> Dict[str, Any]:
     """Reader options for `open_samples` from the decoding flags (empty when none was given)."""
-    from ..config.preprocess import spec_from_flags
-    from ..core.raw_dumps import raw_options
-
     options: Dict[str, Any] = {}
-    spec = spec_from_flags(params.get("preprocess"), params.get("preprocess_set") or ())
-    if spec is not None:
-        options["preprocess"] = spec
-    raw = raw_options(params.get("raw_dtype") or (), params.get("raw_shape") or ())
-    if raw is not None:
-        options["raw"] = raw
+    if params.get("preprocess") or params.get("preprocess_set"):  # else no yaml import (issue 16)
+        from ..config.preprocess import spec_from_flags
+
+        spec = spec_from_flags(params.get("preprocess"), params.get("preprocess_set") or ())
+        if spec is not None:
+            options["preprocess"] = spec
+    if params.get("raw_dtype") or params.get("raw_shape"):
+        from ..core.raw_dumps import raw_options
+
+        raw = raw_options(params.get("raw_dtype") or (), params.get("raw_shape") or ())
+        if raw is not None:
+            options["raw"] = raw
     return options
 
 

@@ -71,8 +71,16 @@ def build_fallback_config(params: Dict[str, Any]) -> Optional[Any]:
                         exclude_list=Path(params["exclude_list"]) if params.get("exclude_list") else None)
 
 
+REQUEST_FLAGS = ("fallback_plan", "targets", "write_model", "exclude_list", "bisect_optimizers", "simulated",
+                 "labels", "min_accuracy", "max_accuracy_drop")
+"""The flags that ask for something (--max-nodes and --max-runs have defaults and only tune --fallback-plan)."""
+
+
 def build_remedy_request(params: Dict[str, Any]) -> Any:
-    """RemedyRequest from the flags of `mi compare`."""
+    """RemedyRequest from the flags of `mi compare`; None when none of them was given (the remedy
+    engine is then not imported: ~20 ms of every plain comparison, issue 16)."""
+    if all(params.get(flag) in (None, False, (), "") for flag in REQUEST_FLAGS):
+        return None
     from pathlib import Path
 
     from ..errors import UsageError

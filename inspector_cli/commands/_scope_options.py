@@ -19,7 +19,7 @@ def group_by_option(func: Any) -> Any:
     scope map only when --group-by or --html will use it (else its JSON has the depth-1 roll-up)."""
     @functools.wraps(func)
     def command(*args: Any, **params: Any) -> Any:
-        from ..inspection.rollups import FULL_SCOPES
+        from ..inspection.flags import FULL_SCOPES  # not .rollups: that imports onnx (issue 16)
 
         token = FULL_SCOPES.set(bool(params.get("group_by") or params.get("html_path")))
         try:

@@ -23,7 +23,6 @@ import numpy as np
 from ..batching import ItemFailure, batch_runtime, check_executor, fixed_shards, lost_samples_finding, shared_samples
 from ..core.inputs import SampleRef, SampleSet
 from ..core.io_match import NameMatching
-from ..core.lazyload import load_model_lazy
 from ..core.runner import RuntimeConfig, Session, open_session, open_sessions
 from ..diff.engine import TensorTracker
 from ..diff.metrics import PairStats, compare_arrays, shapes_compatible
@@ -33,7 +32,7 @@ from ..executor.factory import make_executor
 from ..progress import Progress
 from ..results.base import Finding
 from .config import CompareConfig
-from .plan import ComparePlan, run_pair
+from .plan import ComparePlan, FileModel, run_pair
 
 SHARD_SAMPLES = 8
 WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.compare.batch")
@@ -140,6 +139,8 @@ class CompareJob(Job):
     def open(self) -> "CompareRunner":
         plan = self.plan
         if plan is None:
+            from ..core.lazyload import load_model_lazy  # workers only: imports onnx
+
             plan = ComparePlan(load_model_lazy(self.model_a), load_model_lazy(self.model_b), self.outputs,
                                self.inputs, self.samples)
         return CompareRunner(self, plan)
@@ -152,6 +153,9 @@ class CompareRunner(Runner):
         early = job.early.result() if job.early is not None else None
         if early is not None:
             self.session_a, self.session_b = early
+        elif isinstance(plan.graph_a, FileModel) or isinstance(plan.graph_b, FileModel):
+            # planned from the headers only when both early sessions were built (workflows/compare.py)
+            raise AssertionError("a plan of FileModels needs its early sessions")
         elif plan.graph_a is plan.graph_b:  # one proto cannot be serialised by two threads at once
             self.session_a = open_session(plan.graph_a, job.runtime_a, label=labels[0])
             self.session_b = open_session(plan.graph_b, job.runtime_b, label=labels[1])

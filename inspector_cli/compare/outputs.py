@@ -1,14 +1,16 @@
 """From trackers to a result: output diffs, gate outcomes, findings and the `CompareResult`."""
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 from ..diff.engine import TensorTracker
-from ..results.base import Finding, GateOutcome, ModelRef, Severity
+from ..results.base import Finding, GateOutcome, ModelRef, Severity, file_sha256
 from ..results.compare import CompareResult, OutputDiff, SampleMetrics
-from ..results.layers import LayerSection
 from .config import CompareConfig
-from .plan import ComparePlan
+from .plan import ComparePlan, FileModel
+
+if TYPE_CHECKING:  # results.layers is imported by the layer pass; an outputs-only run does not need it
+    from ..results.layers import LayerSection
 
 
 def output_diff(tracker: TensorTracker, matched_by: str) -> OutputDiff:
@@ -52,8 +54,19 @@ def tracker_findings(tracker: TensorTracker, what: str = "output") -> List[Findi
     return findings
 
 
+def model_ref(graph: Any, role: str) -> ModelRef:
+    """`ModelRef.of(graph, role)`, also for a `FileModel` (the same fields, from the file's header)."""
+    if not isinstance(graph, FileModel):
+        return ModelRef.of(graph, role)
+    head = graph.head
+    producer = " ".join(p for p in (head.producer_name, head.producer_version) if p)
+    return ModelRef(path=str(graph.path), sha256=file_sha256(graph.path), size_bytes=graph.path.stat().st_size,
+                    opset=head.opset, ir_version=head.ir_version, producer=producer, role=role,
+                    graph_name=head.graph_name)
+
+
 def build_result(plan: ComparePlan, config: CompareConfig, trackers: Sequence[TensorTracker],
-                 notes: Sequence[str], *, layers: Optional[LayerSection] = None,
+                 notes: Sequence[str], *, layers: Optional["LayerSection"] = None,
                  extra_gates: Sequence[GateOutcome] = ()) -> CompareResult:
     methods = {p.a: p.method for p in plan.outputs.pairs}
     findings: List[Finding] = []
@@ -71,7 +84,7 @@ def build_result(plan: ComparePlan, config: CompareConfig, trackers: Sequence[Te
     gates.extend(extra_gates)
     warnings = list(plan.outputs.warnings) + list(plan.inputs.warnings) + list(plan.samples.notes) + list(notes)
     return CompareResult(
-        models=[ModelRef.of(plan.graph_a, "reference"), ModelRef.of(plan.graph_b, "candidate")],
+        models=[model_ref(plan.graph_a, "reference"), model_ref(plan.graph_b, "candidate")],
         config=config.to_dict(), runtime=config.runtime.to_dict(), inputs=plan.samples.describe(),
         outputs=[output_diff(t, methods[t.name]) for t in trackers], gates=gates, findings=findings,
         warnings=warnings, unmatched_a=list(plan.outputs.unmatched_a), unmatched_b=list(plan.outputs.unmatched_b),

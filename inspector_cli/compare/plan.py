@@ -2,19 +2,60 @@
 and one sample run on both models (`run_pair`)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..core.graph import ModelGraph
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import NameMatching, match_names, rename_feeds
-from ..core.model_arg import ModelArg, as_graph
+from ..core.modelhead import ModelHead, read_model_head
 from ..core.runner import Session
+from ..core.types import TensorInfo
 from ..diff.gates import check_gate_targets
 from ..errors import InputDataError, UsageError
 from .config import CompareConfig
 
-def split_map(config: CompareConfig, graph_a: ModelGraph) -> Tuple[Tuple[str, str], ...]:
+if TYPE_CHECKING:  # core.graph imports onnx: an outputs-only comparison of two files never needs it
+    from ..core.graph import ModelGraph
+    from ..core.model_arg import ModelArg
+else:
+    ModelArg = Any
+
+
+@dataclass(frozen=True)
+class FileModel:
+    """A model file known by its header alone (`core/modelhead.py`): what an outputs-only comparison
+    needs of a `ModelGraph` (path, names, input and output types) without onnx or the graph."""
+
+    path: Path
+    head: ModelHead
+
+    @property
+    def display_name(self) -> str:
+        return str(self.path)
+
+    @property
+    def inputs(self) -> List[TensorInfo]:
+        return list(self.head.inputs)
+
+    @property
+    def outputs(self) -> List[TensorInfo]:
+        return list(self.head.outputs)
+
+    @property
+    def input_names(self) -> List[str]:
+        return [t.name for t in self.head.inputs]
+
+    @property
+    def output_names(self) -> List[str]:
+        return [t.name for t in self.head.outputs]
+
+
+AnyGraph = Union["ModelGraph", FileModel]
+
+
+def split_map(config: CompareConfig, graph_a: AnyGraph) -> Tuple[Tuple[str, str], ...]:
     """The --map entries naming inputs or outputs of A; others name intermediate tensors (--layers)."""
     io_names = set(graph_a.output_names) | set(graph_a.input_names)
     io_map = tuple((a, b) for a, b in config.output_map if a in io_names)
@@ -29,8 +70,9 @@ def split_map(config: CompareConfig, graph_a: ModelGraph) -> Tuple[Tuple[str, st
 class ComparePlan:
     """What a comparison will run: both graphs, their pairings and the samples."""
 
-    graph_a: ModelGraph
-    graph_b: ModelGraph
+    graph_a: "ModelGraph"
+    graph_b: "ModelGraph"
+    """Loaded graphs; `FileModel`s for an outputs-only comparison planned by `plan_from_files`."""
     outputs: NameMatching
     inputs: NameMatching
     samples: SampleSet
@@ -38,7 +80,31 @@ class ComparePlan:
 
 def plan_comparison(model_a: ModelArg, model_b: ModelArg, config: CompareConfig) -> ComparePlan:
     """Load both models, pair their inputs and outputs, and find the samples (no inference yet)."""
-    graph_a, graph_b = as_graph(model_a, lazy=True), as_graph(model_b, lazy=True)
+    from ..core.model_arg import as_graph
+
+    return _plan(as_graph(model_a, lazy=True), as_graph(model_b, lazy=True), config)
+
+
+def plan_from_files(model_a: ModelArg, model_b: ModelArg, config: CompareConfig) -> Optional[ComparePlan]:
+    """`plan_comparison` for two model files read by their headers only (no onnx, no graph), for an
+    outputs-only comparison; None when either header cannot be read exactly (then plan as usual).
+    Same pairings, samples and errors as `plan_comparison` for files that load."""
+    if not all(isinstance(m, (str, os.PathLike)) for m in (model_a, model_b)):
+        return None
+    files = []
+    for model in (model_a, model_b):
+        head = read_model_head(model)
+        if head is None:
+            return None
+        files.append(FileModel(Path(model), head))
+    from ..core.filehash import prefetch
+
+    for file in files:  # for the result's ModelRef, on a daemon thread (large files only)
+        prefetch(file.path)
+    return _plan(files[0], files[1], config)  # type: ignore[arg-type]
+
+
+def _plan(graph_a: "ModelGraph", graph_b: "ModelGraph", config: CompareConfig) -> ComparePlan:
     io_map = split_map(config, graph_a)
     outputs = match_names(graph_a.outputs, graph_b.outputs, io_map, what="output")
     if not outputs.pairs:

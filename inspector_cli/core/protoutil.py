@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 from itertools import chain
-from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import onnx
 
 from .types import Dim, TensorInfo
-
-if TYPE_CHECKING:
-    import mmap
+from .wire import read_varint  # noqa: F401 (re-exported: the one varint reader, onnx-free in wire.py)
 
 
 def iter_subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -189,24 +187,3 @@ def infer_tensor_info(model: onnx.ModelProto, declared: Optional[bool] = None) -
         ti.__dict__.update(name=init.name, elem_type=init.data_type, shape=tuple(init.dims))
         info[init.name] = ti
     return info
-
-
-def read_varint(buf: "bytes | mmap.mmap", pos: int, end: Optional[int] = None) -> Tuple[int, int]:
-    """The protobuf varint at `pos` of `buf`: (value, position after it).
-
-    Raises EOFError when it runs into `end` (default: the end of `buf`) and ValueError when it is
-    longer than the 10 bytes a 64-bit varint can take. The one varint reader of the package.
-    """
-    end = len(buf) if end is None else end
-    value, shift = 0, 0
-    while True:
-        if pos >= end:
-            raise EOFError("the data ends inside a varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")

@@ -9,7 +9,6 @@ saved result can be rolled up again at another depth without its model (`regroup
 from __future__ import annotations
 
 import dataclasses
-from contextvars import ContextVar
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ..core.graph import ModelGraph
@@ -20,6 +19,7 @@ from ..results.profile import ModelProfile
 from ..results.scope_section import ScopeSection
 from ..results.scopes import RollupRow, ScopeMap, rollup
 from .build import node_briefs, scope_map
+from .flags import FULL_SCOPES  # noqa: F401 (defined there: the CLI sets it without importing this module)
 
 Rows = List[Tuple[str, Dict[str, Optional[float]]]]
 DIFF_DEPTH = 3
@@ -132,10 +132,6 @@ def _with_share(row: RollupRow) -> RollupRow:
     values["saturation_share"] = (values.get("saturated") or 0.0) / count if count else None
     return dataclasses.replace(row, values=values)
 
-
-FULL_SCOPES: ContextVar[bool] = ContextVar("FULL_SCOPES", default=True)
-"""Whether `attach_scopes` builds the whole scope map (every scope's facts, every node, B aligned):
-the CLI sets it only when --html or --group-by will use it (`commands/_scope_options.py`)."""
 
 
 def attach_scopes(result: Any, graph: ModelGraph, other: Optional[ModelGraph] = None,

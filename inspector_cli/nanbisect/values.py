@@ -7,6 +7,7 @@ test runs only when the sum says there is something to find.
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -34,7 +35,13 @@ def is_bad(array: Any, predicate: Predicate = Predicate.NONFINITE) -> bool:
         return False
     # One pass: the sum is finite iff every value is. +Inf and -Inf together make NaN, which numpy
     # warns about ("invalid value encountered in reduce"): expected here, silenced where it arises.
+    # First in the array's own precision (float32 sums run ~3x faster than float64-accumulated ones:
+    # a bad sample's replay checks every tensor of its span, issue 16): a finite sum proves every
+    # value finite; an overflowing one is settled by the float64 sum, as before.
     with np.errstate(invalid="ignore", over="ignore"):
+        quick = array.sum(dtype=np.float32 if array.dtype == np.float16 else None)
+        if math.isfinite(quick):
+            return False
         total = np.sum(array, dtype=np.float64)
     if np.isfinite(total):
         return False

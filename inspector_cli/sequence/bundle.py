@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import shlex
+from operator import attrgetter
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
 from ..core.types import TensorMap
 from .wiring import StateWiring
+
+_SHAPE = attrgetter("shape")
 
 
 def nonfinite_names(values: TensorMap, names: "List[str] | None" = None) -> List[str]:
@@ -25,6 +28,22 @@ def nonfinite_names(values: TensorMap, names: "List[str] | None" = None) -> List
         if value.dtype.kind == "f" and value.size and not np.isfinite(value).all():
             bad.append(name)
     return bad
+
+
+def nonfinite_free(steps: Sequence[Sequence[Any]]) -> bool:
+    """True when no float array of any step's outputs holds NaN or Inf (`steps[k][j]`: output j of
+    step k). One check per output over all steps when its shape does not change."""
+    for j in range(len(steps[0])):
+        values = [step[j] for step in steps]
+        first = values[0]
+        if not isinstance(first, np.ndarray) or first.dtype.kind != "f" or not first.size:
+            continue
+        if first.ndim and list(map(_SHAPE, values)).count(first.shape) == len(values):
+            if not np.isfinite(np.concatenate(values)).all():
+                return False
+        elif any(not np.isfinite(v).all() for v in values):
+            return False
+    return True
 
 
 def write_step_bundle(folder: Path, model_path: str, role: str, step: int, feeds: TensorMap,

@@ -9,6 +9,16 @@ from ..core.runner import RuntimeConfig
 from ..diff.gates import Gate
 
 
+BLOCK_BYTES = 4 << 20
+"""Outputs of both models held for a block's reduction, at most (a block of a small model's steps
+costs less per step the longer it is; a large model's outputs must not pile up, and the fused
+reduction's float64 work arrays are about 8x the float32 outputs it reduces: 32 MiB at most)."""
+
+JOURNAL_BLOCK = 64
+"""With a journal, its lines are written at least every this many steps (`tail -f` follows the run;
+an interrupted run loses little; checkpoints are taken at the end of the block they fall in)."""
+
+
 @dataclass(frozen=True)
 class SequenceConfig:
     """How to step the models. Every field has a CLI flag in phase 2 (`--state`, `--init-state`, ...)."""
@@ -30,8 +40,9 @@ class SequenceConfig:
     attribute: bool = True
     runtime: RuntimeConfig = RuntimeConfig()
     timeline_points: int = 512
-    block: int = 64
-    """Steps reduced together (never more than `checkpoint_every`, so checkpoints fall on block ends)."""
+    block: int = 256
+    """Steps reduced together: at most this many, at most BLOCK_BYTES of both models' outputs held, and
+    with a journal at most JOURNAL_BLOCK and `checkpoint_every`."""
 
     def to_dict(self) -> Dict[str, Any]:
         return {"state": [f"{a}={b}" for a, b in self.state], "init_state": str(self.init_state) if self.init_state else None,

@@ -10,15 +10,17 @@ journal.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
+from ..core.types import TensorMap
 from ..results.base import ModelRef
 from ..results.sequence import Divergence, SequenceResult
-from .config import SequenceConfig
+from .config import BLOCK_BYTES, JOURNAL_BLOCK, SequenceConfig
 from .journal import StepJournal
 from .metrics import KEEP, step_metrics  # noqa: F401  (re-exported for decode and callers)
 from .model import SteppedModel, open_stepped
-from .run import Pending, RunState
+from .run import Block, RunState
+from .bundle import nonfinite_free
 from .source import StepSource, open_steps
 from .wiring import check_same_wiring, initial_state
 
@@ -53,49 +55,157 @@ def run_sequence(model_a: Any, model_b: Any, sequence: "str | Path | StepSource"
         journal.start(fresh=start == 0)
     init_notes: List[str] = []
     last = start - 1
-    size = max(1, min(config.block, config.checkpoint_every))
-    block: List[Pending] = []
-    if b is not None:
-        # A block holds `size` steps' outputs (and the state each step was fed) by reference until it
-        # is reduced: fresh output arrays per run. Bound arrays rotating over size + 2 sets were
-        # slower (+12 us per step on the benchmark's model, against +6 for fresh arrays).
-        a.hold(0)
-        b.hold(0)
+    size = max(1, min(config.block, JOURNAL_BLOCK, config.checkpoint_every) if journal is not None else config.block)
     try:
-        for step, feeds in source.steps(start, config.steps):
-            if state_a is None:
-                state_a, init_notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
-                state_b = b.cast(state_a) if b is not None else {}
-            out_a = a.run(feeds, state_a, step)
-            if progress:
-                progress(step, source.length)
-            if b is None:
-                last = step
-                if run.check_nonfinite(step, a, feeds, state_a, out_a) and config.stop_on_nonfinite:
-                    break
-                state_a = a.wiring.feed_back(out_a)
-                continue
-            feeds_b = b.cast(feeds)
-            out_b = b.run(feeds_b, state_b, step)
-            block.append(Pending(step, feeds, feeds_b, state_a, state_b, out_a, out_b))
-            state_a, state_b = a.wiring.feed_back(out_a), b.wiring.feed_back(out_b)
-            if len(block) == size:
-                kept = run.flush(block, journal)
-                last = block[kept - 1].step
-                stopped = kept < len(block) or (run.nonfinite is not None and config.stop_on_nonfinite)
-                block = []
-                if stopped:
-                    break
-        if block:
-            kept = run.flush(block, journal)
-            last = block[kept - 1].step
+        if b is None:
+            last, init_notes = _scan(run, a, source, start, state_a, progress)
+        else:
+            last, init_notes = _compare(run, a, b, source, start, state_a, state_b, size, journal, progress, last)
     finally:
         if journal is not None:
             journal.close()
-        a.hold(2)
-        if b is not None:
-            b.hold(2)
     return _result(run, a, b, source, config, last + 1, resumed, init_notes)
+
+
+def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource, start: int,
+             state_a: Optional[TensorMap], state_b: Optional[TensorMap], size: int, journal: Optional[StepJournal],
+             progress: Optional[Progress], last: int) -> Tuple[int, List[str]]:
+    """Step A and B, reducing every `size` steps; returns (the last step that counts, initial-state notes).
+
+    The hot loop: per step one dict of feeds per model, the two runs (the output lists onnxruntime
+    returns, kept by reference until the block is reduced: no copies) and the state dicts for the
+    next step. Everything else happens once per block (run.RunState.flush)."""
+    config = run.config
+    notes: List[str] = []
+    back_a, back_b = run.back_a, run.back_b
+    names_a, names_b = a.output_names, b.output_names
+    run_a, run_b = a.session.ort_session.run, b.session.ort_session.run  # onnxruntime's public run
+    # Feeds that A accepted have A's dtypes: B needs them cast only when its dtypes differ (fp16 I/O).
+    cast = b.cast if any(a.dtypes.get(n) != b.dtypes.get(n) for n in a.wiring.step_inputs) else None
+    single = (*back_a[0], *back_b[0]) if len(back_a) == len(back_b) == 1 else None
+    rows: List[Tuple[int, TensorMap, TensorMap, List[Any], List[Any]]] = []
+    carry: Tuple[TensorMap, TensorMap] = ({}, {})
+    for step, feeds in source.steps(start, config.steps):
+        if state_a is None or state_b is None:
+            state_a, notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+            state_b = b.cast(state_a)
+        if not rows:
+            carry = (state_a, state_b)
+        try:
+            out_a = run_a(names_a, {**feeds, **state_a})
+        except Exception as exc:
+            found = _pending_nonfinite(run, carry, rows, journal)
+            if found is not None:  # a step already run went non-finite: that is the finding
+                return found, notes
+            raise a.failure(step, exc) from exc
+        if progress:
+            progress(step, source.length)
+        feeds_b = cast(feeds) if cast else feeds
+        try:
+            out_b = run_b(names_b, {**feeds_b, **state_b})
+        except Exception as exc:
+            found = _pending_nonfinite(run, carry, rows, journal)
+            if found is not None:
+                return found, notes
+            raise b.failure(step, exc) from exc
+        rows.append((step, feeds, feeds_b, out_a, out_b))
+        if single:  # one state tensor (most streaming models): dict displays, no comprehension frames
+            state_a, state_b = {single[0]: out_a[single[1]]}, {single[2]: out_b[single[3]]}
+        else:
+            state_a = {name: out_a[j] for name, j in back_a}
+            state_b = {name: out_b[j] for name, j in back_b}
+        if len(rows) == 1 and step == start:  # the first step tells how much a step's outputs hold
+            size = _block_size(size, out_a, out_b)
+        if len(rows) == size:
+            block = Block(*carry, *map(list, zip(*rows)))
+            rows = []
+            kept = run.flush(block, journal)
+            last = block.steps[kept - 1]
+            if kept < size or (run.nonfinite is not None and config.stop_on_nonfinite):
+                return last, notes
+    if rows:
+        block = Block(*carry, *map(list, zip(*rows)))
+        kept = run.flush(block, journal)
+        last = block.steps[kept - 1]
+    return last, notes
+
+
+def _pending_nonfinite(run: RunState, carry: Tuple[TensorMap, TensorMap], rows: List[Any],
+                       journal: Optional[StepJournal]) -> Optional[int]:
+    """When a run fails: reduce the steps already run; the last step that counts if one of them
+    turned non-finite (the run stops there, as it would have at the block's end), else None."""
+    if not rows:
+        return None
+    block = Block(*carry, *map(list, zip(*rows)))
+    kept = run.flush(block, journal)
+    return block.steps[kept - 1] if run.nonfinite is not None and run.config.stop_on_nonfinite else None
+
+
+def _block_size(size: int, out_a: List[Any], out_b: List[Any]) -> int:
+    """`size` steps, or fewer when that many steps' outputs of both models would pass BLOCK_BYTES."""
+    held = sum(int(getattr(v, "nbytes", 0)) for v in list(out_a) + list(out_b))
+    return max(1, min(size, BLOCK_BYTES // max(1, held)))
+
+
+def _scan(run: RunState, a: SteppedModel, source: StepSource, start: int, state: Optional[TensorMap],
+          progress: Optional[Progress]) -> Tuple[int, List[str]]:
+    """One model alone until its first non-finite step (nan-bisect --sequence); returns (the last
+    step that counts, initial-state notes).
+
+    Steps run in blocks (their outputs held by reference) and a block's outputs are checked for
+    NaN/Inf at once; only a block holding some is walked step by step (RunState.check_nonfinite, in
+    step order, as one step at a time would). The steps run after the first non-finite one inside
+    its block change nothing in the result; a run that fails after it reports the NaN/Inf."""
+    config = run.config
+    notes: List[str] = []
+    names, back = a.output_names, run.back_a
+    infer = a.session.ort_session.run
+    single = back[0] if len(back) == 1 else None  # one state tensor: a dict display per step
+    size = config.block
+    rows: List[Tuple[int, TensorMap, TensorMap, List[Any]]] = []
+    last = start - 1
+    for step, feeds in source.steps(start, config.steps):
+        if state is None:
+            state, notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+        try:
+            out = infer(names, {**feeds, **state})
+        except Exception as exc:
+            found = _scan_block(run, a, rows)
+            if found is not None and config.stop_on_nonfinite:
+                return found, notes
+            raise a.failure(step, exc) from exc
+        if progress:
+            progress(step, source.length)
+        rows.append((step, feeds, state, out))
+        state = {single[0]: out[single[1]]} if single else {name: out[j] for name, j in back}
+        if len(rows) == 1 and step == start:
+            size = _block_size(size, out, [])
+        if len(rows) == size:
+            found = _scan_block(run, a, rows)
+            last = rows[-1][0]
+            rows = []
+            if found is not None and config.stop_on_nonfinite:
+                return found, notes
+    if rows:
+        found = _scan_block(run, a, rows)
+        last = rows[-1][0]
+        if found is not None and config.stop_on_nonfinite:
+            return found, notes
+    return last, notes
+
+
+def _scan_block(run: RunState, a: SteppedModel, rows: List[Tuple[int, TensorMap, TensorMap, List[Any]]]) -> Optional[int]:
+    """The first step of `rows` with non-finite outputs (recorded by run.check_nonfinite), else None.
+    Without stop_on_nonfinite every such step is recorded in turn, as one step at a time did."""
+    if not rows or nonfinite_free([row[3] for row in rows]):
+        return None
+    first = None
+    for step, feeds, state, out in rows:
+        if run.check_nonfinite(step, a, feeds, state, dict(zip(a.output_names, out))):
+            if run.config.stop_on_nonfinite:
+                return step
+            first = step if first is None else first
+    return first
 
 
 def _result(run: RunState, a: SteppedModel, b: Optional[SteppedModel], source: StepSource, config: SequenceConfig,

@@ -42,7 +42,8 @@ def _finite_element_stats(a: np.ndarray, b: np.ndarray) -> Optional[PairStats]:
     if a.dtype.kind != "f" or b.dtype.kind != "f":
         return None
     stats = PairStats(samples=1)
-    _accumulate_elements(stats, a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1))
+    with np.errstate(invalid="ignore", over="ignore"):  # Inf - Inf: the exact path below counts it
+        _accumulate_elements(stats, a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1))
     if not (math.isfinite(stats.sum_sq_err) and math.isfinite(stats.sum_a2) and math.isfinite(stats.sum_b2)
             and math.isfinite(stats.sum_rel)):
         return None

@@ -8,8 +8,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..core.graph import ModelGraph, load_model
-from ..core.runner import RuntimeConfig, Session, open_session
+from ..core.runner import RuntimeConfig, Session, _first_line, open_session
 from ..core.types import TensorInfo, TensorMap
+from ..errors import InferenceError
 from .wiring import StateWiring, detect_wiring
 
 
@@ -30,9 +31,10 @@ class SteppedModel:
 
         Outputs are written into arrays bound once (core/binding, onnxruntime IO binding) and reused
         in turn by `runs` sets: with 2, the state a step returns is read by the next step while that
-        step writes into the other set. The A/B loop holds a block of steps' outputs until it reduces
-        them and a growing KV cache changes the shapes every step (binding anew each time would cost
-        more than it saves): both ask for 0."""
+        step writes into the other set (re-stepping A to a diverging step for --layers). A
+        growing KV cache changes the shapes every step (binding anew each time would cost more than
+        it saves): decode asks for 0. The A/B loop and the nan-bisect scan hold a block of steps'
+        outputs and call onnxruntime's run for fresh arrays themselves (`output_names`, `failure`)."""
         from ..core.binding import BoundRunner
 
         self.runner = BoundRunner(self.session, self.session.output_names, reuse=runs > 0, sets=max(1, runs))
@@ -72,16 +74,14 @@ class SteppedModel:
         """Every output of one step (InferenceError naming the model and the step on failure)."""
         return self.runner.run({**feeds, **state}, sample=f"step {step}")
 
+    @property
+    def output_names(self) -> List[str]:
+        """Every output, in the order of the lists onnxruntime's run returns (the A/B loop's call)."""
+        return self.session.output_names
 
-def quiet_threads(runtime: RuntimeConfig) -> RuntimeConfig:
-    """No spinning of onnxruntime's idle worker threads between runs (unless the user set it).
-
-    A step is short and the Python work between two runs (metrics, state hand-over) needs a core:
-    threads spin-waiting for the next run took it, and made the loop 4x slower than bare inference
-    on two cores (scripts/bench_sequence.py)."""
-    keys = {k for k, _ in runtime.session_config}
-    extra = tuple((k, "0") for k in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning") if k not in keys)
-    return runtime.replace(session_config=tuple(runtime.session_config) + extra)
+    def failure(self, step: int, exc: Exception) -> InferenceError:
+        """The error for a failed run of `step` (as core/runner words it for a sample)."""
+        return InferenceError(f"{self.session.label}: inference failed on sample step {step}: {_first_line(exc)}")
 
 
 def open_stepped(path: "str | Path | ModelGraph", explicit: Sequence[Tuple[str, str]] = (),
@@ -89,5 +89,9 @@ def open_stepped(path: "str | Path | ModelGraph", explicit: Sequence[Tuple[str, 
     """Load a model, wire its state (explicit pairs first, then by names) and open its session."""
     graph = path if isinstance(path, ModelGraph) else load_model(path)
     wiring = detect_wiring(graph.inputs, graph.outputs, explicit, model=f"model {role} ({graph.display_name})")
-    session = open_session(graph, quiet_threads(runtime), label=f"model {role} ({graph.display_name})")
+    # Idle worker threads sleep between runs: the Python work between two steps needs a core, and
+    # spinning threads took it (the loop was 4x slower than bare inference on two cores,
+    # scripts/bench_sequence.py). The inter-op pool only exists in parallel execution mode, which
+    # mi never sets, so the intra-op switch is the whole of it.
+    session = open_session(graph, runtime.without_spinning(), label=f"model {role} ({graph.display_name})")
     return SteppedModel(graph, session, wiring, role)

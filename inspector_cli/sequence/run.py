@@ -6,7 +6,7 @@ otherwise B's own step computation produces it ("born in the step").
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
@@ -18,6 +18,7 @@ from ..errors import UsageError
 from ..results.sequence import Divergence, NonFiniteStep
 from .batch import BlockColumns, batch_decisions, block_columns, columns_from_rows
 from .bundle import nonfinite_names, write_step_bundle
+from .fused import FusedBlock, fuse
 from .journal import StepJournal
 from .metrics import DISTRIBUTION, KEEP, decision_of, step_metrics
 from .model import SteppedModel
@@ -28,16 +29,18 @@ if TYPE_CHECKING:
 
 
 @dataclass(slots=True)
-class Pending:
-    """One step run but not yet reduced: references to its feeds, the states fed in and the outputs."""
+class Block:
+    """Steps run but not yet reduced: each step's inputs and outputs by reference (the output lists
+    onnxruntime returned, in each model's `output_names` order), plus the state carried into the
+    block's first step; the state fed into a later step is its predecessor's state outputs."""
 
-    step: int
-    feeds_a: TensorMap
-    feeds_b: TensorMap
-    state_a: TensorMap
-    state_b: TensorMap
-    out_a: TensorMap
-    out_b: TensorMap
+    carry_a: TensorMap
+    carry_b: TensorMap
+    steps: List[int] = field(default_factory=list)
+    feeds_a: List[TensorMap] = field(default_factory=list)
+    feeds_b: List[TensorMap] = field(default_factory=list)
+    outs_a: List[List[Any]] = field(default_factory=list)
+    outs_b: List[List[Any]] = field(default_factory=list)
 
 
 class RunState:
@@ -56,6 +59,16 @@ class RunState:
         self.divergence: Optional[Divergence] = None
         self.nonfinite: Optional[NonFiniteStep] = None
         self.notes: List[str] = []
+        # Where each compared tensor (step outputs, then state outputs) sits in each model's output list,
+        # and which output list entry feeds which state input.
+        self.compared = outputs + states
+        self.index_a = {name: i for i, name in enumerate(a.output_names)}
+        self.back_a = [(p.input, self.index_a[p.output]) for p in a.wiring.pairs]
+        self.index_b: Dict[str, int] = {}
+        self.back_b: List[Tuple[str, int]] = []
+        if b is not None:
+            self.index_b = {name: i for i, name in enumerate(b.output_names)}
+            self.back_b = [(p.input, self.index_b[p.output]) for p in b.wiring.pairs]
 
     def _decision_output(self, outputs: List[str]) -> Optional[str]:
         if self.b is None:
@@ -68,60 +81,108 @@ class RunState:
         floats = {t.name for t in self.a.graph.outputs if t.numpy_dtype is not None and t.numpy_dtype.kind == "f"}
         return next((o for o in outputs if o in floats), None)
 
-    def columns(self, block: Sequence["Pending"]) -> Tuple[Dict[str, BlockColumns], Dict[str, BlockColumns]]:
+    # ---- a block's steps, as the per-step code needs them ------------------------------------------
+    def state_in(self, block: Block, i: int, role: str) -> TensorMap:
+        """The state fed into the block's step `i` of model `role` ('A' or 'B')."""
+        if i == 0:
+            return block.carry_a if role == "A" else block.carry_b
+        outs, back = (block.outs_a, self.back_a) if role == "A" else (block.outs_b, self.back_b)
+        return {name: outs[i - 1][j] for name, j in back}
+
+    def outputs_of(self, block: Block, i: int, role: str) -> TensorMap:
+        """Every output of the block's step `i` of model `role`, by name."""
+        model, outs = (self.a, block.outs_a) if role == "A" else (self.b, block.outs_b)
+        assert model is not None
+        return dict(zip(model.output_names, outs[i]))
+
+    def columns(self, block: Block) -> Tuple[Dict[str, BlockColumns], Dict[str, BlockColumns]]:
         """Each step output's and each state's metrics over the block, one column per metric."""
         one = partial(step_metrics, distribution=self.distribution)
-        outputs = {}
-        for name in self.a.wiring.step_outputs:
-            pairs = [(p.out_a[name], p.out_b[name]) for p in block]
-            outputs[name] = columns_from_rows([one(a, b) for a, b in pairs]) if self.distribution \
-                else block_columns(pairs, one)
-        states = {pair.output: block_columns([(p.out_a[pair.output], p.out_b[pair.output]) for p in block], step_metrics)
-                  for pair in self.a.wiring.pairs}
+        outputs, states = {}, {}
+        for name in self.compared:
+            ja, jb = self.index_a[name], self.index_b[name]
+            pairs = [(x[ja], y[jb]) for x, y in zip(block.outs_a, block.outs_b)]
+            if name in self.stats.outputs:
+                outputs[name] = columns_from_rows([one(a, b) for a, b in pairs]) if self.distribution \
+                    else block_columns(pairs, one)
+            else:
+                states[name] = block_columns(pairs, step_metrics)
         return outputs, states
 
-    def flush(self, block: Sequence["Pending"], journal: Optional[StepJournal]) -> int:
+    def flush(self, block: Block, journal: Optional[StepJournal]) -> int:
         """Reduce, fold and journal a block; returns how many of its steps count (fewer when a step
         turned non-finite and the run stops there)."""
         assert self.b is not None
-        outputs, states = self.columns(block)
-        decisions: List[Optional[List[List[int]]]] = [None] * len(block)
-        if self.decision is not None:
-            chosen_a = batch_decisions([p.out_a[self.decision] for p in block])
-            chosen_b = batch_decisions([p.out_b[self.decision] for p in block])
-            decisions = [[x, y] for x, y in zip(chosen_a, chosen_b)]
-        keep = self._check_block(block, list(outputs.values()) + list(states.values()))
-        if keep < len(block):
-            outputs = {k: v.head(keep) for k, v in outputs.items()}
-            states = {k: v.head(keep) for k, v in states.items()}
-        steps = [p.step for p in block[:keep]]
-        events = self.stats.fold_columns(steps, outputs, states, decisions[:keep])
+        fused = None if self.distribution else fuse(
+            block.outs_a, block.outs_b, self.compared, [self.index_a[n] for n in self.compared],
+            [self.index_b[n] for n in self.compared], self.decision)
+        if fused is not None:  # the common case: every value finite, one vectorised pass (fused.py)
+            keep = len(block.steps)
+            events = self.stats.fold_fused(block.steps, fused)
+        else:
+            keep, events, records = self._fold_columns(block, journal is not None)
         if self.divergence is None:
-            for (failed, differs), p in zip(events, block):
+            for i, (failed, differs) in enumerate(events):
                 # The gates define divergence when there are any; without gates, the decision does.
                 if failed if self.config.gates else differs:
-                    self.attribute(p.step, p.feeds_b, p.state_a, p.state_b, p.out_a, failed, differs)
+                    self.attribute(block.steps[i], block.feeds_b[i], self.state_in(block, i, "A"),
+                                   self.state_in(block, i, "B"), self.outputs_of(block, i, "A"), failed, differs)
                     break
         if journal is not None:
-            journal.append_many(self._records(steps, outputs, states, decisions))
-            if any(journal.due(step) for step in steps):
-                last = block[keep - 1]
+            journal.append_many(self._fused_records(block.steps, fused) if fused is not None else records)
+            if any(journal.due(step) for step in block.steps[:keep]):
                 extra = {"divergence": self.divergence.__dict__} if self.divergence else {}
-                journal.checkpoint(last.step, self.a.wiring.feed_back(last.out_a), self.b.wiring.feed_back(last.out_b), extra)
+                journal.checkpoint(block.steps[keep - 1], self.state_in(block, keep, "A"),
+                                   self.state_in(block, keep, "B"), extra)
         return keep
 
-    def _check_block(self, block: Sequence["Pending"], columns: List[BlockColumns]) -> int:
+    def _fold_columns(self, block: Block, records: bool) -> Tuple[int, List[Tuple[List[str], bool]], List[Dict[str, Any]]]:
+        """The per-tensor path (batch.py): NaN/Inf, shapes that change, non-float outputs, KL/top-k gates."""
+        assert self.b is not None
+        outputs, states = self.columns(block)
+        decisions: List[Optional[List[List[int]]]] = [None] * len(block.steps)
+        if self.decision is not None:
+            ja, jb = self.index_a[self.decision], self.index_b[self.decision]
+            chosen_a = batch_decisions([x[ja] for x in block.outs_a])
+            chosen_b = batch_decisions([y[jb] for y in block.outs_b])
+            decisions = [[x, y] for x, y in zip(chosen_a, chosen_b)]
+        keep = self._check_block(block, list(outputs.values()) + list(states.values()))
+        if keep < len(block.steps):
+            outputs = {k: v.head(keep) for k, v in outputs.items()}
+            states = {k: v.head(keep) for k, v in states.items()}
+        steps = block.steps[:keep]
+        events = self.stats.fold_columns(steps, outputs, states, decisions[:keep])
+        return keep, events, self._records(steps, outputs, states, decisions) if records else []
+
+    def _check_block(self, block: Block, columns: List[BlockColumns]) -> int:
         """Look closer at the steps whose metrics counted NaN/Inf; how many steps of the block count."""
         assert self.b is not None
         if self.nonfinite is not None or not any(c.counts for c in columns):
-            return len(block)
+            return len(block.steps)
         flagged_a = [any(f) for f in zip(*(c.flagged("nonfinite_a") for c in columns))]
         flagged_b = [any(f) for f in zip(*(c.flagged("nonfinite_b") for c in columns))]
-        for i, p in enumerate(block):
-            if (flagged_a[i] and self.check_nonfinite(p.step, self.a, p.feeds_a, p.state_a, p.out_a)) \
-                    or (flagged_b[i] and self.check_nonfinite(p.step, self.b, p.feeds_b, p.state_b, p.out_b)):
-                return i + 1 if self.config.stop_on_nonfinite else len(block)
-        return len(block)
+        for i, step in enumerate(block.steps):
+            if (flagged_a[i] and self.check_nonfinite(step, self.a, block.feeds_a[i], self.state_in(block, i, "A"),
+                                                      self.outputs_of(block, i, "A"))) \
+                    or (flagged_b[i] and self.check_nonfinite(step, self.b, block.feeds_b[i], self.state_in(block, i, "B"),
+                                                              self.outputs_of(block, i, "B"))):
+                return i + 1 if self.config.stop_on_nonfinite else len(block.steps)
+        return len(block.steps)
+
+    def _fused_records(self, steps: Sequence[int], fused: FusedBlock) -> List[Dict[str, Any]]:
+        """The JSONL records of a fused block (the same lines as `_records` gives for its columns)."""
+        rows, decisions = fused.rows(), fused.decisions()
+        count = len(self.stats.outputs)
+        outputs, states = self.compared[:count], self.compared[count:]
+        records = []
+        for i, step in enumerate(steps):
+            cells = rows[i]
+            record: Dict[str, Any] = {"step": step, "outputs": dict(zip(outputs, cells[:count])),
+                                      "states": dict(zip(states, cells[count:]))}
+            if self.decision is not None:
+                record["decision"] = decisions[i]
+            records.append(record)
+        return records
 
     def _records(self, steps: Sequence[int], outputs: Dict[str, BlockColumns], states: Dict[str, BlockColumns],
                  decisions: Sequence[Any]) -> List[Dict[str, Any]]:

@@ -3,13 +3,15 @@
 Three layouts:
 - a folder of per-step samples in natural order (`step_0000.npz`, `step_0001.npz`, ... or one
   folder per step), read through core/inputs like any data set;
-- one `.npz` whose arrays carry a leading time axis: each member is streamed from the archive
-  step by step (works for stored and compressed archives alike, nothing is loaded whole);
+- one `.npz` whose arrays carry a leading time axis: each member is read a run of steps at a
+  time (stored members at their offset in the file, compressed ones streamed; nothing is loaded whole);
 - one array (`.npy`, memory-mapped) or audio file (`.wav`, PCM read frame by frame) cut into
   chunks of `chunk` values along its first axis, each reshaped to the model input.
 """
 from __future__ import annotations
 
+import os
+import struct
 import wave
 import zipfile
 from dataclasses import dataclass, field
@@ -37,8 +39,13 @@ class StepSource:
     notes: List[str] = field(default_factory=list)
 
     def steps(self, start: int = 0, limit: Optional[int] = None) -> Iterator[Tuple[int, TensorMap]]:
-        """Yield (step index, feeds) for steps start, start+1, ... (at most `limit` steps in all)."""
-        reader = {"folder": self._folder, "npz-time": self._npz, "chunks": self._chunks}[self.layout]
+        """(step index, feeds) for steps start, start+1, ... (at most `limit` steps in all)."""
+        if self.layout == "npz-time":
+            return self._npz(start, limit)  # stops at `limit` itself: no generator around it
+        return self._limited(start, limit)
+
+    def _limited(self, start: int, limit: Optional[int]) -> Iterator[Tuple[int, TensorMap]]:
+        reader = {"folder": self._folder, "chunks": self._chunks}[self.layout]
         for index, feeds in reader(start):
             if limit is not None and index >= limit:
                 return
@@ -55,23 +62,38 @@ class StepSource:
             if index >= start:
                 yield index, samples.load(ref)
 
-    def _npz(self, start: int) -> Iterator[Tuple[int, TensorMap]]:
-        with zipfile.ZipFile(self.path) as archive:
-            streams = {name[:-4]: _MemberStream(archive, name, self.path) for name in _npz_members(archive)}
+    def _npz(self, start: int, limit: Optional[int]) -> Iterator[Tuple[int, TensorMap]]:
+        with zipfile.ZipFile(self.path) as archive, open(self.path, "rb") as raw:
+            streams = {name[:-4]: _MemberStream(archive, name, self.path, raw.fileno()) for name in _npz_members(archive)}
             names = _names_for(list(streams), self.specs, self.path)
             length = min(s.steps for s in streams.values())
+            if limit is not None:
+                length = min(length, limit)
             # (input name, stream, whether the step array needs a leading batch axis), decided once
             ranks = {s.name: len(s.shape) for s in self.specs if s.shape is not None}
             plan = [(names[key], stream, ranks.get(names[key]) == len(stream.step_shape) + 1)
                     for key, stream in streams.items()]
+            ahead = min(stream.ahead for stream in streams.values())
+            index = 0
             checked = False
-            for index in range(length):
-                feeds = {name: (stream.read_step()[None] if batch else stream.read_step()) for name, stream, batch in plan}
-                if index >= start:
+            while index < length:
+                count = min(ahead, length - index)
+                if index + count <= start:  # before the first step asked for: skipped, not read when stored
+                    for _, stream, _ in plan:
+                        stream.skip(count)
+                    index += count
+                    continue
+                # each member's `count` steps in one read, then per step a view of each (no copies)
+                arrays = [(name, stream.read(count, batch)) for name, stream, batch in plan]
+                only, array = arrays[0] if len(arrays) == 1 else (None, None)
+                for i in range(max(0, start - index), count):
+                    # one step input (the usual streaming model): a dict display, no comprehension frame
+                    feeds = {only: array[i]} if only is not None else {name: values[i] for name, values in arrays}
                     if not checked:  # every step of a time-axis array has the same dtype and shape
-                        check_feeds(feeds, self.specs, f"step {index}")
+                        check_feeds(feeds, self.specs, f"step {index + i}")
                         checked = True
-                    yield index, feeds
+                    yield index + i, feeds
+                index += count
 
     def _chunks(self, start: int) -> Iterator[Tuple[int, TensorMap]]:
         assert self.chunk
@@ -107,7 +129,7 @@ def open_steps(path: "str | Path", specs: Sequence[TensorInfo], chunk: Optional[
                           notes=[f"{total % chunk} trailing value(s) dropped"] if total % chunk else [])
     if suffix == ".npz":
         with zipfile.ZipFile(path) as archive:
-            steps = [_MemberStream(archive, m, path).steps for m in _npz_members(archive)]
+            steps = [_MemberStream(archive, m, path, -1).steps for m in _npz_members(archive)]
         return StepSource(path, specs, "npz-time", length=min(steps) if steps else 0)
     raise UsageError(f"{path}: a sequence is a folder of step samples, an .npz with a leading time axis, "
                      f"or an .npy/.wav file with --chunk N")
@@ -119,9 +141,15 @@ def _npz_members(archive: zipfile.ZipFile) -> List[str]:
 
 
 class _MemberStream:
-    """One array of an .npz read step by step along its first axis."""
+    """One array of an .npz read in runs of steps along its first axis.
 
-    def __init__(self, archive: zipfile.ZipFile, member: str, path: Path) -> None:
+    A stored (uncompressed) member, what np.savez writes, is read with os.pread at its offset in the
+    file: no zip stream, no CRC pass over the data, and steps before a resumed run's first step are
+    skipped without reading them. Not a memory map: the pages of a map that the run has passed
+    would count in the process's resident memory, which must stay flat in the number of steps.
+    A compressed member is streamed through zipfile."""
+
+    def __init__(self, archive: zipfile.ZipFile, member: str, path: Path, fd: int) -> None:
         self.key = member[:-4]
         self._handle = archive.open(member)
         try:
@@ -139,24 +167,42 @@ class _MemberStream:
         self.step_shape = tuple(shape[1:])
         self.steps = int(shape[0])
         self._bytes = int(np.prod(self.step_shape, dtype=np.int64)) * dtype.itemsize
-        # Read up to 64 steps (at most 4 MiB) per call: one zip read per step cost as much as the
-        # whole metric work of a small model. Memory stays bounded by this read-ahead.
-        self._ahead = max(1, min(64, (4 << 20) // max(1, self._bytes)))
-        self._buffer: Optional[np.ndarray] = None
-        self._next = 0
-        self._left = self.steps
+        # Up to 64 steps (at most 1 MiB) per read: one read per step cost as much as the whole
+        # metric work of a small model. Memory stays bounded by this read-ahead.
+        self.ahead = max(1, min(64, (1 << 20) // max(1, self._bytes)))
+        self._fd = fd
+        self._offset: Optional[int] = _stored_offset(archive, member, self._handle.tell())
 
-    def read_step(self) -> np.ndarray:
-        if self._buffer is None or self._next == len(self._buffer):
-            count = min(self._ahead, self._left)
-            data = self._handle.read(self._bytes * count)
-            if len(data) < self._bytes * count:
-                raise InputDataError(f"member '{self.key}' ends early (truncated archive?)")
-            self._buffer = np.frombuffer(data, dtype=self.dtype).reshape((count,) + self.step_shape)
-            self._next, self._left = 0, self._left - count
-        value = self._buffer[self._next]
-        self._next += 1
-        return value
+    def read(self, count: int, batch: bool) -> np.ndarray:
+        """The next `count` steps as one array [count, (1,) *step_shape] (read-only)."""
+        size = self._bytes * count
+        if self._offset is not None:
+            data = os.pread(self._fd, size, self._offset)
+            self._offset += size
+        else:
+            data = self._handle.read(size)
+        if len(data) < size:
+            raise InputDataError(f"member '{self.key}' ends early (truncated archive?)")
+        return np.frombuffer(data, dtype=self.dtype).reshape((count,) + ((1,) if batch else ()) + self.step_shape)
+
+    def skip(self, count: int) -> None:
+        if self._offset is not None:
+            self._offset += self._bytes * count
+        else:
+            self.read(count, False)
+
+
+def _stored_offset(archive: zipfile.ZipFile, member: str, header: int) -> Optional[int]:
+    """Where the array data of a stored, unencrypted member starts in the file (None otherwise)."""
+    info = archive.getinfo(member)
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1 or archive.fp is None:
+        return None
+    archive.fp.seek(info.header_offset)
+    local = archive.fp.read(30)  # the local file header: its name and extra field lengths end it
+    if len(local) < 30 or local[:4] != b"PK\x03\x04":
+        return None
+    name_length, extra_length = struct.unpack("<HH", local[26:30])
+    return info.header_offset + 30 + name_length + extra_length + header
 
 
 def _names_for(keys: List[str], specs: Sequence[TensorInfo], path: Path) -> Dict[str, str]:

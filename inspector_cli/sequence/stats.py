@@ -17,21 +17,10 @@ from ..diff.metrics import METRICS
 from ..results.base import GateOutcome
 from ..results.sequence import StepSummary, Timeline
 from .batch import BlockColumns, columns_from_rows
+from .fused import ELEMENT, FusedBlock
+from .timeline import _HIGHER, TimelineBuilder, worse
 
 MAX_EXAMPLES = 5
-
-
-_HIGHER = {name: spec.higher_is_better for name, spec in METRICS.items()}
-
-
-def worse(metric: str, value: float, than: float) -> bool:
-    """True when `value` is worse than `than` for `metric` (NaN is worst)."""
-    # x != x is NaN's test without a call: this runs for every step of the time-line
-    if value != value:
-        return than == than
-    if than != than:
-        return False
-    return value < than if _HIGHER[metric] else value > than
 
 
 @dataclass
@@ -99,6 +88,11 @@ class _TensorRun:
                 self.total[name] = totals[row]
                 self.count[name] = self.count.get(name, 0) + int(counts[row])
 
+    def add_fused(self, steps: Sequence[int], values: np.ndarray) -> None:
+        """Fold a fused block's metrics of this tensor ([len(ELEMENT), steps], all present)."""
+        self.last = dict(zip(ELEMENT, values[:, -1].tolist()))
+        self._add_matrix(steps, list(ELEMENT), values)
+
     def summary(self) -> StepSummary:
         mean = {k: self.total[k] / self.count[k] for k in self.count if self.count[k]}
         return StepSummary(self.tensor, self.role, dict(self.worst), dict(self.worst_step), mean, dict(self.last))
@@ -120,46 +114,6 @@ class _Tally:
                            examples=list(self.examples), applicable=self.evaluated > 0)
 
 
-class TimelineBuilder:
-    """At most `capacity` points: when full, neighbours merge (worst kept) and each point covers twice the steps."""
-
-    def __init__(self, metric: str, tensor: str, capacity: int = 512) -> None:
-        self.metric, self.tensor = metric, tensor
-        self.capacity = max(2, capacity - capacity % 2)
-        self.bucket = 1
-        self.steps: List[int] = []
-        self.values: List[Optional[float]] = []
-        self.drift: List[Optional[float]] = []
-
-    def _pick(self, a: Optional[float], b: Optional[float], metric: str) -> Optional[float]:
-        if a is None:
-            return b
-        if b is None:
-            return a
-        return b if worse(metric, b, a) else a
-
-    def add(self, step: int, value: Optional[float], drift: Optional[float]) -> None:
-        if self.steps and step < self.steps[-1] + self.bucket:
-            self.values[-1] = self._pick(self.values[-1], value, self.metric)
-            self.drift[-1] = self._pick(self.drift[-1], drift, "cosine")
-            return
-        if len(self.steps) == self.capacity:
-            self.bucket *= 2
-            self.steps = self.steps[::2]
-            self.values = [self._pick(a, b, self.metric) for a, b in _pairs(self.values)]
-            self.drift = [self._pick(a, b, "cosine") for a, b in _pairs(self.drift)]
-            if step < self.steps[-1] + self.bucket:
-                self.add(step, value, drift)
-                return
-        self.steps.append(step)
-        self.values.append(value)
-        self.drift.append(drift)
-
-    def result(self, with_drift: bool) -> Timeline:
-        return Timeline(self.metric, self.tensor, self.bucket, list(self.steps), list(self.values),
-                        list(self.drift) if with_drift else [])
-
-
 def _worst_index(metric: str, values: np.ndarray) -> int:
     """Index of the first worst value (the first NaN when there is one)."""
     nan = np.isnan(values)
@@ -171,11 +125,6 @@ def _worst_index(metric: str, values: np.ndarray) -> int:
 def _sequential_sum(start: float, values: np.ndarray) -> float:
     """start + v0 + v1 + ... left to right (np.sum pairs terms up, which would depend on grouping)."""
     return float(np.add.accumulate(np.concatenate(([start], values)))[-1])
-
-
-def _pairs(values: List[Optional[float]]) -> List[Tuple[Optional[float], Optional[float]]]:
-    padded = values + [None] if len(values) % 2 else values
-    return list(zip(padded[::2], padded[1::2]))
 
 
 class SequenceStats:
@@ -263,31 +212,71 @@ class SequenceStats:
         return drift
 
     def _tally(self, tally: _Tally, steps: Sequence[int], columns: BlockColumns, failed: List[List[str]]) -> None:
-        metric = tally.gate.metric
-        column = columns.values.get(metric)
+        column = columns.values.get(tally.gate.metric)
         if column is None:
             return
         index = [i for i, value in enumerate(column) if value is not None]
         if not index:
             return
         values = np.array([float(column[i]) for i in index])
+        mismatch_column = columns.counts.get("nonfinite_mismatch")
+        mismatch = None if mismatch_column is None else np.array([bool(mismatch_column[i]) for i in index])
+        self._tally_values(tally, steps, index, values, mismatch, failed)
+
+    @staticmethod
+    def _tally_values(tally: _Tally, steps: Sequence[int], index: Sequence[int], values: np.ndarray,
+                      mismatch: Optional[np.ndarray], failed: List[List[str]]) -> None:
+        """Count the gate over `values` (the metric at the block's steps `index`)."""
+        metric = tally.gate.metric
         tally.evaluated += len(index)
         j = _worst_index(metric, values)
         if tally.worst is None or worse(metric, float(values[j]), tally.worst):
             tally.worst = float(values[j])
         with np.errstate(invalid="ignore"):  # NaN compares False: a NaN value fails its gate
             ok = values >= tally.gate.threshold if METRICS[metric].higher_is_better else values <= tally.gate.threshold
-        mismatch_column = columns.counts.get("nonfinite_mismatch")
         bad = ~ok
-        if mismatch_column is not None:
-            bad |= np.array([bool(mismatch_column[i]) for i in index])
+        if mismatch is not None:
+            bad |= mismatch
         description = f"{tally.gate.describe()} on {tally.tensor}"
-        for k in np.flatnonzero(bad):
-            i = index[int(k)]
+        for k in np.flatnonzero(bad).tolist():
+            i = index[k]
             tally.failed += 1
             failed[i].append(description)
             if len(tally.examples) < MAX_EXAMPLES:
                 tally.examples.append(f"step {steps[i]}")
+
+    def fold_fused(self, steps: Sequence[int], block: FusedBlock) -> List[Tuple[List[str], bool]]:
+        """`fold_columns` for a block reduced by fused.py (every metric finite-summed, no counts): the
+        same summaries, tallies, decisions and time-line, without leaving numpy per step."""
+        n = block.size
+        self.steps += n
+        position = {name: t for t, name in enumerate(block.names)}
+        for runs in (self.outputs, self.states):
+            for name, run in runs.items():
+                if name in position:
+                    run.add_fused(steps, block.values[:, :, position[name]])
+        failed: List[List[str]] = [[] for _ in range(n)]
+        for tally in self.tallies:
+            if tally.tensor in position and tally.gate.metric in ELEMENT:
+                self._tally_values(tally, steps, range(n),
+                                   block.values[ELEMENT.index(tally.gate.metric), :, position[tally.tensor]], None, failed)
+        if self.first_gate_failure is None:
+            self.first_gate_failure = next((steps[i] for i in range(n) if failed[i]), None)
+        differs = block.differs()
+        if differs is not None:
+            hits = np.flatnonzero(differs).tolist()
+            self.decisions += n
+            self.agreements += n - len(hits)
+            if hits and self.first_decision_difference is None:
+                self.first_decision_difference = steps[hits[0]]
+        if self.timeline is not None:
+            cosine = block.values[0]
+            line = position.get(self.timeline.tensor)
+            held = [position[name] for name in self.states if name in position]
+            self.timeline.add_many(steps, cosine[:, line].tolist() if line is not None else [None] * n,
+                                   cosine[:, held].min(axis=1).tolist() if held else [None] * n,
+                                   clean=line is not None and bool(held))  # fused values are never NaN
+        return list(zip(failed, differs.tolist() if differs is not None else [False] * n))
 
     # ---- read-out --------------------------------------------------------------------------------
     def output_summaries(self) -> List[StepSummary]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
-from ..compare.batch import compare_outputs, early_sessions, lost_finding
+from ..compare.batch import EarlySessions, compare_outputs, early_sessions, lost_finding
 from ..compare.config import CompareConfig
 from ..compare.outputs import build_result
-from ..compare.plan import ComparePlan, ModelArg, plan_comparison
+from ..compare.plan import ComparePlan, ModelArg, plan_comparison, plan_from_files
 from ..diff.engine import TensorTracker
 from ..errors import UsageError
 from ..progress import Progress, no_progress
@@ -51,8 +51,8 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
         from ..compare.golden import compare_golden
 
         return compare_golden(model_a, config, progress=progress)
-    early = early_sessions(model_a, model_b, config)  # outputs only: built while the graphs load
-    plan = plan_comparison(model_a, model_b, config)
+    early = early_sessions(model_a, model_b, config)  # outputs only: sessions built from the files meanwhile
+    plan = _plan(model_a, model_b, config, early)
     if config.layers is not None:
         return _compare_with_layers(plan, config, progress)
     trackers = [TensorTracker(p.a, p.b, gates=list(config.gates), topk=config.topk,
@@ -62,6 +62,17 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
     notes, lost = compare_outputs(plan, config, trackers, progress, early)
     result = build_result(plan, config, trackers, notes)
     return replace(result, findings=[*result.findings, lost_finding(lost)]) if lost else result
+
+
+def _plan(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, early: Optional[EarlySessions]) -> ComparePlan:
+    """The comparison's plan. Outputs only, both models plain files (`early` is being built from them):
+    from the files' headers alone, without onnx or either graph, when both sessions built (issue 16);
+    otherwise (and when a session failed, whose error the usual path then reports) both graphs load."""
+    if early is not None:
+        plan = plan_from_files(model_a, model_b, config)  # planning errors first, as on the usual path
+        if plan is not None and early.result() is not None:
+            return plan
+    return plan_comparison(model_a, model_b, config)
 
 
 def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Progress) -> CompareResult:

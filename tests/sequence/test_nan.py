@@ -9,6 +9,7 @@ import json
 from typing import Tuple
 
 import numpy as np
+import pytest
 
 from inspector_cli.sequence import SequenceConfig, run_sequence
 from tests.fixtures.helpers import invoke
@@ -61,3 +62,35 @@ def test_compare_mode_reports_which_model_turns_non_finite(accumulators):
     # Without stopping, the NaN reaches the step outputs on the next step (Inf - Inf in 'difference').
     more = run_sequence(fp32, fp16, folder / "ones32.npz", SequenceConfig(stop_on_nonfinite=False, steps=70))
     assert more.steps == 70 and more.nonfinite.step == 65
+
+
+def accumulator_that_fails_after_overflow():
+    """The fp16 accumulator plus a lookup indexed by the carried state: fine while the state is
+    finite, an onnxruntime error (index out of bounds) at the step after it turned Inf (step 66)."""
+    from onnx import TensorProto, helper
+
+    from tests.fixtures.helpers import init, make_model, vi
+
+    H = TensorProto.FLOAT16
+    nodes = [helper.make_node("Mul", ["x", "gain"], ["inc"], name="gain"),
+             helper.make_node("Add", ["acc", "inc"], ["acc_out"], name="accumulate"),
+             helper.make_node("Cast", ["acc"], ["index"], name="to_index", to=TensorProto.INT64),
+             helper.make_node("Gather", ["table", "index"], ["looked_up"], name="lookup")]
+    return make_model(nodes, [vi("x", [1, 4], H), vi("acc", [1, 4], H)],
+                      [vi("looked_up", [1, 4], H), vi("acc_out", [1, 4], H)],
+                      [init("gain", np.array(1000.0, np.float16)), init("table", np.zeros(65536, np.float16))])
+
+
+def test_a_run_that_fails_after_a_non_finite_step_reports_the_step(accumulators, tmp_path):
+    """Steps run in blocks: the failure at step 66 comes before the block's NaN check, which must
+    still name step 65 (scan and A/B alike) instead of the inference error."""
+    from tests.fixtures.helpers import save
+
+    _, _, folder = accumulators
+    model = save(accumulator_that_fails_after_overflow(), tmp_path / "fails.onnx")
+    scan = run_sequence(model, None, folder / "ones16.npz", SequenceConfig())
+    assert (scan.steps, scan.nonfinite.step, scan.nonfinite.tensors) == (66, 65, ["acc_out"])
+    both = run_sequence(model, model, folder / "ones16.npz", SequenceConfig())
+    assert (both.steps, both.nonfinite.step, both.nonfinite.model) == (66, 65, "A")
+    with pytest.raises(Exception, match="step 66"):  # without the NaN check, the error it replaces
+        run_sequence(model, None, folder / "ones16.npz", SequenceConfig(stop_on_nonfinite=False))

@@ -77,3 +77,20 @@ def test_layout_errors(tmp_path):
     np.save(tmp_path / "s.npy", np.zeros(8, np.float32))
     with pytest.raises(UsageError, match="chunks feed exactly one"):
         open_steps(tmp_path / "s.npy", [X, TensorInfo("y", TensorProto.FLOAT, (1,))], chunk=4)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_npz_runs_of_steps_resume_and_limit(tmp_path, compressed):
+    """Two members read in runs of 256 steps (stored: at their file offset; compressed: streamed);
+    a start past the first run skips it, a limit stops inside a run, each step is its own row."""
+    specs = [X, TensorInfo("y", TensorProto.INT64, (1, 2))]
+    x = np.arange(600 * 4, dtype=np.float32).reshape(600, 1, 4)
+    y = np.arange(600 * 2, dtype=np.int64).reshape(600, 1, 2)
+    (np.savez_compressed if compressed else np.savez)(tmp_path / "two.npz", x=x, y=y)
+    source = open_steps(tmp_path / "two.npz", specs)
+    steps = list(source.steps(start=300, limit=520))
+    assert [i for i, _ in steps] == list(range(300, 520))
+    for index, feeds in steps[::37] + steps[-1:]:
+        np.testing.assert_array_equal(feeds["x"], x[index])
+        np.testing.assert_array_equal(feeds["y"], y[index])
+    assert len(list(source.steps())) == 600
