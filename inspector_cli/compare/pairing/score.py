@@ -51,7 +51,12 @@ class Candidate:
 
 
 def numel(sem: SemanticGraph, tensor: str) -> Optional[int]:
-    return sem.graph.tensor_info(tensor).element_count()
+    # memoised per graph: a candidate chain's end is sized once per reference chain that considers it
+    cache = sem.__dict__.setdefault("_numel", {})
+    if tensor in cache:
+        return cache[tensor]
+    count = cache[tensor] = sem.graph.tensor_info(tensor).element_count()
+    return count
 
 
 def aligned_prefix(chain: Chain, other: Chain) -> Tuple[int, int]:
@@ -76,6 +81,8 @@ def _fusion_penalty(a: SemanticGraph, b: SemanticGraph, chain: Chain, i: int, ot
                     ) -> Tuple[float, List[str]]:
     """Ops one side runs separately but the other folded away (steps 1..i of `chain`, 1..j of `other`),
     checked against what the folding side can absorb."""
+    if i <= 0 and j <= 0:
+        return 0.0, []  # nothing dropped on either side (most pairs)
     dropped_a = [family(n.op_type) for n in chain.nodes[1:i + 1]]
     dropped_b = [family(n.op_type) for n in other.nodes[1:j + 1]]
     penalty, notes = 0.0, []
