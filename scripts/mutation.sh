@@ -11,7 +11,11 @@
 #   MI_MUTATION_DIR=/tmp/mi-mut-diff scripts/mutation.sh diff   # reuse a scratch copy: only new mutants run
 #   MI_MUTATION_RERUN=survivors MI_MUTATION_DIR=... scripts/mutation.sh diff   # re-judge the survivors
 #                                                                              # after adding tests
+#   MI_MUTATION_RERUN=unjudged ...   # the survivors and the mutants not judged yet (a run stopped early)
 #   MI_MUTATION_JOBS=2 scripts/mutation.sh diff   # parallel mutants (default 1: 2 shared cores here)
+#   MI_MUTATION_TESTS=fast MI_MUTATION_DIR=/tmp/mi-mut-diff-fast scripts/mutation.sh diff   # unit tests only:
+#       every mutant judged in reasonable time; then its survivors with the full selection:
+#   MI_MUTATION_SURVIVORS_FROM=/tmp/mi-mut-diff-fast MI_MUTATION_DIR=/tmp/mi-mut-diff-full scripts/mutation.sh diff
 #
 # Works on a scratch copy (never in the checkout: mutmut writes mutants/ and rewrites imports), so
 # the worktree stays clean. mutmut is a dev tool installed on demand into ./.venv, not a dependency.
@@ -34,37 +38,50 @@ main() {
     case "$module" in
         diff)
             targets=("inspector_cli/diff/*")
-            tests=(tests/diff tests/hostile/test_planted_bugs.py tests/compare/test_compare_cli.py
-                   tests/compare/test_layers.py) ;;
+            fast=(tests/diff tests/hostile/test_planted_bugs.py)
+            tests=("${fast[@]}" tests/compare/test_compare_cli.py tests/compare/test_layers.py) ;;
         nanbisect)
             # the origin logic first (scan, backward walk, origins, bad values); the rest of the engine
             # (regions, describe, rootcause, fullscan, nested...) with: scripts/mutation.sh nanbisect 'inspector_cli/nanbisect/*'
             targets=("inspector_cli/nanbisect/analyse.py" "inspector_cli/nanbisect/locate.py"
                      "inspector_cli/nanbisect/values.py" "inspector_cli/nanbisect/batch.py")
             tests=(tests/nanbisect tests/hostile/test_planted_bugs.py)
+            # the engine driven directly, without the workflow, the CLI or batches
+            fast=(tests/nanbisect/test_origin_scan.py tests/nanbisect/test_locate_plans.py
+                  tests/nanbisect/test_locate_and_fullscan.py tests/nanbisect/test_nan_bisect_regions.py
+                  tests/nanbisect/test_values_and_log.py tests/nanbisect/test_nan_bisect_origin.py
+                  tests/nanbisect/test_walk_back.py)
             # worker processes import the unmutated code: the two-worker test cannot kill a mutant
             extra=(--deselect tests/nanbisect/test_nan_bisect_batch.py::test_jsonl_is_the_same_with_two_workers) ;;
         cli)
             targets=("inspector_cli/cli.py")
-            tests=(tests/cli/test_cli_boundary.py tests/test_cli_global_options.py tests/hostile/test_planted_bugs.py) ;;
+            tests=(tests/cli/test_cli_boundary.py tests/test_cli_global_options.py tests/hostile/test_planted_bugs.py)
+            fast=("${tests[@]}") ;;
         pairing)
             targets=("inspector_cli/compare/pairing/*")
-            tests=(tests/compare/pairing tests/compare/test_match.py tests/compare/test_pairing_qkv.py
-                   tests/compare/test_dynamic_pairing.py tests/compare/test_qop_pairing.py
-                   tests/compare/test_moved_transpose.py tests/compare/test_conv1d_layout.py) ;;
+            fast=(tests/compare/pairing tests/compare/test_match.py tests/compare/test_pairing_qkv.py
+                  tests/compare/test_dynamic_pairing.py tests/compare/test_qop_pairing.py
+                  tests/compare/test_renamed_pairing.py tests/compare/test_qop_chains.py)
+            tests=("${fast[@]}" tests/compare/test_layers.py) ;;
         *)
             echo "Error: usage: scripts/mutation.sh diff|nanbisect|cli|pairing [GLOB...]" >&2; exit 2 ;;
     esac
     shift
     if [ "$#" -gt 0 ]; then targets=("$@"); fi
+    # MI_MUTATION_TESTS=fast: only the module's unit-level tests, so that every mutant is judged in
+    # an hour on a shared machine; then judge that run's survivors with the full selection:
+    # MI_MUTATION_SURVIVORS_FROM=<the fast run's scratch dir> scripts/mutation.sh MODULE
+    if [ "${MI_MUTATION_TESTS:-}" = fast ]; then tests=("${fast[@]}"); fi
     existing=()
     for t in "${tests[@]}"; do if [ -e "$here/$t" ]; then existing+=("$t"); fi; done
     tests=("${existing[@]}")
 
     scratch="${MI_MUTATION_DIR:-$(mktemp -d "/tmp/mi-mutation-$module.XXXXXX")}"
     mkdir -p "$scratch"
-    # the tracked files as they are now (uncommitted edits included), without .venv, .git or old mutants
-    (cd "$here" && git ls-files -co --exclude-standard -z | tar --null -T - -cf - ) | (cd "$scratch" && tar -xf -)
+    # the tracked files as they are now (uncommitted edits included), without .venv, .git or old mutants;
+    # stamped now (-m): mutmut regenerates a file's mutants only when the source is newer than them,
+    # and keeps the verdicts of the functions whose code did not change
+    (cd "$here" && git ls-files -co --exclude-standard -z | tar --null -T - -cf - ) | (cd "$scratch" && tar -xmf -)
     cd "$scratch"
     {
         echo "[mutmut]"
@@ -73,7 +90,10 @@ main() {
         printf 'pytest_add_cli_args_test_selection =\n'; for t in "${tests[@]}"; do printf '    %s\n' "$t"; done
         printf 'pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -q\n    --ignore=tests/nanbisect/test_nan_bisect_kill.py\n'
         for a in "${extra[@]}"; do printf '    %s\n' "$a"; done
-        echo "mutate_only_covered_lines = true"
+        # every line, covered or not: mutant names (function + number) stay the same when tests are
+        # added (with only covered lines mutated, new coverage renumbered them under kept verdicts),
+        # and a mutant no selected test reaches is counted: it survives ("no tests")
+        echo "mutate_only_covered_lines = false"
         printf 'also_copy =\n'; for d in configs docs schemas examples; do if [ -e "$d" ]; then printf '    %s\n' "$d"; fi; done
     } > "$scratch/setup.cfg.new"
     mv "$scratch/setup.cfg.new" "$scratch/setup.cfg"
@@ -81,11 +101,18 @@ main() {
 
     mutmut=(nice -n 19 "$here/.venv/bin/mutmut")
     survivors=()
-    if [ "${MI_MUTATION_RERUN:-}" = survivors ] && [ -d mutants ]; then
-        # mutmut keeps a verdict once given: name the survivors to have them judged again with the
-        # current tests (new tests are picked up by mutmut's incremental stats)
-        mapfile -t survivors < <("${mutmut[@]}" results 2>/dev/null | sed -n 's/^ *\([^ :]*\): survived$/\1/p')
-        if [ "${#survivors[@]}" -eq 0 ]; then echo "no survivors to re-judge" >&2; fi
+    from=""
+    case "${MI_MUTATION_RERUN:-}" in survivors|unjudged) if [ -d mutants ]; then from="$scratch"; fi ;; esac
+    if [ -n "${MI_MUTATION_SURVIVORS_FROM:-}" ]; then from="$MI_MUTATION_SURVIVORS_FROM"; fi
+    if [ -n "$from" ]; then
+        # mutmut keeps a verdict once given: name the survivors (and with "unjudged" the mutants not
+        # judged yet, e.g. of functions edited since) to have them judged again with the current tests
+        # (mutmut's incremental stats pick up new tests), here or in a scratch copy with a wider test
+        # selection (mutant names are stable while the source is unchanged)
+        verdicts='survived\|no tests'  # MI_MUTATION_RERUN=unjudged: also the mutants not judged yet
+        if [ "${MI_MUTATION_RERUN:-}" = unjudged ]; then verdicts="$verdicts\\|not checked"; fi
+        mapfile -t survivors < <(cd "$from" && "${mutmut[@]}" results 2>/dev/null | sed -n "s/^ *\([^ :]*\): \($verdicts\)\$/\1/p")
+        if [ "${#survivors[@]}" -eq 0 ]; then echo "no survivors to re-judge in $from" >&2; exit 0; fi
     fi
     echo "mutation testing ($module) in $scratch: ${targets[*]}; tests: ${tests[*]}" >&2
     if [ "${#survivors[@]}" -gt 0 ]; then
@@ -95,18 +122,20 @@ main() {
     fi
     "${mutmut[@]}" results --all true > "$scratch/results.txt" 2>&1 || true
     # per file: mutants judged, killed, survived (mutant names are module.path.x_function__mutmut_N)
-    awk -F': ' '/: (killed|survived)$/ {
+    # (a mutant no selected test reaches counts as surviving: nothing would catch it)
+    awk -F': ' '/: (killed|survived|no tests)$/ {
             file = $1; sub(/^ +/, "", file); sub(/\.[^.]*$/, "", file)
-            total[file]++; if ($2 == "killed") killed[file]++; else survived[file]++
+            total[file]++; if ($2 == "killed") killed[file]++; else if ($2 == "survived") survived[file]++; else untested[file]++
         }
-        END { for (f in total) printf "%-45s %5d judged %5d killed %5d survived (%.1f%%)\n", f, total[f], killed[f],
-              survived[f], 100 * survived[f] / total[f] }' "$scratch/results.txt" | sort
+        END { for (f in total) printf "%-45s %5d judged %5d killed %5d survived %5d no tests (%.1f%%)\n", f, total[f],
+              killed[f], survived[f], untested[f], 100 * (survived[f] + untested[f]) / total[f] }' "$scratch/results.txt" | sort
     killed=$(grep -c ': killed$' "$scratch/results.txt" || true)
     survived=$(grep -c ': survived$' "$scratch/results.txt" || true)
-    other=$(grep -vc -E ': (killed|survived)$' "$scratch/results.txt" || true)
-    total=$((killed + survived))
-    pct=$(awk -v s="$survived" -v t="$total" 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
-    echo "mutants: $total judged, $killed killed, $survived survived ($pct%), $other other (timeout/no tests/skipped)"
+    untested=$(grep -c ': no tests$' "$scratch/results.txt" || true)
+    other=$(grep -vc -E ': (killed|survived|no tests)$' "$scratch/results.txt" || true)
+    total=$((killed + survived + untested))
+    pct=$(awk -v s="$((survived + untested))" -v t="$total" 'BEGIN { printf "%.1f", t ? 100 * s / t : 0 }')
+    echo "mutants: $total judged, $killed killed, $survived survived, $untested reached by no test ($pct% not killed), $other other (timeout/not checked/skipped)"
     echo "survivors: grep survived $scratch/results.txt; diff of one: (cd $scratch && $here/.venv/bin/mutmut show NAME)"
     echo "re-judge them after adding tests: MI_MUTATION_RERUN=survivors MI_MUTATION_DIR=$scratch scripts/mutation.sh $module"
 }

@@ -6,6 +6,11 @@ from typing import Tuple
 
 import pytest
 
+from inspector_cli.cli import one_blas_thread
+
+# as `mi` runs: in-process results (CliRunner, the API) then agree to the bit with `mi` in a subprocess
+one_blas_thread()
+
 
 @pytest.fixture(scope="session")
 def cnn_pair(tmp_path_factory) -> Tuple[Path, Path, Path]:

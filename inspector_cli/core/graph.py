@@ -18,7 +18,7 @@ from ..errors import ModelLoadError, UsageError
 from .external_data import check_external_data, external_data_problems  # noqa: F401 (re-exported)
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
-from .protoutil import infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
+from .protoutil import fully_declared, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
 from .topology import NodeInfo, NotText, assign_node_names, subgraph_flags, topological_nodes  # noqa: F401 (NodeInfo re-exported)
 from .types import TensorInfo
 
@@ -110,7 +110,10 @@ class ModelGraph:
     def tensor_info(self, name: str) -> TensorInfo:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
         if self._tensor_info is None:
-            self._tensor_info = infer_tensor_info(light_copy(self.model))
+            # a model saved with every node output typed needs no inference, hence no weight-less copy
+            # either (0.2-0.3 s at 50,000 nodes); the node outputs come from the topology's tuples
+            declared = fully_declared(self.model.graph, (out for node in self.nodes for out in node.outputs))
+            self._tensor_info = infer_tensor_info(self.model if declared else light_copy(self.model), declared)
         info = self._tensor_info.get(name)  # no default built per call: pairing asks ~10 times per node
         return info if info is not None else TensorInfo(name)
 

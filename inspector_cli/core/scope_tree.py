@@ -140,6 +140,7 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
             for out in proto.output:
                 param_sizes[out] = (tensor.data_type, tuple(tensor.dims))
     claimed: set = set()
+    counted: Dict[object, Tuple[int, bool]] = {}  # shape -> _elements(shape): few distinct shapes, 50,000 outputs
     node_flops: Dict[str, Optional[int]] = {}
     node_bytes: Dict[str, int] = {}
     leaves: Dict[Path, Scope] = {}
@@ -159,7 +160,10 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
             for out in node.outputs:
                 ti = info.get(out)
                 if ti is not None and ti.shape is not None:
-                    count, dyn = _elements(ti.shape)
+                    elements = counted.get(ti.shape)
+                    if elements is None:
+                        elements = counted[ti.shape] = _elements(ti.shape)
+                    count, dyn = elements
                     dynamic = dynamic or dyn
                     act += count * _ITEMSIZE.get(ti.elem_type, 4)
         node_flops[node.name] = flops

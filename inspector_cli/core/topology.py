@@ -143,8 +143,9 @@ def topological_nodes(graph: onnx.GraphProto, renamed: Dict[str, str], flags: Op
     names = [p.name for p in protos]
     ops = [p.op_type for p in protos]
     domains = [p.domain for p in protos]
-    inputs = [tuple(p.input) for p in protos]
-    outputs = [tuple(p.output) for p in protos]
+    # a slice copies the repeated field in one C call (tuple(p.input) iterates it: ~2x the time)
+    inputs = [tuple(p.input[:]) for p in protos]
+    outputs = [tuple(p.output[:]) for p in protos]
     implicit = [implicit_inputs(p) if flag else () for p, flag in zip(protos, flags)]
     try:  # a name protobuf could not decode as UTF-8 comes back as bytes: one C-level join finds it
         "".join(names), "".join(ops), "".join(domains)

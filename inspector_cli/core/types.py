@@ -74,11 +74,15 @@ class TensorInfo:
 
     def element_count(self) -> Optional[int]:
         """Number of elements when every dimension is known, else None."""
-        if not self.is_static:
+        # one loop, no generator: pairing and the scope tree ask this for every activation
+        shape = self.shape
+        if shape is None:
             return None
         count = 1
-        for dim in self.shape or ():
-            count *= int(dim)  # type: ignore[arg-type]
+        for dim in shape:
+            if not isinstance(dim, int) or dim < 0:
+                return None
+            count *= int(dim)
         return count
 
     def byte_size(self) -> Optional[int]:

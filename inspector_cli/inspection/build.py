@@ -20,6 +20,17 @@ def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
     every = tree.scopes()
     names = {scope.path: scope_name(scope.path) for scope in every}
     new = object.__new__
+    texts: Dict[object, str] = {}  # shape -> its text: a handful of shapes among 24,000 scopes' outputs
+
+    def shape_text(tensor: str) -> str:
+        ti = info.get(tensor)
+        if ti is None:
+            return "?"
+        text = texts.get(ti.shape)
+        if text is None:
+            text = texts[ti.shape] = format_shape(ti.shape)
+        return text
+
     for scope in every:
         path = scope.path
         children = sorted(scope.children.values(), key=lambda s: s.first) if len(scope.children) > 1 \
@@ -33,7 +44,7 @@ def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
             params=scope.params, param_bytes=scope.param_bytes,
             flops=scope.flops if not scope.flops_unknown else (scope.flops or None),
             activation_bytes=scope.activation_bytes, inputs=list(scope.inputs), outputs=outputs,
-            output_shapes=[format_shape(info[t].shape) if t in info else "?" for t in outputs[:8]],
+            output_shapes=[shape_text(t) for t in outputs[:8]],
             children=[names[c.path] for c in children], pattern=patterns.get(path, ""))
         scopes.append(info_)
     node_scope: Dict[str, str] = {name: names.get(path) or scope_name(path) for name, path in tree.node_path.items()}

@@ -78,7 +78,7 @@ class UnionFind:
 
 def optimized_nodes(model: onnx.ModelProto) -> Tuple[List[OptNode], Set[str]]:
     """Top-level nodes of an optimised model, and the names of its initializers."""
-    nodes = [OptNode(n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output)) for n in model.graph.node]
+    nodes = [OptNode(n.name, n.op_type, n.domain, tuple(n.input[:]), tuple(n.output[:])) for n in model.graph.node]
     return nodes, {t.name for t in model.graph.initializer}
 
 

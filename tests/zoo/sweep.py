@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 QUANTISED = ("qdq_u8u8", "qdq_s8s8_pc", "qop", "dynamic", "int4")
 QUANT_OPS = ("qdq_u8u8", "qdq_s8s8_pc", "qop")   # have QuantizeLinear / QLinear ops for --quant-ranges
@@ -39,6 +41,10 @@ class Sweep:
     out: Path
     runs: Dict[Tuple[str, str, str], Run] = field(default_factory=dict)
     facts: Dict[Tuple[str, str], Dict[str, object]] = field(default_factory=dict)
+    jobs: int = field(default_factory=lambda: max(1, int(os.environ.get("MI_ZOO_JOBS", "2"))))
+    """mi processes run at once by `commands` (MI_ZOO_JOBS; 1 for the seconds of an unloaded run): much
+    of a short mi run is single-threaded Python, so two at a time nearly halve the sweep on two cores."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reuse(self) -> int:
         """Load the runs of a previous session (runs.jsonl in `out`) instead of running them again: for
@@ -83,9 +89,10 @@ class Sweep:
         run = Run(model, variant, command, argv, proc.returncode, round(time.perf_counter() - start, 2),
                   proc.stderr[-1500:], "Traceback (most recent call last)" in proc.stderr + proc.stdout,
                   str(j) if j and j.exists() else None, str(h) if h and h.exists() else None)
-        self.runs[key] = run
-        with open(self.out / "runs.jsonl", "a") as f:
-            f.write(json.dumps(asdict(run)) + "\n")
+        with self._lock:  # `commands` runs several at once
+            self.runs[key] = run
+            with open(self.out / "runs.jsonl", "a") as f:
+                f.write(json.dumps(asdict(run)) + "\n")
         return run
 
     # ---- the commands of the sweep
@@ -116,20 +123,25 @@ class Sweep:
     def commands(self, model: str, variant: str) -> List[Run]:
         """Every command of the sweep on this model and variant."""
         data, fp32, m = self.data(model, variant), self.path(model, "fp32"), self.path(model, variant)
-        runs = [self.compare(model, variant)]
+        steps: List[Callable[[], Run]] = [lambda: self.compare(model, variant)]
         if variant in QUANTISED:
-            runs.append(self.compare(model, variant, "disable"))
-        runs.append(self.mi(model, variant, "probe", ["probe", m, "--inputs", data, "--select", "all",
-                                                       "--no-history"]))
+            steps.append(lambda: self.compare(model, variant, "disable"))
+        steps.append(lambda: self.mi(model, variant, "probe", ["probe", m, "--inputs", data, "--select", "all",
+                                                                "--no-history"]))
         if variant in QUANT_OPS:
-            runs.append(self.mi(model, variant, "probe-quant", ["probe", m, "--inputs", data, "--quant-ranges",
-                                                                 "--reference", fp32, "--no-history"]))
-        runs.append(self.mi(model, variant, "nan-bisect", ["nan-bisect", m, "--inputs", data]))
-        runs.append(self.mi(model, variant, "validate", ["validate", m] + (["--against", fp32] if variant != "fp32"
-                                                                         else [])))
-        runs.append(self.mi(model, variant, "profile", ["profile", fp32, "--against", m, "--inputs", self.zoo / model / "data",
-                                                         "--runs", "3", "--warmup", "1"]))
-        if runs[0].json_path:
+            steps.append(lambda: self.mi(model, variant, "probe-quant", ["probe", m, "--inputs", data,
+                                                                          "--quant-ranges", "--reference", fp32,
+                                                                          "--no-history"]))
+        steps.append(lambda: self.mi(model, variant, "nan-bisect", ["nan-bisect", m, "--inputs", data]))
+        steps.append(lambda: self.mi(model, variant, "validate", ["validate", m] + (["--against", fp32]
+                                                                                  if variant != "fp32" else [])))
+        steps.append(lambda: self.mi(model, variant, "profile", ["profile", fp32, "--against", m, "--inputs",
+                                                                  self.zoo / model / "data", "--runs", "3",
+                                                                  "--warmup", "1"]))
+        # independent runs, in the order above whatever order they finish in
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            runs = list(pool.map(lambda step: step(), steps))
+        if runs[0].json_path:  # reads compare's report: after it
             runs.append(self.mi(model, variant, "report", ["report", runs[0].json_path], json_out=False))
         return runs
 

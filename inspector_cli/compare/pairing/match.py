@@ -135,31 +135,40 @@ class _Matcher:
     # ---- candidates ---------------------------------------------------------------------------------
     def candidates(self, chain: Chain) -> Dict[int, Candidate]:
         found: Dict[int, Candidate] = {}
+        b_chain_of = self.b.chain_of
+        b_canon = self.b_name_to_canon
+        aliases_a = self.a.aliases
 
         def get(c: Chain) -> Candidate:
-            return found.setdefault(c.index, Candidate(c))
+            cand = found.get(c.index)
+            if cand is None:
+                cand = found[c.index] = Candidate(c)
+            return cand
 
+        last_step = len(chain.tensors) - 1
         for step, tensor in enumerate(chain.tensors):
-            last = step == len(chain.tensors) - 1
-            for name in self.a.names_of(tensor):
-                cb = self.b_name_to_canon.get(name) or (self.b_quantized_name.get(name) if last else None)
-                target = self.b.chain_of.get(cb) if cb else None
+            last = step == last_step
+            more = aliases_a.get(tensor)
+            for name in (tensor, *more) if more else (tensor,):  # names_of(tensor)
+                cb = b_canon.get(name) or (self.b_quantized_name.get(name) if last else None)
+                target = b_chain_of.get(cb) if cb else None
                 if target is not None:
                     cand = get(target)
-                    cand.name_hits.add("end" if step == len(chain.tensors) - 1 else "step")
+                    cand.name_hits.add("end" if last else "step")
                     cand.hit_names.append(name)
+        b_nodes = self.b.graph.node_by_name
         for node in chain.nodes:
-            other = self.b.graph.node_by_name.get(node.name)
+            other = b_nodes.get(node.name)
             if other is not None and node.original_name:
-                target = self.b.chain_of.get(self.b.canonical(other.outputs[0])) if other.outputs else None
+                target = b_chain_of.get(self.b.canonical(other.outputs[0])) if other.outputs else None
                 if target is not None:
                     get(target).name_hits.add("node")
         partners = [self.partner_of(chain, t) for t in chain.inputs]
         if chain.inputs and all(partners):
-            for target in self.b_by_input.get(partners[0], []):  # type: ignore[arg-type]
+            for target in self.b_by_input.get(partners[0], ()):  # type: ignore[arg-type]
                 get(target)
         token = self.sig_a.of.get(chain.end) if self.sig_a is not None else None
-        for target in self.b_by_sig.get(token, []) if token is not None else []:
+        for target in self.b_by_sig.get(token, ()) if token is not None else ():
             cand = get(target)
             cand.same_sig = True
             cand.exact_sig = token not in self.sig_a.inexact and token not in self.sig_b.inexact  # type: ignore[union-attr]

@@ -51,7 +51,12 @@ class Candidate:
 
 
 def numel(sem: SemanticGraph, tensor: str) -> Optional[int]:
-    return sem.graph.tensor_info(tensor).element_count()
+    # memoised per graph: a candidate chain's end is sized once per reference chain that considers it
+    cache = sem.__dict__.setdefault("_numel", {})
+    if tensor in cache:
+        return cache[tensor]
+    count = cache[tensor] = sem.graph.tensor_info(tensor).element_count()
+    return count
 
 
 def aligned_prefix(chain: Chain, other: Chain) -> Tuple[int, int]:
@@ -76,6 +81,8 @@ def _fusion_penalty(a: SemanticGraph, b: SemanticGraph, chain: Chain, i: int, ot
                     ) -> Tuple[float, List[str]]:
     """Ops one side runs separately but the other folded away (steps 1..i of `chain`, 1..j of `other`),
     checked against what the folding side can absorb."""
+    if i <= 0 and j <= 0:
+        return 0.0, []  # nothing dropped on either side (most pairs)
     dropped_a = [family(n.op_type) for n in chain.nodes[1:i + 1]]
     dropped_b = [family(n.op_type) for n in other.nodes[1:j + 1]]
     penalty, notes = 0.0, []
@@ -220,9 +227,12 @@ def _constants(sem: SemanticGraph, chain: Chain) -> List[np.ndarray]:
         root = sem.canonical(tensor) if tensor else ""
         if not root or root not in sem.static:
             continue
-        value = sem.array(root)
-        if value is None and tensor != root:
-            value = _dequantized_constant(sem, tensor)
+        # a constant read through a DequantizeLinear (of any domain) is compared by the value it stands
+        # for: its stored integers are numbers of another scale (read raw, they paired a float bias
+        # with the wrong one)
+        value = _dequantized_constant(sem, tensor)
+        if value is None:
+            value = sem.array(root)
         if value is not None:
             values.append(np.asarray(value))
     return values

@@ -85,7 +85,7 @@ class Chain:
     def end(self) -> str:
         return self.tensors[-1]
 
-    @property
+    @cached_property  # the head and kind never change once the chain exists; asked per candidate
     def family(self) -> str:
         return family(self.kind or self.head.op_type)
 
@@ -130,7 +130,7 @@ class SemanticGraph:
         """Whether a tensor carries activations worth comparing (floats, quantised ints, graph inputs)."""
         if tensor in self.static:
             return False
-        if tensor in self.graph.input_names:
+        if tensor in self.input_set:
             return True
         elem = self.elem_type(tensor)
         return elem == 0 or elem in FLOAT_TYPES or tensor in self.quant_of
@@ -147,30 +147,43 @@ class SemanticGraph:
         return kind
 
     def _canonicalise(self) -> None:
+        # written for 50,000-node graphs: dict/set methods bound to locals, a transparent test only
+        # for the op types that can be transparent, one shared empty kind set
         graph = self.graph
-        self.static = set(self._initializers)
+        self.static = static = set(self._initializers)
+        canon, kinds, aliases = self.canon, self.kinds, self.aliases
+        empty: FrozenSet[str] = frozenset()
         for name in graph.input_names:
-            self.canon[name] = name
-            self.kinds[name] = frozenset()
+            canon[name] = name
+            kinds[name] = empty
+        add_static = static.update
+        transparent = self._transparent
         for node in graph.nodes:
-            ins = [t for t in node.all_inputs if t]
-            if node.op_type == "Constant" or node.op_type in SHAPE_ONLY or (ins and all(t in self.static for t in ins)) \
-                    or (not ins and node.op_type != "RandomNormal"):
-                self.static.update(o for o in node.outputs if o)
-            kind = self._transparent(node)
-            for index, out in enumerate(o for o in node.outputs if o):
+            op = node.op_type
+            ins = node.all_inputs
+            if "" in ins:  # an unnamed outer-scope read (malformed subgraph): not a tensor
+                ins = tuple(t for t in ins if t)
+            if op == "Constant" or op in SHAPE_ONLY or (ins and all(t in static for t in ins)) \
+                    or (not ins and op != "RandomNormal"):
+                add_static(o for o in node.outputs if o)
+            kind = transparent(node) if op in TRANSPARENT else None
+            index = 0
+            for out in node.outputs:
+                if not out:
+                    continue
                 if kind is not None and index == 0:
                     source = node.inputs[0]
-                    root = self.canon.get(source, source)
-                    self.canon[out] = root
-                    self.kinds[out] = self.kinds.get(source, frozenset()) | {kind}
-                    self.aliases.setdefault(root, []).append(out)
+                    root = canon.get(source, source)
+                    canon[out] = root
+                    kinds[out] = kinds.get(source, empty) | {kind}
+                    aliases.setdefault(root, []).append(out)
                 else:
-                    self.canon[out] = out
-                    self.kinds[out] = frozenset()
+                    canon[out] = out
+                    kinds[out] = empty
+                index += 1
         for name in self._initializers:
-            self.canon.setdefault(name, name)
-            self.kinds.setdefault(name, frozenset())
+            canon.setdefault(name, name)
+            kinds.setdefault(name, empty)
 
     def canonical(self, tensor: str) -> str:
         return self.canon.get(tensor, tensor)
@@ -273,36 +286,67 @@ class SemanticGraph:
 
     # ---- chains -------------------------------------------------------------------------------------
     @cached_property
+    def input_set(self) -> FrozenSet[str]:
+        """The graph's input names as a set (asked per tensor by `is_data`)."""
+        return frozenset(self.graph.input_names)
+
+    @cached_property
     def output_set(self) -> FrozenSet[str]:
         """The graph's output names, as a set made once (asked per node and per paired tensor)."""
         return frozenset(self.graph.output_names)
 
     def _build_chains(self) -> None:
+        # the hot loop of pairing at 50,000 nodes: canonical(), is_data() and semantic_inputs()
+        # inlined over locals, the data test memoised per tensor (static, inputs, types and
+        # quantisation are final here), the follower test only for follower op types
         graph_outputs = self.output_set
+        canon_get = self.canon.get
+        static = self.static
+        inputs_set = frozenset(self.graph.input_names)
+        quant_of = self.quant_of
+        self.elem_type("")
+        elems_get = self._elems.get
+        memo: Dict[str, bool] = {}
+
+        def is_data(tensor: str) -> bool:
+            known = memo.get(tensor)
+            if known is None:
+                if tensor in static:
+                    known = False
+                elif tensor in inputs_set:
+                    known = True
+                else:
+                    elem = elems_get(tensor, 0)
+                    known = elem == 0 or elem in FLOAT_TYPES or tensor in quant_of
+                memo[tensor] = known
+            return known
+
+        chains, chain_of, step_of = self.chains, self.chain_of, self.step_of
         for node in self.graph.nodes:
-            if self._transparent(node) is not None or node.op_type == "Constant":
+            op = node.op_type
+            if op == "Constant" or (op in TRANSPARENT and self._transparent(node) is not None):
                 continue
-            outs = [self.canonical(o) for o in node.outputs if o]
-            if not outs or all(o in self.static for o in outs) or not any(self.is_data(o) for o in outs):
+            outs = [canon_get(o, o) for o in node.outputs if o]
+            if not outs or all(o in static for o in outs) or not any(is_data(o) for o in outs):
                 continue
-            inputs = self.semantic_inputs(node)
-            chain = self._chain_to_extend(node, inputs, graph_outputs)
+            inputs = tuple(root for root in (canon_get(t, t) for t in node.inputs if t) if is_data(root))
+            chain = self._chain_to_extend(node, inputs, graph_outputs) if FAMILY.get(op, op) in FOLLOWERS else None
             if chain is not None:
                 chain.nodes.append(node)
                 chain.tensors.append(outs[0])
             else:
-                origin = self._integer_origin(node)
+                origin = self._integer_origin(node) if op == "Mul" else None
                 if origin is not None:  # the float inputs the integer op quantised are the chain's inputs
                     inputs = tuple(self._dequantised_input(t) for t in origin.inputs[:2] if t)
-                    inputs = tuple(t for t in inputs if t and t not in self.static and self.is_data(t))
-                chain = Chain(len(self.chains), [node], [outs[0]], inputs, tuple(outs[1:]),
+                    inputs = tuple(t for t in inputs if t and t not in static and self.is_data(t))
+                chain = Chain(len(chains), [node], [outs[0]], inputs, tuple(outs[1:]),
                               origin.op_type if origin is not None else None)
-                self.chains.append(chain)
+                chains.append(chain)
             # only the new end: the earlier tensors of the chain are mapped already
-            self.chain_of[outs[0]] = chain
-            self.step_of[outs[0]] = len(chain.tensors) - 1
+            chain_of[outs[0]] = chain
+            step_of[outs[0]] = len(chain.tensors) - 1
             for out in chain.extra_outputs:
-                self.chain_of[out] = chain
+                chain_of[out] = chain
 
     def _integer_origin(self, node: NodeInfo) -> Optional[NodeInfo]:
         """The ConvInteger/MatMulInteger whose int32 result this Mul rescales to float (through a Cast):
@@ -334,6 +378,20 @@ class SemanticGraph:
             return None
         if any(n in graph_outputs for n in self.names_of(inputs[0])):
             return None  # the value is needed on its own: not fusable
-        consumers = self.consumers(inputs[0])
-        return chain if len(consumers) == 1 and consumers[0].name == node.name else None
+        return chain if self._sole_consumer(inputs[0], node.name) else None
 
+    def _sole_consumer(self, canonical: str, name: str) -> bool:
+        """Whether `consumers(canonical)` is exactly the node `name` (stops at a second consumer)."""
+        transparent = self._transparent
+        seen = None
+        for alias in self.names_of(canonical):
+            for node in self.graph.consumers.get(alias, ()):
+                if node.op_type in SHAPE_ONLY:
+                    continue
+                if node.op_type in TRANSPARENT and transparent(node) is not None and node.inputs[0] == alias:
+                    continue
+                if seen is None:
+                    seen = node.name
+                elif node.name != seen:
+                    return False
+        return seen == name

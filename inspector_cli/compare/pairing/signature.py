@@ -46,10 +46,9 @@ class Signatures:
         for name in graph.input_names:
             scope[name] = hash(("input", input_tokens.get(name, "unpaired:" + name)))
         self._constants(graph.model.graph.initializer, scope)
-        protos = {n.name: n for n in graph.model.graph.node}
+        node_proto = graph.node_proto  # the graph's own name -> proto index, shared with node_attribute
         for node in graph.nodes:
-            proto = protos.get(node.name) or graph.node_proto(node.name)
-            self._node(node.op_type, node.domain, node.inputs, node.outputs, proto.attribute, scope)
+            self._node(node.op_type, node.domain, node.inputs, node.outputs, node_proto(node.name).attribute, scope)
         self.of: Dict[str, int] = scope
         for mapped in self._files.values():
             if mapped is not None:
@@ -65,8 +64,9 @@ class Signatures:
 
     def _node(self, op_type: str, domain: str, inputs: Sequence[str], outputs: Sequence[str],
               attributes: Sequence[onnx.AttributeProto], scope: Dict[str, int]) -> None:
-        ins = tuple(scope.get(t) or hash(("unknown", t)) if t else 0 for t in inputs)
-        inexact = bool(self.inexact) and any(t in self.inexact for t in ins)
+        get = scope.get
+        ins = tuple([get(t) or hash(("unknown", t)) if t else 0 for t in inputs])
+        inexact = bool(self.inexact) and not self.inexact.isdisjoint(ins)
         if op_type in _COMMUTATIVE and domain in ("", "ai.onnx"):
             ins = tuple(sorted(ins))
         attrs: Tuple[object, ...] = ()
