@@ -74,6 +74,23 @@ def columns_from_rows(rows: Sequence[Optional[Dict[str, Any]]]) -> BlockColumns:
     return columns
 
 
+def cosine_and_sqnr(sq: np.ndarray, dot: np.ndarray, a2: np.ndarray,
+                    b2: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """diff/metrics' _cosine and _sqnr element-wise over arrays of sums (|b-a|^2, a.b, a.a, b.b): the
+    same IEEE operations and the same edge cases (a zero error, a zero side)."""
+    with np.errstate(all="ignore"):
+        cosine = np.clip(dot / (np.sqrt(a2) * np.sqrt(b2)), -1.0, 1.0)
+        sqnr = 10.0 * np.log10(a2 / sq)
+    zero_err, zero_a, zero_b = sq == 0.0, a2 == 0.0, b2 == 0.0
+    if zero_err.any() or zero_a.any() or zero_b.any():
+        cosine[zero_err] = 1.0
+        cosine[zero_a | zero_b] = 0.0
+        cosine[zero_a & zero_b] = 1.0
+        sqnr[zero_a] = -np.inf
+        sqnr[zero_err] = np.inf
+    return cosine, sqnr
+
+
 def block_columns(pairs: Sequence[Pair], one: Callable[[np.ndarray, np.ndarray], Dict[str, Any]]) -> BlockColumns:
     """`one(a, b)` for every pair as columns, computed row-wise in one go when the pairs stack."""
     if len(pairs) < 2 or not _stackable(pairs):
@@ -93,17 +110,8 @@ def block_columns(pairs: Sequence[Pair], one: Callable[[np.ndarray, np.ndarray],
         np.maximum(rel, REL_EPSILON, out=rel)
         np.divide(abs_diff, rel, out=rel)
         sum_rel = rel.sum(axis=1)
-        # _cosine and _sqnr of diff/metrics, element-wise (the same IEEE operations, same edge cases)
-        cosine = np.clip(dot / (np.sqrt(a2) * np.sqrt(b2)), -1.0, 1.0)
-        sqnr = 10.0 * np.log10(a2 / sq)
         finite = np.isfinite(sq + a2 + b2 + sum_rel)  # a sum past float64's range: the exact path too
-    zero_err, zero_a, zero_b = sq == 0.0, a2 == 0.0, b2 == 0.0
-    if zero_err.any() or zero_a.any() or zero_b.any():
-        cosine[zero_err] = 1.0
-        cosine[zero_a | zero_b] = 0.0
-        cosine[zero_a & zero_b] = 1.0
-        sqnr[zero_a] = -np.inf
-        sqnr[zero_err] = np.inf
+    cosine, sqnr = cosine_and_sqnr(sq, dot, a2, b2)
     columns = BlockColumns(len(pairs), {
         "cosine": cosine.tolist(), "max_abs": abs_diff.max(axis=1).tolist(),
         "mean_abs": (abs_diff.sum(axis=1) / n).tolist(), "rmse": np.sqrt(sq / n).tolist(),

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..diff.metrics import REL_EPSILON
+from .batch import cosine_and_sqnr
 
 _SHAPE = attrgetter("shape")
 ELEMENT = ("cosine", "max_abs", "mean_abs", "rmse", "max_rel", "sqnr")
@@ -112,16 +113,7 @@ def fuse(outs_a: Sequence[Sequence[Any]], outs_b: Sequence[Sequence[Any]], names
             return None
         peaks = np.stack([parts[4:, :, bounds[t]:bounds[t + 1]].max(axis=2) for t in range(len(widths))], axis=2)
         sq, dot, a2, b2, sum_abs = sums
-        # diff/metrics' _cosine and _sqnr, element-wise (the same IEEE operations, same edge cases)
-        cosine = np.clip(dot / (np.sqrt(a2) * np.sqrt(b2)), -1.0, 1.0)
-        sqnr = 10.0 * np.log10(a2 / sq)
-    zero_err, zero_a, zero_b = sq == 0.0, a2 == 0.0, b2 == 0.0
-    if zero_err.any() or zero_a.any() or zero_b.any():
-        cosine[zero_err] = 1.0
-        cosine[zero_a | zero_b] = 0.0
-        cosine[zero_a & zero_b] = 1.0
-        sqnr[zero_a] = -np.inf
-        sqnr[zero_err] = np.inf
+    cosine, sqnr = cosine_and_sqnr(sq, dot, a2, b2)
     count = np.asarray(widths, dtype=np.float64)
     values = np.stack((cosine, peaks[0], sum_abs / count, np.sqrt(sq / count), peaks[1], sqnr))
     block = FusedBlock(size, list(names), values)
