@@ -107,9 +107,14 @@ def _reusable(outputs: TensorMap) -> "set[str]":
             spans.append((start, start + max(1, value.nbytes), name))
     spans.sort()
     overlapping = set()
-    for (_s0, end0, name0), (start1, _e1, name1) in zip(spans, spans[1:]):
-        if start1 < end0:  # sorted by start: an overlap shows up between neighbours
-            overlapping.update((name0, name1))
+    reach, reach_name = -1, ""  # the furthest end of the spans so far, and whose it is
+    for start, end, name in spans:
+        # sorted by start: a span overlaps an earlier one exactly when it starts before the furthest
+        # end so far (comparing neighbours only missed [0,100) against [30,40) behind [10,20))
+        if start < reach:
+            overlapping.update((name, reach_name))
+        if end > reach:
+            reach, reach_name = end, name
     return {name for _start, _end, name in spans if name not in overlapping}
 
 

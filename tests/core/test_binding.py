@@ -58,3 +58,13 @@ def test_views_and_overlapping_arrays_are_not_bound():
                "overlap_b": np.frombuffer(shared, np.float32, count=4, offset=8),
                "apart": np.frombuffer(bytearray(16), np.float32), "readonly": np.frombuffer(b"\0" * 16, np.float32)}
     assert _reusable(outputs) == {"own", "apart"}
+
+
+def test_an_overlap_behind_a_neighbour_is_found():
+    """[0, 64) holds [8, 16) and [32, 40): the last overlaps the first though its neighbour does not."""
+    from inspector_cli.core.binding import _reusable
+
+    whole = bytearray(64)
+    outputs = {"whole": np.frombuffer(whole, np.uint8), "early": np.frombuffer(whole, np.uint8, count=8, offset=8),
+               "late": np.frombuffer(whole, np.uint8, count=8, offset=32), "own": np.zeros(4, np.float32)}
+    assert _reusable(outputs) == {"own"}
