@@ -171,7 +171,12 @@ class _MemberStream:
         # metric work of a small model. Memory stays bounded by this read-ahead.
         self.ahead = max(1, min(64, (1 << 20) // max(1, self._bytes)))
         self._fd = fd
+        self._path = path
         self._offset: Optional[int] = _stored_offset(archive, member, self._handle.tell())
+        if self._offset is not None and self._handle.tell() + self.steps * self._bytes > archive.getinfo(member).file_size:
+            # pread is not bounded by the member as the zip stream is: it would read the next member's bytes
+            raise InputDataError(f"{path}: member '{self.key}' declares {self.steps} steps but holds fewer "
+                                 f"(truncated archive?)")
 
     def read(self, count: int, batch: bool) -> np.ndarray:
         """The next `count` steps as one array [count, (1,) *step_shape] (read-only)."""
@@ -182,7 +187,7 @@ class _MemberStream:
         else:
             data = self._handle.read(size)
         if len(data) < size:
-            raise InputDataError(f"member '{self.key}' ends early (truncated archive?)")
+            raise InputDataError(f"{self._path}: member '{self.key}' ends early (truncated archive?)")
         return np.frombuffer(data, dtype=self.dtype).reshape((count,) + ((1,) if batch else ()) + self.step_shape)
 
     def skip(self, count: int) -> None:

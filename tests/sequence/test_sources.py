@@ -94,3 +94,22 @@ def test_npz_runs_of_steps_resume_and_limit(tmp_path, compressed):
         np.testing.assert_array_equal(feeds["x"], x[index])
         np.testing.assert_array_equal(feeds["y"], y[index])
     assert len(list(source.steps())) == 600
+
+
+def test_a_stored_member_shorter_than_its_header_is_refused(tmp_path):
+    """The .npy header of stored member x says 5 steps, its data holds 2, and member y follows it:
+    reading x at its file offset must not run on into y's bytes."""
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (5, 1, 4)})
+    short = header.getvalue() + np.arange(8, dtype=np.float32).tobytes()
+    after = io.BytesIO()
+    np.save(after, np.ones((3, 1, 4), np.float32))
+    path = tmp_path / "short.npz"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("x.npy", short)
+        archive.writestr("y.npy", after.getvalue())
+    with pytest.raises(InputDataError, match=r"short\.npz: member 'x' declares 5 steps but holds fewer"):
+        list(open_steps(path, [X]).steps())
