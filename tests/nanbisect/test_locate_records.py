@@ -127,3 +127,14 @@ def test_an_inference_failure_names_the_sample(tmp_path: Path) -> None:
     locator = Locator(prepared, budget=1 << 20, checkpoints=2, expose_all_root=True)
     with pytest.raises(InferenceError, match=r"\(scan\): inference failed on sample s5: "):
         locator.analyse("s5", {"x": np.ones((1, 8), np.float64)})  # the model takes float32
+
+
+def test_an_output_read_straight_from_a_nan_weight_has_no_origin_node(tmp_path: Path) -> None:
+    # y = Relu(x) is clean; the second output is the stored weight w itself: no node made its NaN
+    model = make_model([nm.node("Relu", ["x"], "y", "relu")], [vi("x", [1, 4])], [vi("y", [1, 4]), vi("w", [1, 4])],
+                       [nm.init("w", nm.row(np.nan, 1.0, 1.0, 1.0))])
+    prepared = _prepared(tmp_path, model)
+    for expose_all in (True, False):
+        locator = Locator(prepared, budget=1 << 20, checkpoints=2, expose_all_root=expose_all)
+        with pytest.raises(InferenceError, match=r"^s2: the outputs hold NaN/Inf but no origin was found "):
+            locator.analyse("s2", {"x": nm.row(1.0, 2.0, 3.0, 4.0)})

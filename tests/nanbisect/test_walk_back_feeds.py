@@ -6,7 +6,7 @@ the expose-all run (found while killing scripts/mutation.sh survivors of Locator
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import onnx
@@ -61,14 +61,20 @@ def prepared(tmp_path_factory) -> PreparedModel:
     return PreparedModel(load_model(path), RuntimeConfig())
 
 
-def _search(prepared: PreparedModel, budget: int, expose_all: bool = False) -> Tuple[object, List[tuple]]:
-    locator = Locator(prepared, budget=budget, checkpoints=2, expose_all_root=expose_all)
+def _search(prepared: PreparedModel, budget: int, expose_all: bool = False, *, locator: Optional[Locator] = None,
+            exposed: Optional[dict] = None) -> Tuple[object, List[tuple]]:
+    """Analyse SAMPLE; the spans replayed as (first, last position, feeds); `exposed` collects what
+    each span's session exposes."""
+    locator = locator or Locator(prepared, budget=budget, checkpoints=2, expose_all_root=expose_all)
     spans: List[tuple] = []
     opened = prepared.open_region
 
-    def spy(region, exposed):  # type: ignore[no-untyped-def]
-        spans.append((region.positions[0], region.positions[-1], region.feeds))
-        return opened(region, exposed)
+    def spy(region, names):  # type: ignore[no-untyped-def]
+        span = (region.positions[0], region.positions[-1], region.feeds)
+        spans.append(span)
+        if exposed is not None:
+            exposed[span] = tuple(names)
+        return opened(region, names)
 
     prepared.open_region = spy  # type: ignore[method-assign]
     try:
@@ -97,3 +103,21 @@ def test_a_bad_feed_read_after_a_nested_checkpoint_is_followed_back(prepared: Pr
     record, replayed = _search(prepared, budget)
     assert record.strategy == "layered" and replayed == spans
     assert (record.origin.node, record.origin.position, record.origin.outputs[0].nan) == ("log", 0, 1)
+
+
+def test_a_span_too_big_for_the_budget_exposes_only_its_checkpoints(prepared: PreparedModel) -> None:
+    exposed: dict = {}
+    _search(prepared, 512, exposed=exposed)
+    # 14..29 at its own checkpoints; the spans that fit expose every tensor they compute
+    assert exposed[(14, 29, ("l", "u0"))] == ("u5", "h0")
+    assert exposed[(14, 24, ("u0",))] == tuple(f"u{i}" for i in range(1, 10)) + ("h", "h0")
+    assert exposed[(0, 13, ())] == ("l", *(f"p{i}" for i in range(10)), "n", "u", "u0")
+
+
+def test_a_second_sample_failing_alike_reuses_every_session(prepared: PreparedModel) -> None:
+    # 400 bytes: the root session and 5 span sessions, within the cache (2 x 2 checkpoints + 4 = 8)
+    locator = Locator(prepared, budget=400, checkpoints=2, expose_all_root=False)
+    first, spans = _search(prepared, 400, locator=locator)
+    assert len(spans) == 5 and first.runs == 6
+    second, again = _search(prepared, 400, locator=locator)
+    assert again == [] and second.runs == 6 and second.origin.node == "log"
