@@ -114,11 +114,14 @@ class Locator:
         return self._root_plans[key]
 
     def _layout(self, region: Region) -> RegionLayout:
-        if region.key not in self._layouts:
+        # keyed by the nodes too: the span replayed from the graph inputs to the outputs has the root's
+        # feeds and targets but not its nodes when some node feeds no output (a dead branch)
+        key = (region.key, region.positions)
+        if key not in self._layouts:
             if len(self._layouts) > 64:
                 self._layouts.clear()
-            self._layouts[region.key] = layout(self.topo, region)
-        return self._layouts[region.key]
+            self._layouts[key] = layout(self.topo, region)
+        return self._layouts[key]
 
     def _produced(self, region: Region) -> Tuple[str, ...]:
         return tuple(t for p in region.positions for t in self.topo.nodes[p].outputs if t)
