@@ -15,7 +15,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UsageError
-from .external_data import check_external_data, external_data_problems  # noqa: F401 (re-exported)
+from .external_data import check_external_data, external_data_problems, rebase_symlinked_data  # noqa: F401 (re-exported)
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
 from .protoutil import fully_declared, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
@@ -36,6 +36,9 @@ class ModelGraph:
     renamed_nodes: Dict[str, str] = field(default_factory=dict)
     _tensor_info: Optional[Dict[str, TensorInfo]] = field(default=None, repr=False)
     _protos: Optional[Dict[str, onnx.NodeProto]] = field(default=None, repr=False)
+    data_folder: Optional[Path] = field(default=None, repr=False)
+    """Where external-data locations are resolved when not the model's own folder (a model reached
+    through symlinks: `core/external_data.rebase_symlinked_data`)."""
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -73,6 +76,9 @@ class ModelGraph:
 
     @property
     def folder(self) -> Optional[Path]:
+        """The folder external-data locations are relative to (the model's own, unless rebased)."""
+        if self.data_folder is not None:
+            return self.data_folder
         return self.path.parent if self.path else None
 
     @property
@@ -163,7 +169,9 @@ def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
     prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     model = parse_model_file(model_path)
     check_external_data(model, model_path)
-    return ModelGraph.from_proto(model, model_path)
+    graph = ModelGraph.from_proto(model, model_path)
+    graph.data_folder = rebase_symlinked_data(model, model_path)
+    return graph
 
 
 def parse_model_file(model_path: Path) -> onnx.ModelProto:
