@@ -92,7 +92,7 @@ def test_a_bad_sample_takes_the_prebuilt_session_only_when_it_needs_that_span_an
     if hit:  # the one span the walk replays is the one built in the background
         assert plain_spans == [(0, 6)] and built == [(0, 6)]
     else:  # a13 is clean: the walk replays 0-20 (merged back to the start: it fits), built on the spot
-        assert plain_spans == [(0, 20)] and built == [(0, 6), (0, 20)]
+        assert plain_spans == [(0, 20)] and sorted(built) == [(0, 6), (0, 20)]  # either may start first
 
 
 def test_no_speculation_for_few_samples_or_a_costly_build(prepared) -> None:
