@@ -16,6 +16,7 @@ from ..core.inputs import SampleSet, open_samples
 from ..errors import MiError, UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
 from ..executor.factory import make_executor
+from ..core.interrupts import deferred_interrupt
 from ..nanbisect.batch import JsonlLog, Summary, check_jsonl
 from ..nanbisect.config import NanBisectConfig, Simulate
 from ..nanbisect.findings import build_findings
@@ -154,8 +155,9 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
     try:
         for count, outcome in enumerate(executor.map(job, make_shards(items, config.shard_size)), start=1):
             record = outcome.value if outcome.ok else error_record(outcome.key, outcome.error or "failed")
-            log.write(record)
-            summary.add(record)
+            with deferred_interrupt():  # Ctrl-C between the two left the summary one record short
+                log.write(record)
+                summary.add(record)
             progress(count, len(todo), outcome.key)
     except KeyboardInterrupt:
         interrupted = True
