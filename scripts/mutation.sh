@@ -50,7 +50,10 @@ main() {
             fast=(tests/nanbisect/test_origin_scan.py tests/nanbisect/test_locate_plans.py
                   tests/nanbisect/test_locate_and_fullscan.py tests/nanbisect/test_nan_bisect_regions.py
                   tests/nanbisect/test_values_and_log.py tests/nanbisect/test_nan_bisect_origin.py
-                  tests/nanbisect/test_walk_back.py)
+                  tests/nanbisect/test_walk_back.py tests/nanbisect/test_walk_back_values.py
+                  tests/nanbisect/test_walk_back_feeds.py tests/nanbisect/test_walk_back_budget.py
+                  tests/nanbisect/test_walk_back_dead_branch.py tests/nanbisect/test_locate_records.py
+                  tests/nanbisect/test_layered_vs_expose_all.py)
             # worker processes import the unmutated code: the two-worker test cannot kill a mutant
             extra=(--deselect tests/nanbisect/test_nan_bisect_batch.py::test_jsonl_is_the_same_with_two_workers) ;;
         cli)

@@ -131,11 +131,14 @@ class Locator:
         return self._root_plans[key]
 
     def _layout(self, region: Region) -> RegionLayout:
-        if region.key not in self._layouts:
+        # keyed by the nodes too: the span replayed from the graph inputs to the outputs has the root's
+        # feeds and targets but not its nodes when some node feeds no output (a dead branch)
+        key = (region.key, region.positions)
+        if key not in self._layouts:
             if len(self._layouts) > 64:
                 self._layouts.clear()
-            self._layouts[region.key] = layout(self.topo, region)
-        return self._layouts[region.key]
+            self._layouts[key] = layout(self.topo, region)
+        return self._layouts[key]
 
     def _produced(self, region: Region) -> Tuple[str, ...]:
         return tuple(t for p in region.positions for t in self.topo.nodes[p].outputs if t)
@@ -248,7 +251,10 @@ class Locator:
         end = len(bounds) - 1
         while wanted and end > 0:
             start = end - 1
-            bad_before = {t for t in frontier[start]
+            # what enters the segment: the frontier at its start and the region's feeds its nodes read
+            # (a feed read after a checkpoint is on no frontier: frontiers hold tensors the region computes)
+            entering = [*frontier[start], *self._feeds_read(region, bounds[start] + 1, bounds[end])]
+            bad_before = {t for t in entering
                           if is_bad(values[t] if t in values else feed_values.get(t), predicate)}
             last = region.positions[bounds[end]]
             if bad_before and all(t in wanted or self.topo.surely_reaches(t, wanted, last) for t in bad_before):
@@ -277,6 +283,11 @@ class Locator:
             wanted = reached & set(frontier[start]) - region_feeds if start > 0 else set()
             end = start
         return Explained(found.origins, incoming, found.lookup)
+
+    def _feeds_read(self, region: Region, first: int, last: int) -> Set[str]:
+        """The region's feeds read by its nodes at local indices `first`..`last`."""
+        feeds = set(region.feeds)
+        return {t for p in region.positions[first:last + 1] for t in self.topo.nodes[p].all_inputs if t in feeds}
 
     @staticmethod
     def _fits(born_bytes: List[int], first: int, last: int, feeds_front: Sequence[str], region_feeds: Sequence[str],
