@@ -101,6 +101,7 @@ class Locator:
         """Samples this locator will likely analyse: with enough of them the first replay is prebuilt."""
         self.prebuild = Prebuilder()
         self._prebuild_decided = expected_samples < 2
+        self._clean_runs = 0
         self._build_seconds: Optional[float] = None
         self.dry = False
         """Set by `prebuild.predict`: the walk stops at its first replay (raising `Planned`)."""
@@ -165,9 +166,9 @@ class Locator:
             self.sessions.get(key, lambda: session)
             self._build_seconds = self._build_seconds or seconds
         names = list(dict.fromkeys([*self.topo.outputs, *rp.exposed]))
-        started = time.perf_counter()
+        started = time.process_time()
         values = session.run(feeds, names, sample=sample)
-        ran = time.perf_counter() - started
+        ran = time.process_time() - started
         self.runs += 1
         if self.expose_all_root:
             # a single-sample run never needs the whole model again: free its weights before replays
@@ -176,7 +177,8 @@ class Locator:
         dirty = [o for o in self.topo.outputs if o in values and is_bad(values[o])]
         if not dirty:
             built = self._build_seconds or self.prepared.root_build_seconds
-            if not self._prebuild_decided and built is not None:
+            self._clean_runs += 1
+            if not self._prebuild_decided and built is not None and self._clean_runs >= 2:  # a warm run
                 self._consider_prebuild(feeds, built, ran)
             return SampleRecord(sample=sample, status="clean", strategy=rp.strategy, runs=self.runs,
                                 inputs_nonfinite=inputs_bad)
@@ -196,8 +198,8 @@ class Locator:
                             strategy=rp.strategy, runs=self.runs, inputs_nonfinite=inputs_bad)
 
     def _consider_prebuild(self, feeds: Mapping[str, np.ndarray], build_seconds: float, run_seconds: float) -> None:
-        """After a clean scan (its time known): start building the likely first replay's session in the
-        background when one build is a small share of the expected scan (see `prebuild`)."""
+        """After the second clean scan (a warm run's CPU known): start building the likely first replay's
+        session in the background when one build is a small share of the expected scan (`prebuild`)."""
         self._prebuild_decided = True
         if not worth_it(self.expected_samples, build_seconds, run_seconds):
             return

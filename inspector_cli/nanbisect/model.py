@@ -106,7 +106,7 @@ class PreparedModel:
         self.preopened: Dict[object, Session] = {}
         """Sessions opened before the search (the load check's root session), taken by the first `Locator`."""
         self.root_build_seconds: Optional[float] = None
-        """Wall seconds the preopened root session took to build (the estimate of a replay's build)."""
+        """CPU seconds (the building thread's) of the preopened root session: a replay build's estimate."""
 
     @classmethod
     def load(cls, graph: ModelGraph, runtime: RuntimeConfig,
