@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -78,7 +77,7 @@ def write_atomic(path: Union[str, Path], text_or_writer: Union[str, bytes, Calla
     parent = target.parent if str(target.parent) else Path(".")
     binary = isinstance(text_or_writer, bytes)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+        fd, tmp = _mkstemp(parent, f".{target.name}.", ".tmp")
     except OSError as exc:
         raise ReportError(f"{target}: cannot write the report: {os_error_text(exc)}") from exc
     try:
@@ -116,3 +115,17 @@ def write_result_json(result: Result, path: Union[str, Path]) -> None:
 
 __all__ = ["SCHEMA_VERSION", "envelope", "dumps", "result_to_json", "result_from_document", "read_result",
            "check_writable", "write_atomic", "write_result_json", "os_error_text"]
+
+
+def _mkstemp(folder: Path, prefix: str, suffix: str) -> "tuple[int, str]":
+    """A new file of ours in `folder`, opened for writing, as `tempfile.mkstemp` makes it (O_EXCL,
+    mode 0600, a random name); without importing tempfile, shutil and random on every run that
+    writes a report (issue 16)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        name = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
+        try:
+            return os.open(name, flags, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(folder))

@@ -188,6 +188,8 @@ def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], 
     if formatters and fmt in formatters:  # command-specific formats such as SARIF
         click.echo(formatters[fmt](result))
         return result.exit_code
+    if state.quiet and fmt not in ("markdown", "csv"):
+        return result.exit_code  # a table under --quiet prints nothing: not even built (issue 16)
     view = view_builder(result)
     if fmt == "markdown":
         from ..render.text import view_to_markdown

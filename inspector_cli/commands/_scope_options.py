@@ -11,7 +11,8 @@ from typing import Any, Dict
 
 import click
 
-from .profile import parse_group_by
+# parse_group_by is imported where a value is given: commands.profile is the profile command's
+# module, which a compare/probe/nan-bisect run without --group-by does not need (issue 16)
 
 
 def group_by_option(func: Any) -> Any:
@@ -37,6 +38,8 @@ def group_by_option(func: Any) -> Any:
 def _check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     # a bad value is a usage error before anything runs, not after the samples
     if value:
+        from .profile import parse_group_by
+
         parse_group_by(value)
     return value
 
@@ -46,7 +49,9 @@ def apply_group_by(result: Any, params: Dict[str, Any]) -> Any:
     value = params.get("group_by")
     if not value:
         return result
-    depth = parse_group_by(value)
     from ..inspection.rollups import regroup
+    from .profile import parse_group_by
+
+    depth = parse_group_by(value)
 
     return regroup(result, depth, group_by=True)

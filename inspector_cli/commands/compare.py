@@ -75,8 +75,6 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     from ..compare.config import CompareConfig
     from ..diff.gates import GATE_FLAGS, parse_gates
     from ..errors import UsageError
-    from ..render.compare_view import compare_view
-    from ..render.rollup_view import with_rollup
     from ..workflows.compare import compare_models
 
     if wants_compare_sequence(params):  # sequence/decode mode: its own orchestration (issue 19)
@@ -107,7 +105,14 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:
         result = compare_models(model_a, model_b, config, progress=progress, remedy=remedy)
-    return emit(ctx, apply_group_by(result, params), with_rollup(compare_view), fmt=params["fmt"],
+    return emit(ctx, apply_group_by(result, params), _view, fmt=params["fmt"],
                 json_path=params.get("json_path"))
 
 
+def _view(result: Any) -> Any:
+    """The terminal view of `result`; the renderers are imported only when a view is drawn (a CI
+    gate's `-q --json` run draws none: issue 16)."""
+    from ..render.compare_view import compare_view
+    from ..render.rollup_view import with_rollup
+
+    return with_rollup(compare_view)(result)

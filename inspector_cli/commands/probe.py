@@ -75,15 +75,12 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
       mi probe lstm.onnx --sequence chunks/ --select op:LSTM \\
           --per-step --break-on 'absmax>1e4'
     """
-    from ..render.probe_view import history_list_view, probe_view, tensor_list_view
-    from ..render.rollup_view import with_rollup
-
     fmt, json_path = params["fmt"], params.get("json_path")
     check_report_paths({"--json": json_path})
     if params["show_history"]:
         from ..probe.report import list_history
 
-        return emit(ctx, list_history(params["history_dir"], model), history_list_view, fmt=fmt, json_path=json_path)
+        return emit(ctx, list_history(params["history_dir"], model), _history_view, fmt=fmt, json_path=json_path)
     if model is None:
         raise click.UsageError("MODEL is required (except with --history)")
     if params["list_only"]:
@@ -91,7 +88,7 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         from ..probe.report import list_tensors
 
         listed = list_tensors(load_model(model), tuple(params.get("select") or ()))
-        return emit(ctx, listed, tensor_list_view, fmt=fmt, json_path=json_path)
+        return emit(ctx, listed, _list_view, fmt=fmt, json_path=json_path)
     from ..probe.config import ProbeConfig
     from ..workflows.probe import probe_model
 
@@ -109,4 +106,24 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
     state = app_state(ctx)
     with progress_bar(state, "probing", enabled=json_path != "-" and fmt == "table") as progress:
         result = probe_model(model, config, progress=progress)
-    return emit(ctx, apply_group_by(result, params), with_rollup(probe_view), fmt=fmt, json_path=json_path)
+    return emit(ctx, apply_group_by(result, params), _view, fmt=fmt, json_path=json_path)
+
+
+# The renderers are imported only when a view is drawn (a `-q --json` run draws none: issue 16).
+def _view(result: Any) -> Any:
+    from ..render.probe_view import probe_view
+    from ..render.rollup_view import with_rollup
+
+    return with_rollup(probe_view)(result)
+
+
+def _history_view(result: Any) -> Any:
+    from ..render.probe_view import history_list_view
+
+    return history_list_view(result)
+
+
+def _list_view(result: Any) -> Any:
+    from ..render.probe_view import tensor_list_view
+
+    return tensor_list_view(result)

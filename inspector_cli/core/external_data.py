@@ -19,7 +19,7 @@ def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tup
     """(tensor name, problem) for every external-data reference that is unsafe or missing, in every
     place a tensor can be stored (`iter_all_tensors`: sparse initializers and subgraph attributes
     too). Problems that make reading unsafe say 'unsafe' (validate reports them as MI109)."""
-    folder = model_path.resolve().parent
+    folder = _Folder(model_path)
     problems: List[Tuple[str, str]] = []
     files: Dict[str, Tuple[Optional[str], int]] = {}  # location -> (problem, size): resolved once per file
     for where, tensor in iter_all_tensors(model.graph):
@@ -32,7 +32,28 @@ def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tup
     return problems
 
 
-def _external_problem(tensor: onnx.TensorProto, folder: Path,
+class _Folder:
+    """Where a model's external data may live. Locations are named relative to the folder the model
+    is reached through (as onnxruntime and onnx read them), and must resolve inside it, or inside the
+    folder of the model file itself when the model is a symlink: the Hugging Face cache keeps
+    `snapshots/<rev>/model.onnx` and `model.onnx_data` as symlinks into `blobs/`, and mi's lazy loader
+    names the model file by the name it was given. A symlink the model does not share (a data file
+    linked to `/etc/...`) still resolves outside both and is refused."""
+
+    def __init__(self, model_path: Path) -> None:
+        self.named = model_path.absolute().parent
+        self.roots = (self.named.resolve(), model_path.resolve().parent)
+
+    def __str__(self) -> str:
+        return str(self.named)
+
+    def target(self, location: str) -> Optional[Path]:
+        """The file `location` names, resolved; None when it leaves the allowed folders."""
+        target = (self.named / location).resolve()
+        return target if any(_is_inside(target, root) for root in self.roots) else None
+
+
+def _external_problem(tensor: onnx.TensorProto, folder: _Folder,
                       files: Dict[str, Tuple[Optional[str], int]]) -> Optional[str]:
     info = {e.key: e.value for e in tensor.external_data}
     location = info.get("location", "")
@@ -58,14 +79,41 @@ def _external_problem(tensor: onnx.TensorProto, folder: Path,
     return None
 
 
-def _file_problem(location: str, folder: Path) -> Tuple[Optional[str], int]:
+def _file_problem(location: str, folder: _Folder) -> Tuple[Optional[str], int]:
     """(problem, size in bytes) of an external-data file named relative to the model's folder."""
-    target = (folder / location).resolve()
-    if os.path.isabs(location) or not _is_inside(target, folder):
+    target = None if os.path.isabs(location) else folder.target(location)
+    if target is None:
         return f"external data location '{location}' resolves outside the model's folder {folder}", 0
     if not target.is_file():
         return f"external data file '{location}' not found in {folder}", 0
     return None, target.stat().st_size
+
+
+def rebase_symlinked_data(model: onnx.ModelProto, model_path: Path) -> Optional[Path]:
+    """For a model whose external data is reached through symlinks (checked by `check_external_data`
+    first): rewrite each location, in memory, to the real file relative to the folder holding them
+    all, and return that folder; None (nothing changed) when no symlink is involved.
+
+    onnxruntime, given a model from memory, refuses a location whose real path leaves the folder it
+    is told to read from (the Hugging Face cache: `snapshots/<rev>/model.onnx_data` -> `blobs/<sha>`),
+    though it reads the same model from its path; mi runs models from memory."""
+    named = model_path.absolute().parent
+    real_named = named.resolve()
+    targets: Dict[str, Path] = {}
+    for _, tensor in iter_all_tensors(model.graph):
+        if tensor.data_location == _EXTERNAL:
+            location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+            if location and location not in targets:
+                targets[location] = (named / location).resolve()
+    if all(target == real_named / location for location, target in targets.items()):
+        return None
+    base = Path(os.path.commonpath([target.parent for target in targets.values()]))
+    for _, tensor in iter_all_tensors(model.graph):
+        if tensor.data_location == _EXTERNAL:
+            for entry in tensor.external_data:
+                if entry.key == "location" and entry.value in targets:
+                    entry.value = os.path.relpath(targets[entry.value], base)
+    return base
 
 
 def check_external_data(model: onnx.ModelProto, model_path: Path) -> None:

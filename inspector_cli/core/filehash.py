@@ -16,17 +16,45 @@ import hashlib
 import os
 import sys
 import threading
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 CHUNK = 1 << 22
 BACKGROUND_MIN_BYTES = 1 << 22
 """Smaller files hash in milliseconds: not worth a thread."""
 
 _Key = Tuple[str, int, int, int]
+
+
+class _Hash:
+    """One file's hash, set once by whoever computes it (a background thread or the first caller).
+    A two-method stand-in for concurrent.futures.Future, whose import (with logging) costs every
+    run more than the small files it would wait for (issue 16)."""
+
+    __slots__ = ("_done", "_value", "_error")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._value = ""
+        self._error: Optional[BaseException] = None
+
+    def set_result(self, value: str) -> None:
+        self._value = value
+        self._done.set()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._done.set()
+
+    def result(self) -> str:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 _LOCK = threading.Lock()
-_HASHES: Dict[_Key, "Future[str]"] = {}
+_HASHES: Dict[_Key, _Hash] = {}
 
 
 def _key(path: Path) -> _Key:
@@ -42,7 +70,7 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _run(path: Path, future: "Future[str]") -> None:
+def _run(path: Path, future: _Hash) -> None:
     try:
         future.set_result(_digest(path))
     except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the hash
@@ -65,7 +93,7 @@ def prefetch(path: "str | os.PathLike[str]") -> None:
     with _LOCK:
         if key in _HASHES:
             return
-        future: "Future[str]" = Future()
+        future = _Hash()
         _HASHES[key] = future
     threading.Thread(target=_run, args=(file, future), name="mi-sha256", daemon=True).start()
 
@@ -77,7 +105,7 @@ def sha256(path: "str | os.PathLike[str]") -> str:
     with _LOCK:
         future = _HASHES.get(key)
         if future is None:
-            future = Future()
+            future = _Hash()
             _HASHES[key] = future
             mine = True
         else:

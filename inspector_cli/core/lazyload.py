@@ -21,7 +21,7 @@ from typing import List, Optional, Tuple
 import onnx
 
 from .filehash import prefetch as prefetch_sha256
-from .graph import ModelGraph, check_external_data, load_model
+from .graph import ModelGraph, check_external_data, load_model, rebase_symlinked_data
 from .protoutil import read_varint
 
 MIN_EXTERNAL_BYTES = 4096
@@ -171,4 +171,6 @@ def load_model_lazy(path: "str | os.PathLike[str]") -> ModelGraph:
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         return load_model(model_path)
     check_external_data(model, model_path)
-    return ModelGraph.from_proto(model, model_path)
+    graph = ModelGraph.from_proto(model, model_path)
+    graph.data_folder = rebase_symlinked_data(model, model_path)
+    return graph

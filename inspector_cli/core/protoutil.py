@@ -137,22 +137,25 @@ def _dim_value(d: onnx.TensorShapeProto.Dimension) -> Dim:
 
 def _tensor_infos(value_infos: Sequence[onnx.ValueInfoProto], info: Dict[str, TensorInfo]) -> None:
     """`value_info_to_tensor` over many value infos into `info` (a declared type wins over an untyped
-    entry), written for 50,000-tensor graphs: TensorInfo filled without its frozen `__init__`, and a
-    dimension read with one field access in the common case (0.5 s -> ~0.15 s at 50,000 tensors)."""
+    entry), written for 50,000-tensor graphs: TensorInfo filled without its frozen `__init__`, and each
+    distinct type read once, found again by its serialised bytes (a few dozen distinct types among
+    50,000 tensors; reading the dims field by field cost 0.3-0.4 s)."""
     new = object.__new__
+    known: Dict[bytes, Tuple[int, Optional[Tuple[Dim, ...]]]] = {}
     for vi in value_infos:
         name = vi.name
-        tensor_type = vi.type.tensor_type  # unset (sequence, map): elem_type 0 and no shape, as TensorInfo(name)
-        elem_type = tensor_type.elem_type
+        vtype = vi.type
+        key = vtype.SerializeToString()
+        read = known.get(key)
+        if read is None:
+            tensor_type = vtype.tensor_type  # unset (sequence, map): elem_type 0, no shape, as TensorInfo(name)
+            shape = None
+            if tensor_type.HasField("shape"):
+                shape = tuple([d.dim_value or _dim_value(d) for d in tensor_type.shape.dim])
+            read = known[key] = (tensor_type.elem_type, shape)
+        elem_type, shape = read
         if not elem_type and name in info:
             continue
-        shape = None
-        if tensor_type.HasField("shape"):
-            dims = []
-            for d in tensor_type.shape.dim:
-                value = d.dim_value
-                dims.append(value if value else _dim_value(d))
-            shape = tuple(dims)
         ti = new(TensorInfo)
         ti.__dict__.update(name=name, elem_type=elem_type, shape=shape)
         info[name] = ti

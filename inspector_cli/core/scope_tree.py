@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from .cost import node_cost
+from .cost import ELEMENTWISE, PER_ELEMENT, READS_INPUT, node_cost
 from .graph import ModelGraph
 from .scopes import TRANSPARENT, Path, node_scopes, scope_name
 
@@ -58,11 +58,33 @@ class Scope:
             stack.extend(scope.children.values())
         return [name for _, name in sorted(found)]
 
+    def ordered_children(self) -> List["Scope"]:
+        """The children in topological order (of their first real node; ties in insertion order)."""
+        children = self.children
+        if len(children) < 2:
+            return list(children.values())
+        return sorted(children.values(), key=_first)
+
     def walk(self) -> Iterator["Scope"]:
         """This scope and every descendant, depth first, children in topological order."""
-        yield self
-        for child in sorted(self.children.values(), key=lambda s: s.first):
-            yield from child.walk()
+        stack = [self]
+        while stack:  # iterative: a recursive generator re-yields every scope once per ancestor
+            scope = stack.pop()
+            yield scope
+            if scope.children:
+                stack.extend(reversed(scope.ordered_children()))
+
+
+def _first(scope: Scope) -> int:
+    return scope.first
+
+
+def _new_scope(path: Path, kind: str) -> Scope:
+    """`Scope(path, kind)` without the dataclass's default factories (24,000 scopes at 50,000 nodes)."""
+    scope = object.__new__(Scope)
+    scope.__dict__.update(path=path, kind=kind, own=[], count=0, children={}, ops={}, params=0, param_bytes=0,
+                          flops=0, flops_unknown=0, activation_bytes=0, inputs={}, outputs={}, first=-1)
+    return scope
 
 
 @dataclass
@@ -94,10 +116,20 @@ def _elements(shape: Optional[tuple]) -> Tuple[int, bool]:
     return count, dynamic
 
 
+_COSTED = frozenset({"Conv", "ConvTranspose", "MatMul", "MatMulInteger", "Gemm", "Einsum", "AveragePool", "MaxPool",
+                     "LpPool"}) | READS_INPUT
+"""Ops whose FLOPs need `node_cost`'s own rule; every other op costs per output element (or nothing),
+computed inline: a call, a `NodeCost` and a shape tuple per node were a third of the tree at 50,000 nodes."""
+_BY_SHAPES = frozenset({"MatMul", "MatMulInteger"}) | READS_INPUT
+"""Ops whose `node_cost` reads nothing but the shapes of their first two inputs (and their count)."""
+_UNSET = object()
+
+
 def build_scope_tree(graph: ModelGraph) -> ScopeTree:
     """Derive the scope hierarchy of `graph` and aggregate every scope's facts."""
     paths, kinds, source = node_scopes(graph)
     info = graph.all_tensor_info()
+    get_info = info.get
     dynamic = False
 
     shapes: Dict[str, Optional[Tuple[int, ...]]] = {}
@@ -106,7 +138,7 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
         # memoised: the cost model asks for each activation from its producer and every consumer
         if tensor in shapes:
             return shapes[tensor]
-        ti = info.get(tensor)
+        ti = get_info(tensor)
         shape = None if ti is None or ti.shape is None else tuple(
             d if isinstance(d, int) and d >= 0 else 1 for d in ti.shape)
         shapes[tensor] = shape
@@ -114,27 +146,24 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
 
     root = Scope(path=(), kind="root")
     scope_of: Dict[Path, Scope] = {(): root}
+    get_scope = scope_of.get
 
-    def chain(path: Path) -> List[Scope]:
-        found = [root]
-        for depth in range(1, len(path) + 1):
-            prefix = path[:depth]
-            scope = scope_of.get(prefix)
-            if scope is None:
-                scope = Scope(path=prefix, kind=kinds.get(prefix, "name"))
-                scope_of[prefix] = scope
-                found[-1].children[prefix[-1]] = scope
-            found.append(scope)
-        return found
+    def scope_at(path: Path) -> Scope:
+        # parents are made before children, as the sums below need; most new scopes have a parent already
+        parent = get_scope(path[:-1]) or scope_at(path[:-1])
+        scope = _new_scope(path, kinds.get(path, "name"))
+        scope_of[path] = parent.children[path[-1]] = scope
+        return scope
 
     # initializers' (type, dims) are in the tensor info already (written last, from the proto): reading
     # 33,000 protos again cost 0.1-0.5 s at 50,000 nodes; installed info without them reads the protos
-    known = [info.get(name) for name in graph.initializer_names]
+    known = [get_info(name) for name in graph.initializer_names]
     if all(ti is not None and ti.shape is not None for ti in known):
         param_sizes = {ti.name: (ti.elem_type, ti.shape) for ti in known}  # type: ignore[union-attr]
     else:
         param_sizes = {t.name: (t.data_type, tuple(t.dims)) for t in graph.model.graph.initializer}
-    for proto in graph.model.graph.node:
+    has_constants = any(node.op_type == "Constant" for node in graph.nodes)  # not one proto read when none
+    for proto in graph.model.graph.node if has_constants else ():
         if proto.op_type == "Constant" and proto.attribute and proto.attribute[0].name == "value":
             tensor = proto.attribute[0].t
             for out in proto.output:
@@ -143,65 +172,88 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
     counted: Dict[object, Tuple[int, bool]] = {}  # shape -> _elements(shape): few distinct shapes, 50,000 outputs
     node_flops: Dict[str, Optional[int]] = {}
     node_bytes: Dict[str, int] = {}
-    leaves: Dict[Path, Scope] = {}
+    itemsize = _ITEMSIZE.get
+    by_shapes: Dict[tuple, object] = {}
+    per_element = PER_ELEMENT.get
     for node in graph.nodes:
+        name, op, ins, outs = node.name, node.op_type, node.inputs, node.outputs
         params = pbytes = 0
-        for tensor in node.inputs:
-            if tensor in param_sizes and tensor not in claimed:
-                claimed.add(tensor)  # a shared weight counts once, in its first reader's scope
-                dtype, dims = param_sizes[tensor]
-                count = _elements(dims)[0]
-                params += count
-                pbytes += count * _ITEMSIZE.get(dtype, 4)
-        cost = node_cost(graph, node, shape_of) if node.op_type != "Constant" else None
-        flops = cost.flops if cost is not None else None
+        if not param_sizes.keys().isdisjoint(ins):  # most nodes read no weight: one C-level test
+            for tensor in ins:
+                if tensor in param_sizes and tensor not in claimed:
+                    claimed.add(tensor)  # a shared weight counts once, in its first reader's scope
+                    dtype, dims = param_sizes[tensor]
+                    count = _elements(dims)[0]
+                    params += count
+                    pbytes += count * itemsize(dtype, 4)
         act = 0
-        if node.op_type != "Constant":
-            for out in node.outputs:
-                ti = info.get(out)
+        flops: Optional[int]
+        if op == "Constant":
+            flops = None
+        else:
+            first_out = None  # (elements, known) of outs[0], for the per-element FLOPs below
+            for index, out in enumerate(outs):
+                ti = get_info(out)
                 if ti is not None and ti.shape is not None:
                     elements = counted.get(ti.shape)
                     if elements is None:
                         elements = counted[ti.shape] = _elements(ti.shape)
                     count, dyn = elements
-                    dynamic = dynamic or dyn
-                    act += count * _ITEMSIZE.get(ti.elem_type, 4)
-        node_flops[node.name] = flops
-        node_bytes[node.name] = act
+                    if dyn:
+                        dynamic = True
+                    act += count * itemsize(ti.elem_type, 4)
+                    if not index:
+                        first_out = count
+            # the same numbers as `node_cost` (tested against it): dynamic dims count as 1 in both
+            if not outs or not ins:
+                flops = 0
+            elif op in _BY_SHAPES:
+                # the cost depends on the inputs' shapes alone: a few distinct pairs among 12,000 MatMuls
+                key = (op, len(ins), *[ti.shape if ti is not None else None for ti in map(get_info, ins[:2])])
+                flops = by_shapes.get(key, _UNSET)
+                if flops is _UNSET:
+                    cost = node_cost(graph, node, shape_of)
+                    flops = by_shapes[key] = cost.flops if cost is not None else None
+            elif op in _COSTED:
+                cost = node_cost(graph, node, shape_of)
+                flops = cost.flops if cost is not None else None
+            else:
+                per = 1 if op in ELEMENTWISE else per_element(op)
+                flops = 0 if per is None else None if first_out is None else per * first_out
+        node_flops[name] = flops
+        node_bytes[name] = act
         # numbers go to the leaf only; parents get their children's sums once, below (not depth x nodes)
-        leaf = leaves.get(paths[node.name]) or chain(paths[node.name])[-1]
-        leaves[leaf.path] = leaf
-        if leaf.first < 0 and node.op_type not in TRANSPARENT:
+        path = paths[name]
+        leaf = get_scope(path) or scope_at(path)
+        if leaf.first < 0 and op not in TRANSPARENT:
             leaf.first = node.order  # weight DQs are ready first in topological order: not a position
-        leaf.own.append((node.order, node.name))
-        leaf.ops[node.op_type] = leaf.ops.get(node.op_type, 0) + 1
-        leaf.params += params
-        leaf.param_bytes += pbytes
+        leaf.own.append((node.order, name))
+        ops = leaf.ops
+        ops[op] = ops.get(op, 0) + 1
+        if params:
+            leaf.params += params
+            leaf.param_bytes += pbytes
         leaf.activation_bytes += act
         if flops is None:
             leaf.flops_unknown += 1
         else:
             leaf.flops += flops
-    _sum_up(root)
+    _sum_up(list(scope_of.values()))
     _mark_boundaries(graph, paths, scope_of, set(param_sizes))
     return ScopeTree(root=root, node_path=paths, source=source, dynamic_dims=dynamic,
                      node_flops=node_flops, node_bytes=node_bytes)
 
 
-def _sum_up(scope: Scope) -> None:
-    """Post-order: each scope's numbers become its own nodes' plus its children's."""
-    stack: List[Tuple[Scope, bool]] = [(scope, False)]
-    while stack:
-        current, done = stack.pop()
-        if not done:
-            stack.append((current, True))
-            stack.extend((child, False) for child in current.children.values())
-            continue
+def _sum_up(created: List[Scope]) -> None:
+    """Each scope's numbers become its own nodes' plus its children's. `created`: every scope, parents
+    before children (as `scope_at` makes them), so the reverse visits each scope after all its children."""
+    for current in reversed(created):
         current.count = len(current.own)
-        for child in current.children.values():
+        for child in current.children.values():  # in insertion order, as the ops' order depends on it
             current.count += child.count
+            ops = current.ops
             for op, n in child.ops.items():
-                current.ops[op] = current.ops.get(op, 0) + n
+                ops[op] = ops.get(op, 0) + n
             current.params += child.params
             current.param_bytes += child.param_bytes
             current.flops += child.flops
@@ -214,26 +266,32 @@ def _sum_up(scope: Scope) -> None:
 def _mark_boundaries(graph: ModelGraph, paths: Dict[str, Path], scope_of: Dict[Path, Scope],
                      constants: set) -> None:
     """Tensors crossing each scope's border: produced inside and read outside (outputs) or the converse."""
-    outputs = dict.fromkeys(graph.output_names)  # in model order: a set made the order vary per process
+    # each path's scopes from depth 1 down, made once per scope (`scope_of` lists parents first), so an
+    # edge marks `chains[path][common:]` instead of slicing and hashing a path prefix per level
+    chains: Dict[Path, List[Scope]] = {}
+    for path, scope in scope_of.items():
+        chains[path] = chains[path[:-1]] + [scope] if path else []
+    producer_of = graph.producer.get
     for tensor, consumers in graph.consumers.items():
         if not tensor or tensor in constants:
             continue
-        producer = graph.producer.get(tensor)
+        producer = producer_of(tensor)
         p_path: Path = paths[producer.name] if producer is not None else ()
         for consumer in consumers:
             c_path = paths[consumer.name]
+            if c_path == p_path:
+                continue  # most edges stay inside one scope: they cross no border
             common = 0
             for a, b in zip(p_path, c_path):
                 if a != b:
                     break
                 common += 1
-            for depth in range(common + 1, len(p_path) + 1):
-                scope_of[p_path[:depth]].outputs[tensor] = None
-            for depth in range(common + 1, len(c_path) + 1):
-                scope_of[c_path[:depth]].inputs[tensor] = None
-    for tensor in outputs:
-        producer = graph.producer.get(tensor)
+            for scope in chains[p_path][common:]:
+                scope.outputs[tensor] = None
+            for scope in chains[c_path][common:]:
+                scope.inputs[tensor] = None
+    for tensor in dict.fromkeys(graph.output_names):  # in model order: a set made the order vary per process
+        producer = producer_of(tensor)
         if producer is not None:
-            p_path = paths[producer.name]
-            for depth in range(1, len(p_path) + 1):
-                scope_of[p_path[:depth]].outputs[tensor] = None
+            for scope in chains[paths[producer.name]]:
+                scope.outputs[tensor] = None

@@ -92,33 +92,37 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
     paths: Dict[str, Path] = {}
     kinds: Dict[Path, str] = {}
     by_prefix: Dict[str, Path] = {}  # `a/b/Op` and `a/b/Op_1` share a scope: split each prefix once
+    distinct: set = set()  # the scopes of real (not Q/DQ or Constant) nodes: fewer than 2 -> structure
+    get_entries = torch_entries.get if torch_entries else None
     for node in graph.nodes:
-        entries = torch_entries.get(node.name)
+        node_name = node.name
+        entries = get_entries(node_name) if get_entries is not None else None
         if entries is not None:
-            paths[node.name] = torch_scope(entries)
-            continue
-        name = node.original_name or node.name
-        cut = name.rfind("/")
-        if cut < 0 or cut == len(name) - 1:  # no '/', or a trailing one: the last segment is not own name
-            paths[node.name] = name_scope(node)
-            continue
-        prefix = name[:cut]
-        path = by_prefix.get(prefix)
-        if path is None:
-            path = by_prefix[prefix] = name_scope(node)
-        paths[node.name] = path
-    distinct = {p for n, p in paths.items() if p and graph.node_by_name[n].op_type not in TRANSPARENT}
+            path = paths[node_name] = torch_scope(entries)
+        else:
+            name = node.original_name or node_name
+            cut = name.rfind("/")
+            if cut < 0 or cut == len(name) - 1:  # no '/', or a trailing one: the last segment is not own name
+                path = paths[node_name] = name_scope(node)
+            else:
+                prefix = name[:cut]
+                path = by_prefix.get(prefix)
+                if path is None:
+                    path = by_prefix[prefix] = name_scope(node)
+                paths[node_name] = path
+        if path and node.op_type not in TRANSPARENT:
+            distinct.add(path)
     source = "torch-metadata" if torch_entries else "names"
     if len(distinct) < 2 and not functions:
-
         paths, kinds = structural_scopes(graph)
         source = "structure"
     attach_transparent(graph, paths)
-    for node in graph.nodes:
-        if (node.domain, node.op_type) in functions:
-            path = paths[node.name] + (node.name.rsplit("/", 1)[-1] or node.op_type,)
-            paths[node.name] = path
-            kinds[path] = "function"
+    if functions:
+        for node in graph.nodes:
+            if (node.domain, node.op_type) in functions:
+                path = paths[node.name] + (node.name.rsplit("/", 1)[-1] or node.op_type,)
+                paths[node.name] = path
+                kinds[path] = "function"
     return paths, kinds, source
 
 

@@ -97,7 +97,9 @@ def format_shape(shape: Optional[Tuple[Dim, ...]]) -> str:
     """'[1, 3, 224, 224]', with symbolic dims by name and unknown ones as '?'."""
     if shape is None:
         return "?"
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+    if None in shape:
+        return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+    return "[" + ", ".join(map(str, shape)) + "]"  # no generator: scope maps format ~10,000 distinct shapes
 
 
 def is_float_dtype(dtype: np.dtype) -> bool:

@@ -1,12 +1,12 @@
 """The core scope tree as result data: a `ScopeMap` and the nodes in topological order."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from ..core.graph import ModelGraph
 from ..core.scope_blocks import block_patterns
 from ..core.scope_tree import ScopeTree
-from ..core.scopes import scope_name
+from ..core.scopes import Path, scope_name
 from ..core.types import format_shape
 from ..results.inspect import NodeBrief, TensorFact
 from ..results.scopes import ScopeInfo, ScopeMap
@@ -15,15 +15,15 @@ from ..results.scopes import ScopeInfo, ScopeMap
 def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
     """Every scope (parents before children, siblings in topological order) and each node's scope."""
     info = graph.all_tensor_info()
+    get_info = info.get
     patterns = block_patterns(graph, tree.node_path) if tree.source == "structure" else {}
     scopes: List[ScopeInfo] = []
-    every = tree.scopes()
-    names = {scope.path: scope_name(scope.path) for scope in every}
     new = object.__new__
     texts: Dict[object, str] = {}  # shape -> its text: a handful of shapes among 24,000 scopes' outputs
+    names: Dict[Path, str] = {}
 
     def shape_text(tensor: str) -> str:
-        ti = info.get(tensor)
+        ti = get_info(tensor)
         if ti is None:
             return "?"
         text = texts.get(ti.shape)
@@ -31,24 +31,34 @@ def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
             text = texts[ti.shape] = format_shape(ti.shape)
         return text
 
-    for scope in every:
+    # the tree walked depth first here (as `ScopeTree.scopes`), so each scope's children are sorted once
+    stack = [tree.root]
+    while stack:
+        scope = stack.pop()
         path = scope.path
-        children = sorted(scope.children.values(), key=lambda s: s.first) if len(scope.children) > 1 \
-            else scope.children.values()
+        name = names[path] = "/".join(path)
+        children = scope.ordered_children() if scope.children else []
+        if children:
+            stack.extend(reversed(children))
         outputs = list(scope.outputs)
         ops = scope.ops
         info_ = new(ScopeInfo)  # frozen dataclass filled directly (24,000 scopes at 50,000 nodes)
         info_.__dict__.update(
-            path=names[path], name=path[-1] if path else "", depth=len(path), kind=scope.kind,
-            nodes=scope.count, ops=dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))) if len(ops) > 1 else dict(ops),
+            path=name, name=path[-1] if path else "", depth=len(path), kind=scope.kind,
+            nodes=scope.count, ops=dict(sorted(ops.items(), key=_op_order)) if len(ops) > 1 else dict(ops),
             params=scope.params, param_bytes=scope.param_bytes,
             flops=scope.flops if not scope.flops_unknown else (scope.flops or None),
             activation_bytes=scope.activation_bytes, inputs=list(scope.inputs), outputs=outputs,
             output_shapes=[shape_text(t) for t in outputs[:8]],
-            children=[names[c.path] for c in children], pattern=patterns.get(path, ""))
+            children=["/".join(c.path) for c in children], pattern=patterns.get(path, ""))
         scopes.append(info_)
-    node_scope: Dict[str, str] = {name: names.get(path) or scope_name(path) for name, path in tree.node_path.items()}
+    get_name = names.get
+    node_scope: Dict[str, str] = {name: get_name(path) or scope_name(path) for name, path in tree.node_path.items()}
     return ScopeMap(source=tree.source, node_scope=node_scope, scopes=scopes)
+
+
+def _op_order(item: Tuple[str, int]) -> Tuple[int, str]:
+    return -item[1], item[0]
 
 
 def node_briefs(graph: ModelGraph, tree: ScopeTree) -> List[NodeBrief]:

@@ -9,17 +9,19 @@ saved result can be rolled up again at another depth without its model (`regroup
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ..core.graph import ModelGraph
 from ..core.scope_blocks import TRANSPARENT
 from ..core.scope_tree import build_scope_tree
 from ..core.scopes import node_scopes
-from ..results.profile import ModelProfile
 from ..results.scope_section import ScopeSection
 from ..results.scopes import RollupRow, ScopeMap, rollup
 from .build import node_briefs, scope_map
 from .flags import FULL_SCOPES  # noqa: F401 (defined there: the CLI sets it without importing this module)
+
+if TYPE_CHECKING:  # an annotation only: probe and compare --layers do not import the profile result (issue 16)
+    from ..results.profile import ModelProfile
 
 Rows = List[Tuple[str, Dict[str, Optional[float]]]]
 DIFF_DEPTH = 3

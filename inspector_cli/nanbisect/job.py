@@ -33,6 +33,9 @@ class NanBisectJob(Job):
     """Load the original model and externalise its large weights in the worker's own temporary folder
     (Ray workers, possibly on other machines); otherwise `model_path` is already prepared."""
     """The caller's already-prepared model, reused when the job is opened in the same process."""
+    expected_samples: int = 0
+    """Samples the opened runner will analyse (in-process runs): with enough of them, the likely first
+    replay's session is built in the background while clean samples run (`nanbisect.prebuild`)."""
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -59,7 +62,8 @@ class NanBisectRunner(Runner):
             self.engine: Any = FullScanner(prepared, job.budget, all_origins=config.all_origins, deep=config.deep,
                                            fp16=config.simulate == Simulate.FP16)
         else:
-            self.engine = Locator(prepared, job.budget, config.checkpoints, expose_all_root=job.expose_all_root)
+            self.engine = Locator(prepared, job.budget, config.checkpoints, expose_all_root=job.expose_all_root,
+                                  expected_samples=job.expected_samples)
             self.engine.adopt_sessions()
 
     def run(self, items: Sequence[WorkItem], started: Started, finished: Finished) -> None:
@@ -79,6 +83,8 @@ class NanBisectRunner(Runner):
             return error_record(item.key, str(exc))
 
     def close(self) -> None:
+        if isinstance(self.engine, Locator):
+            self.engine.close()  # a background build may read the temporary folder removed below
         self.engine = None
         if self.owned:
             self.prepared.close()  # its temporary folder, when it externalised weights

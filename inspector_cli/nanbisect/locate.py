@@ -19,6 +19,7 @@ property finds where the Inf became NaN.
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
@@ -32,6 +33,7 @@ from ..results.nan_bisect import SampleRecord
 from .analyse import find_origins
 from .describe import ValueLookup, describe_origin, describe_transition, input_origin
 from .model import PreparedModel
+from .prebuild import Planned, Prebuilder, predict, timed, worth_it
 from .regions import CheckpointPlan, Region, RegionLayout, layout, make_region, plan_checkpoints, root_region
 from .values import Predicate, is_bad, nonfinite_counts
 
@@ -54,6 +56,9 @@ class SessionCache:
         session = factory()
         self._items[key] = session
         return session
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
 
     def drop(self, key: object) -> None:
         self._items.pop(key, None)
@@ -80,7 +85,8 @@ class Explained:
 class Locator:
     """One process's search engine: sessions are cached across the samples it analyses."""
 
-    def __init__(self, prepared: PreparedModel, budget: int, checkpoints: int, *, expose_all_root: bool) -> None:
+    def __init__(self, prepared: PreparedModel, budget: int, checkpoints: int, *, expose_all_root: bool,
+                 expected_samples: int = 0) -> None:
         self.prepared = prepared
         self.topo = prepared.topo
         self.budget = budget
@@ -91,6 +97,18 @@ class Locator:
         self._root_plans: Dict[object, RootPlan] = {}
         self._layouts: Dict[object, RegionLayout] = {}
         self.runs = 0
+        self.expected_samples = expected_samples
+        """Samples this locator will likely analyse: with enough of them the first replay is prebuilt."""
+        self.prebuild = Prebuilder()
+        self._prebuild_decided = expected_samples < 2
+        self._clean_runs = 0
+        self._build_seconds: Optional[float] = None
+        self.dry = False
+        """Set by `prebuild.predict`: the walk stops at its first replay (raising `Planned`)."""
+
+    def close(self) -> None:
+        """Wait for a speculative session build still running."""
+        self.prebuild.close()
 
     def adopt_sessions(self) -> None:
         """Take the sessions the workflow opened already (its load check's root session): not twice."""
@@ -140,9 +158,17 @@ class Locator:
         self.runs = 0
         inputs_bad = {k: nonfinite_counts(v) for k, v in feeds.items() if is_bad(v)}
         rp = self.root_plan(feeds)
-        session = self.sessions.get(("root", rp.exposed), lambda: self.prepared.open_full(rp.exposed))
+        key = ("root", rp.exposed)
+        if key in self.sessions:
+            session = self.sessions.get(key, lambda: self.prepared.open_full(rp.exposed))
+        else:
+            session, seconds = timed(lambda: self.prebuild.take(key, lambda: self.prepared.open_full(rp.exposed)))
+            self.sessions.get(key, lambda: session)
+            self._build_seconds = self._build_seconds or seconds
         names = list(dict.fromkeys([*self.topo.outputs, *rp.exposed]))
+        started = time.process_time()
         values = session.run(feeds, names, sample=sample)
+        ran = time.process_time() - started
         self.runs += 1
         if self.expose_all_root:
             # a single-sample run never needs the whole model again: free its weights before replays
@@ -150,6 +176,10 @@ class Locator:
             del session
         dirty = [o for o in self.topo.outputs if o in values and is_bad(values[o])]
         if not dirty:
+            built = self._build_seconds or self.prepared.root_build_seconds
+            self._clean_runs += 1
+            if not self._prebuild_decided and built is not None and self._clean_runs >= 2:  # a warm run
+                self._consider_prebuild(feeds, built, ran)
             return SampleRecord(sample=sample, status="clean", strategy=rp.strategy, runs=self.runs,
                                 inputs_nonfinite=inputs_bad)
         counts = {o: nonfinite_counts(values[o]) for o in dirty}
@@ -167,14 +197,27 @@ class Locator:
         return SampleRecord(sample=sample, status="nonfinite", outputs=counts, origin=origin,
                             strategy=rp.strategy, runs=self.runs, inputs_nonfinite=inputs_bad)
 
+    def _consider_prebuild(self, feeds: Mapping[str, np.ndarray], build_seconds: float, run_seconds: float) -> None:
+        """After the second clean scan (a warm run's CPU known): start building the likely first replay's
+        session in the background when one build is a small share of the expected scan (`prebuild`)."""
+        self._prebuild_decided = True
+        if not worth_it(self.expected_samples, build_seconds, run_seconds):
+            return
+        planned = predict(self, feeds)
+        if planned is not None:
+            region, exposed = planned.region, planned.exposed
+            self.prebuild.start(planned.key, lambda: self.prepared.open_region(region, exposed))
+
     def _explain(self, region: Region, feed_values: Values, feeds: Mapping[str, np.ndarray],
                  predicate: Predicate, budget: int, force_all: bool) -> Explained:
         """Run `region` (fully exposed when it fits, else at checkpoints) and explain its targets."""
         sizes = self.prepared.sizes(feeds)
         plan = None if force_all else self._region_plan(region, sizes, budget)
         exposed = plan.exposed if plan is not None else self._produced(region)
-        session = self.sessions.get(("span", region.key, exposed),
-                                    lambda: self.prepared.open_region(region, exposed))
+        key = ("span", region.key, exposed)
+        if self.dry:
+            raise Planned(key, region, exposed)
+        session = self.sessions.get(key, lambda: self.prebuild.take(key, lambda: self.prepared.open_region(region, exposed)))
         env = {**feeds, **feed_values}
         values = session.run({n: env[n] for n in session.input_names},
                              list(dict.fromkeys([*region.targets, *exposed])))

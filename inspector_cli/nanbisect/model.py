@@ -20,7 +20,7 @@ from onnx import numpy_helper
 from ..core.capture import estimate_sizes
 from ..core.expose import extract_subgraph, serialized_with_outputs
 from ..core.graph import ModelGraph, load_model
-from ..core.runner import RuntimeConfig, Session
+from ..core.runner import SPINNING, RuntimeConfig, Session
 from ..core.weights import initializer_array
 from .regions import Region, Topology
 
@@ -29,6 +29,22 @@ EXTERNALISE_BYTES = 32 << 20
 INLINE_BYTES = 1024
 """Initializers up to this size stay in the proto (shape inputs of Reshape etc. feed shape inference)."""
 WEIGHTS_FILE = "weights.bin"
+SPIN_STOP = "session.force_spinning_stop"
+"""onnxruntime's session option: intra-op threads stop spinning when a run ends."""
+
+
+def scan_runtime(runtime: RuntimeConfig) -> RuntimeConfig:
+    """The runtime of the scan sessions: idle threads stop spinning at the end of each run, unless
+    the user chose a spinning setting.
+
+    Between two scans `mi` checks outputs and reads the next sample, and a bad sample's replays run
+    on one thread: onnxruntime's spinning threads burned ~30% of a core through all of it (58 ms of
+    CPU over a 200 ms pause of the encoder's session), and took the other core from a replay
+    session built in the background. Back-to-back runs cost the same either way; values are the
+    same (spinning only decides how idle threads wait)."""
+    if any(key in (SPIN_STOP, SPINNING) for key, _ in runtime.session_config):
+        return runtime
+    return runtime.replace(session_config=(*runtime.session_config, (SPIN_STOP, "1")))
 
 
 def embedded_weight_bytes(model: onnx.ModelProto) -> int:
@@ -89,6 +105,8 @@ class PreparedModel:
         self.external_dir = graph.folder.resolve() if graph.folder is not None and graph.uses_external_data else None
         self.preopened: Dict[object, Session] = {}
         """Sessions opened before the search (the load check's root session), taken by the first `Locator`."""
+        self.root_build_seconds: Optional[float] = None
+        """CPU seconds (the building thread's) of the preopened root session: a replay build's estimate."""
 
     @classmethod
     def load(cls, graph: ModelGraph, runtime: RuntimeConfig,
@@ -140,7 +158,7 @@ class PreparedModel:
     def open_full(self, exposed: Sequence[str], label: str = "scan") -> Session:
         """The whole model, its outputs kept and `exposed` added."""
         data = serialized_with_outputs(self.graph, list(exposed), keep_original=True)
-        return Session(data, self.runtime, label=f"{self.label} ({label})",
+        return Session(data, scan_runtime(self.runtime), label=f"{self.label} ({label})",
                        external_dir=self.external_dir)
 
     def open_region(self, region: Region, exposed: Sequence[str]) -> Session:

@@ -30,24 +30,33 @@ def is_float(array: Any) -> bool:
     return isinstance(array, np.ndarray) and array.dtype.kind == "f"
 
 
+HEAD = 1 << 10
+"""Elements checked first, element-wise: a bad replay's tensors are mostly NaN/Inf from the start
+(propagated values fill them), and a full sum of each cost a bad sample ~1 inference (issue 16)."""
+
+
 def is_bad(array: Any, predicate: Predicate = Predicate.NONFINITE) -> bool:
+    """Does `array` hold a NaN or Inf (NaN only with `Predicate.NAN`)? False for non-float values."""
     if not is_float(array) or array.size == 0:
         return False
+    nan_only = predicate == Predicate.NAN
     # One pass: the sum is finite iff every value is. +Inf and -Inf together make NaN, which numpy
     # warns about ("invalid value encountered in reduce"): expected here, silenced where it arises.
     # First in the array's own precision (float32 sums run ~3x faster than float64-accumulated ones:
     # a bad sample's replay checks every tensor of its span, issue 16): a finite sum proves every
-    # value finite; an overflowing one is settled by the float64 sum, as before.
+    # value finite; an overflowing one is settled element-wise (the same answer as the float64 sum
+    # used before: finite float32/float16 values cannot overflow it, ~2x faster).
     with np.errstate(invalid="ignore", over="ignore"):
+        if array.size > HEAD and array.flags.c_contiguous:
+            head = array.reshape(-1)[:HEAD]
+            if np.isnan(head).any() if nan_only else not np.isfinite(head).all():
+                return True
         quick = array.sum(dtype=np.float32 if array.dtype == np.float16 else None)
         if math.isfinite(quick):
             return False
-        total = np.sum(array, dtype=np.float64)
-    if np.isfinite(total):
-        return False
-    if predicate == Predicate.NAN:
+    if nan_only:
         return bool(np.isnan(array).any())
-    return True
+    return not bool(np.isfinite(array).all())
 
 
 def nonfinite_counts(array: Any) -> Dict[str, int]:

@@ -6,10 +6,12 @@ table still reads top to bottom like the model.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
-from ..results.scopes import RollupRow
 from .table import Table, View, fmt_value
+
+if TYPE_CHECKING:  # annotations only: a result without scopes (outputs-only compare) never imports it
+    from ..results.scopes import RollupRow
 
 TOP = 12
 

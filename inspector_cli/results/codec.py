@@ -131,10 +131,30 @@ def _decode(tp: Any, value: Any) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise TypeError(f"expected an object for {tp.__name__}")
-        hints = typing.get_type_hints(tp, vars(sys.modules[tp.__module__]))
+        hints = type_hints(tp)
         kwargs: Dict[str, Any] = {}
         for f in dataclasses.fields(tp):
             if f.name in value:
                 kwargs[f.name] = _decode(hints[f.name], value[f.name])
         return tp(**kwargs)
     return value
+
+
+def type_hints(cls: type) -> Dict[str, Any]:
+    """`typing.get_type_hints` of a result dataclass, in its module's names. A result module may
+    import a section's type only on first use (PEP 562 `__getattr__`, e.g. results.compare):
+    a name missing from the module's globals is resolved through the module once, then retried."""
+    module = sys.modules[cls.__module__]
+    while True:
+        try:
+            return typing.get_type_hints(cls, vars(module))
+        except NameError as error:
+            name = error.name
+            if not name or name in vars(module):
+                raise
+            try:
+                getattr(module, name)  # imports the section and binds the name in the module
+            except AttributeError:
+                raise error from None
+            if name not in vars(module):
+                raise

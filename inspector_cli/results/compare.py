@@ -1,13 +1,29 @@
 """Result of `mi compare`: per-output metrics over all samples, gate outcomes and findings."""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional
 
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
-from .layers import LayerSection
-from .scope_section import ScopeSection
-from .remedy import RemedySection
+
+if TYPE_CHECKING:
+    from .layers import LayerSection
+    from .remedy import RemedySection
+    from .scope_section import ScopeSection
+
+# The layer, scope and remedy sections (~25 dataclasses) are imported on first use: an outputs-only
+# comparison, what a CI gate runs most, never builds them (issue 16). Annotations stay strings;
+# `codec.type_hints` resolves these names through the module's __getattr__ when a result is decoded.
+_SECTIONS = {"LayerSection": ".layers", "ScopeSection": ".scope_section", "RemedySection": ".remedy"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SECTIONS:
+        value = getattr(importlib.import_module(_SECTIONS[name], __package__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 Metrics = Dict[str, Optional[float]]
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import sys
 import typing
 from typing import Any, Dict, Type
 
 from .base import Result, known_kinds, result_class
+from .codec import type_hints
 
 NUMBER = {"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}],
           "description": "a number; non-finite values are the strings 'inf', '-inf', 'nan'"}
@@ -55,7 +55,7 @@ def _schema_for(tp: Any, defs: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _dataclass_schema(cls: type, defs: Dict[str, Any], skip: tuple = ()) -> Dict[str, Any]:
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    hints = type_hints(cls)
     properties: Dict[str, Any] = {}
     required = []
     for f in dataclasses.fields(cls):
@@ -128,7 +128,7 @@ def _has_field(cls: type, name: str) -> bool:
 
 
 def _field_type(cls: type, name: str) -> Any:
-    return typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))[name]
+    return type_hints(cls)[name]
 
 
 def all_schemas() -> Dict[str, Dict[str, Any]]:

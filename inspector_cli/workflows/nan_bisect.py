@@ -22,7 +22,7 @@ from ..nanbisect.config import NanBisectConfig, Simulate
 from ..nanbisect.findings import build_findings
 from ..nanbisect.job import NanBisectJob, error_record
 from ..nanbisect.locate import Locator
-from ..nanbisect.model import PreparedModel
+from ..nanbisect.model import PreparedModel, scan_runtime
 from ..nanbisect.repro import write_bundle
 from ..nanbisect.static import fp16_unsafe_weights, nonfinite_weights
 from ..progress import Progress, no_progress
@@ -96,8 +96,10 @@ def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) ->
     from ..core.expose import serialized_with_outputs
     from ..core.runner import Session
 
+    started = time.thread_time()  # the estimate of a replay session's build (nanbisect/prebuild.py)
     data = serialized_with_outputs(prepared.graph, list(root or ()), keep_original=True)
-    session = Session(data, prepared.runtime, label=prepared.label, external_dir=prepared.external_dir)
+    session = Session(data, scan_runtime(prepared.runtime), label=prepared.label, external_dir=prepared.external_dir)
+    prepared.root_build_seconds = time.thread_time() - started
     if root is not None:
         session.label = f"{prepared.label} (scan)"  # as `PreparedModel.open_full` names it
         prepared.preopened[("root", root)] = session
@@ -145,7 +147,7 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
     job = NanBisectJob(model_path=(source if remote else prepared.run_path) or "", label=label, config=config,
                        runtime=prepared.runtime, budget=budget, samples=samples.subset([]),
                        expose_all_root=expose_all_root, prepared=prepared if spec.in_process else None,
-                       externalise=remote)
+                       externalise=remote, expected_samples=len(todo) if spec.in_process else 0)
     if remote:
         todo = shared_samples(samples.subset(todo)).refs
     interrupted = False

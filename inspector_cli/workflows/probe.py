@@ -62,6 +62,9 @@ def plan_probe(graph: ModelGraph, config: ProbeConfig, samples: Optional[SampleS
     extra = [q.tensor for q in quant if q.source != "weight"]
     tensors = sorted(dict.fromkeys([*tensors, *extra]), key=graph.topo_position)
     if not tensors and not quant:
+        if config.quant_ranges:  # e.g. a weight-only quantisation: DequantizeLinear of weights, no QuantizeLinear
+            raise UsageError(f"{graph.display_name}: nothing to probe: --quant-ranges found no QuantizeLinear or "
+                             "QLinear op with constant parameters", hint="add --select to probe tensors")
         raise UsageError(f"{graph.display_name}: nothing to probe", hint="choose tensors with --select")
     if samples is None:
         samples = open_samples(config.inputs, graph.inputs, config.synthetic)

@@ -202,3 +202,28 @@ def test_model_over_2gb_with_external_data(tmp_path):
     assert table.stat().st_size > 2 ** 31
     out = open_session(graph).run({"ids": np.array([0, rows - 1], np.int64)})
     assert out["emb"].shape == (2, width) and not out["emb"].any()
+
+
+def test_light_copy_stubs_weights_only_when_they_outweigh_the_nodes():
+    """A model whose inline weights are few bytes per node goes to shape inference as is (copying
+    every node costs more than passing the weights); a weight-heavy one gets stubs; types agree."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from inspector_cli.core.light import BYTES_PER_NODE, light_copy
+
+    def model(weight_elements: int) -> onnx.ModelProto:
+        w = numpy_helper.from_array(np.ones((1, weight_elements), np.float32), "w")
+        nodes = [helper.make_node("Add", ["x", "w"], ["y0"], name="add0")]
+        nodes += [helper.make_node("Relu", [f"y{i}"], [f"y{i + 1}"], name=f"relu{i}") for i in range(3)]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", weight_elements])],
+                                  [helper.make_tensor_value_info("y3", TensorProto.FLOAT, None)], [w])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    small = model(100)  # 400 bytes for 4 nodes
+    assert light_copy(small) is small
+    heavy = model(4 * BYTES_PER_NODE)  # 32 KiB for 4 nodes
+    stubbed = light_copy(heavy)
+    assert stubbed is not heavy
+    assert not stubbed.graph.initializer[0].raw_data and list(stubbed.graph.initializer[0].dims) == [1, 4 * BYTES_PER_NODE]
+    assert ModelGraph.from_proto(heavy).tensor_info("y3").shape == ("n", 4 * BYTES_PER_NODE)

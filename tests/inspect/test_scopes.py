@@ -87,3 +87,27 @@ def test_flops_and_activation_bytes_of_a_conv_scope():
     out = 16 * 32 * 32
     assert stem.flops == 2 * out * 3 * 9 + out + 2 * out + out
     assert stem.activation_bytes == 3 * out * 4
+
+
+def test_scope_tree_fast_paths_agree_with_the_cost_model():
+    """The tree computes per-element FLOPs inline and memoises MatMul costs by shape: every node's
+    FLOPs must still be exactly `node_cost`'s, and a scope made without the dataclass's __init__ must
+    equal one made with it (a field added to `Scope` and forgotten in `_new_scope` fails here)."""
+    from inspector_cli.core.cost import node_cost
+    from inspector_cli.core.scope_tree import Scope, _new_scope
+
+    for model in (build_transformer(layers=2), build_cnn(blocks=2)):
+        graph = ModelGraph.from_proto(model)
+        info = graph.all_tensor_info()
+
+        def shape_of(tensor):
+            ti = info.get(tensor)
+            return None if ti is None or ti.shape is None else tuple(
+                d if isinstance(d, int) and d >= 0 else 1 for d in ti.shape)
+
+        tree = build_scope_tree(graph)
+        expected = {n.name: (None if n.op_type == "Constant" else
+                             getattr(node_cost(graph, n, shape_of), "flops", None)) for n in graph.nodes}
+        assert tree.node_flops == expected
+        assert sum(f for f in expected.values() if f) > 0
+    assert _new_scope(("a", "b"), "block") == Scope(path=("a", "b"), kind="block")

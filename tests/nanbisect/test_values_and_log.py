@@ -41,3 +41,29 @@ def test_merged_summaries_keep_records_in_order_up_to_the_cap() -> None:
     merged = first.merge(second)
     assert [r.sample for r in merged.records] == ["a0", "a1", "b0"]
     assert (merged.scanned, merged.errors) == (4, 4)
+
+
+def test_is_bad_answers_exactly_where_the_bad_value_sits_and_when_sums_overflow() -> None:
+    from inspector_cli.nanbisect.values import HEAD, Predicate, is_bad
+
+    size = 4 * HEAD
+    for dtype in (np.float32, np.float16, np.float64):
+        big = np.finfo(dtype).max
+        for where in (0, HEAD - 1, HEAD, size - 1):  # inside the head, its last element, just after, the end
+            for value, nan in ((np.nan, True), (np.inf, False), (-np.inf, False)):
+                array = np.ones(size, dtype)
+                array[where] = value
+                assert is_bad(array), (dtype, where, value)
+                assert is_bad(array, Predicate.NAN) is nan, (dtype, where, value)
+        # finite values whose sum overflows the array's precision: not bad
+        assert not is_bad(np.full(size, big, dtype))
+        assert not is_bad(np.full(size, big, dtype), Predicate.NAN)
+        head_big = np.ones(size, dtype)
+        head_big[:HEAD] = big
+        assert not is_bad(head_big)
+    # non-contiguous views skip the head check and still answer
+    grid = np.ones((HEAD, 4), np.float32)
+    grid[HEAD - 1, 0] = np.nan
+    assert is_bad(grid[:, ::2]) and is_bad(grid.T, Predicate.NAN)
+    assert not is_bad(grid[:, 1::2])
+    assert not is_bad(np.array([1, 2], np.int64)) and not is_bad(np.zeros(0, np.float32))

@@ -94,3 +94,21 @@ def test_qlinear_output_saturation(tmp_path):
     assert row["saturated"] == np.count_nonzero((ys == 0) | (ys == 255)) > 0 and row["count"] == ys.size
     assert row["observed"] == pytest.approx([0.01 * (int(ys.min()) - 128), 0.01 * (int(ys.max()) - 128)])
     assert row["used_share"] == pytest.approx((int(ys.max()) - int(ys.min()) + 1) / 256)
+
+
+def test_quant_ranges_on_a_weight_only_quantisation_says_so(tmp_path):
+    """Weights stored as int8 and dequantised (no QuantizeLinear, as skl2onnx + quantize_static leave a
+    linear model): --quant-ranges alone has nothing to measure, and the error says why and what to add."""
+    from onnx import helper
+
+    from ..fixtures.helpers import init, make_model, save, vi
+
+    nodes = [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], name="dq_w"),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    inits = [init("wq", np.arange(6, dtype=np.int8).reshape(3, 2)), init("ws", np.array(0.5, np.float32)),
+             init("wz", np.array(0, np.int8))]
+    path = save(make_model(nodes, [vi("x", ["N", 3])], [vi("y", ["N", 2])], inits), tmp_path / "wonly.onnx")
+    save_npz(tmp_path / "data", [{"x": np.ones((1, 3), np.float32)}])
+    result = invoke(["probe", path, "--inputs", tmp_path / "data", "--quant-ranges", "--no-history"], exit_code=2)
+    assert result.stderr == (f"Error: {path}: nothing to probe: --quant-ranges found no QuantizeLinear or QLinear "
+                             "op with constant parameters (add --select to probe tensors)\n")
