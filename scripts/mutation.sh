@@ -53,7 +53,7 @@ main() {
                   tests/nanbisect/test_walk_back.py tests/nanbisect/test_walk_back_values.py
                   tests/nanbisect/test_walk_back_feeds.py tests/nanbisect/test_walk_back_budget.py
                   tests/nanbisect/test_walk_back_dead_branch.py tests/nanbisect/test_locate_records.py
-                  tests/nanbisect/test_layered_vs_expose_all.py)
+                  tests/nanbisect/test_layered_vs_expose_all.py tests/nanbisect/test_prebuild.py)
             # worker processes import the unmutated code: the two-worker test cannot kill a mutant
             extra=(--deselect tests/nanbisect/test_nan_bisect_batch.py::test_jsonl_is_the_same_with_two_workers) ;;
         cli)
