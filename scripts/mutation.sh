@@ -53,7 +53,7 @@ main() {
                   tests/nanbisect/test_walk_back.py tests/nanbisect/test_walk_back_values.py
                   tests/nanbisect/test_walk_back_feeds.py tests/nanbisect/test_walk_back_budget.py
                   tests/nanbisect/test_walk_back_dead_branch.py tests/nanbisect/test_locate_records.py
-                  tests/nanbisect/test_layered_vs_expose_all.py)
+                  tests/nanbisect/test_layered_vs_expose_all.py tests/nanbisect/test_prebuild.py)
             # worker processes import the unmutated code: the two-worker test cannot kill a mutant
             extra=(--deselect tests/nanbisect/test_nan_bisect_batch.py::test_jsonl_is_the_same_with_two_workers) ;;
         cli)
@@ -118,12 +118,23 @@ main() {
         if [ "${#survivors[@]}" -eq 0 ]; then echo "no survivors to re-judge in $from" >&2; exit 0; fi
     fi
     echo "mutation testing ($module) in $scratch: ${targets[*]}; tests: ${tests[*]}" >&2
+    # mutmut regenerates a re-stamped file's mutants and forgets every verdict in it: keep the last
+    # results, so that a rerun of some mutants reports the others as they were (same source only)
+    if [ -f "$scratch/results.txt" ]; then cp "$scratch/results.txt" "$scratch/results.before.txt"; fi
     if [ "${#survivors[@]}" -gt 0 ]; then
         "${mutmut[@]}" run --max-children "${MI_MUTATION_JOBS:-1}" "${survivors[@]}" || true
     else
         "${mutmut[@]}" run --max-children "${MI_MUTATION_JOBS:-1}" || true
     fi
     "${mutmut[@]}" results --all true > "$scratch/results.txt" 2>&1 || true
+    if [ "${MI_MUTATION_RERUN:-}" = survivors ] && [ -f "$scratch/results.before.txt" ]; then
+        # a mutant not run this time ("not checked") keeps its earlier verdict (the sources are unchanged
+        # when survivors are re-judged after adding tests; with "unjudged" after an edit they may not be)
+        awk -F': ' 'NR == FNR { if ($2 != "not checked") before[$1] = $2; next }
+                    $2 == "not checked" && ($1 in before) { print $1 ": " before[$1]; next } { print }' \
+            "$scratch/results.before.txt" "$scratch/results.txt" > "$scratch/results.merged.txt"
+        mv "$scratch/results.merged.txt" "$scratch/results.txt"
+    fi
     # per file: mutants judged, killed, survived (mutant names are module.path.x_function__mutmut_N)
     # (a mutant no selected test reaches counts as surviving: nothing would catch it)
     awk -F': ' '/: (killed|survived|no tests)$/ {
