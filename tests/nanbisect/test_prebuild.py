@@ -10,7 +10,6 @@ and the walk's first replay is the first segment, positions 0-6, computing the c
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import List, Tuple
 
 import numpy as np
@@ -24,6 +23,7 @@ from inspector_cli.nanbisect.prebuild import PREBUILD_SHARE, predict, worth_it
 
 from ..fixtures.helpers import init, make_model, save, vi
 from ..fixtures.nan_models import node
+from .replays import replays
 
 CLEAN = {"x": np.full((1, 8), 1.0, np.float32)}
 NAN_INPUT = {"x": np.array([[1, 2, np.nan, 4, 5, 6, 7, 8]], np.float32)}
@@ -51,19 +51,9 @@ def prepared(tmp_path_factory) -> PreparedModel:
 
 def spans(prepared: PreparedModel, locator: Locator, samples: List[dict]) -> Tuple[list, List[Tuple[int, int]]]:
     """Records of `samples` analysed in turn, and the spans whose sessions were built (any thread)."""
-    built: List[Tuple[int, int]] = []
-    opened = prepared.open_region
-
-    def spy(region, exposed):  # type: ignore[no-untyped-def]
-        built.append((region.positions[0], region.positions[-1]))
-        return opened(region, exposed)
-
-    prepared.open_region = spy  # type: ignore[method-assign]
-    try:
+    with replays(prepared) as built:
         records = [locator.analyse(f"s{i}", feeds) for i, feeds in enumerate(samples)]
         locator.close()
-    finally:
-        del prepared.open_region
     return records, built
 
 

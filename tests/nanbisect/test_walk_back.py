@@ -9,7 +9,6 @@ checkpoints' bytes counted once: budget - 64, or budget - 96.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import List, Tuple
 
 import numpy as np
@@ -21,6 +20,7 @@ from inspector_cli.nanbisect.locate import Locator
 from inspector_cli.nanbisect.model import PreparedModel
 
 from ..fixtures import nan_models as nm
+from .replays import replays
 
 BAD = {"x": np.full((1, 8), -1.0, np.float32)}  # -1 + 12 * 0.01 < 0: Log gives NaN at position 12
 
@@ -34,18 +34,8 @@ def prepared(tmp_path_factory) -> PreparedModel:
 def walk(prepared: PreparedModel, budget: int, checkpoints: int) -> Tuple[Locator, List[Tuple[int, int]], object]:
     """Analyse the bad sample; the spans replayed, as (first, last) positions."""
     locator = Locator(prepared, budget=budget, checkpoints=checkpoints, expose_all_root=False)
-    replayed: List[Tuple[int, int]] = []
-    opened = prepared.open_region
-
-    def spy(region, exposed):  # type: ignore[no-untyped-def]
-        replayed.append((region.positions[0], region.positions[-1]))
-        return opened(region, exposed)
-
-    prepared.open_region = spy  # type: ignore[method-assign]
-    try:
+    with replays(prepared) as replayed:
         record = locator.analyse("s0", BAD)
-    finally:
-        del prepared.open_region
     assert record.origin.node == "log" and record.origin.position == 12  # whatever the budget
     return locator, replayed, record
 

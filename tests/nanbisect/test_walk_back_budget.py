@@ -17,6 +17,7 @@ from inspector_cli.nanbisect.model import PreparedModel
 
 from ..fixtures import nan_models as nm
 from ..fixtures.helpers import init, make_model, vi
+from .replays import replays
 
 node = nm.node
 BAD = {"x": np.full((1, 8), -1.0, np.float32)}  # -1 + 10 * 0.01 < 0: Log gives NaN at position 12
@@ -54,18 +55,8 @@ def prepared(tmp_path_factory) -> PreparedModel:
 
 def _spans(prepared: PreparedModel, budget: int) -> Tuple[List[Tuple[int, int]], object]:
     locator = Locator(prepared, budget=budget, checkpoints=2, expose_all_root=False)
-    spans: List[Tuple[int, int]] = []
-    opened = prepared.open_region
-
-    def spy(region, exposed):  # type: ignore[no-untyped-def]
-        spans.append((region.positions[0], region.positions[-1]))
-        return opened(region, exposed)
-
-    prepared.open_region = spy  # type: ignore[method-assign]
-    try:
+    with replays(prepared) as spans:
         record = locator.analyse("s0", BAD)
-    finally:
-        del prepared.open_region
     assert locator.root_plan(BAD).plan.cuts == (9, 18) and locator.root_plan(BAD).plan.bytes == 128
     assert (record.origin.node, record.origin.position, record.runs) == ("log", 12, 2)
     return spans, record

@@ -18,6 +18,7 @@ from inspector_cli.nanbisect.model import PreparedModel
 
 from ..fixtures import nan_models as nm
 from ..fixtures.helpers import init, make_model, vi
+from .replays import replays
 
 node = nm.node
 BAD = {"x": np.full((1, 8), -1.0, np.float32)}  # Log(-1 + 0.5) = NaN
@@ -48,17 +49,7 @@ def test_the_origin_is_found_past_a_dead_branch(prepared: PreparedModel, budget:
     locator = Locator(prepared, budget=budget, checkpoints=2, expose_all_root=False)
     plan = locator.root_plan(BAD).plan
     assert plan.cuts == (7,) and plan.frontiers == ((),)  # nothing computed before the cut is read after it
-    replayed: List[tuple] = []
-    opened = prepared.open_region
-
-    def spy(region, exposed):  # type: ignore[no-untyped-def]
-        replayed.append((region.positions, tuple(exposed)))
-        return opened(region, exposed)
-
-    prepared.open_region = spy  # type: ignore[method-assign]
-    try:
+    with replays(prepared, lambda region, exposed: (region.positions, tuple(exposed))) as replayed:
         record = locator.analyse("s0", BAD)
-    finally:
-        del prepared.open_region
     assert (record.origin.node, record.origin.position, record.origin.outputs[0].nan) == ("log", 9, 8)
     assert replayed == spans and record.runs == len(spans) + 1

@@ -5,7 +5,6 @@ surely reach the targets) the feed was dropped, and the layered search reported 
 the expose-all run (found while killing scripts/mutation.sh survivors of Locator._walk_back)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -19,6 +18,7 @@ from inspector_cli.nanbisect.model import PreparedModel
 
 from ..fixtures import nan_models as nm
 from ..fixtures.helpers import init, make_model, vi
+from .replays import replays
 
 node = nm.node
 
@@ -66,21 +66,14 @@ def _search(prepared: PreparedModel, budget: int, expose_all: bool = False, *, l
     """Analyse SAMPLE; the spans replayed as (first, last position, feeds); `exposed` collects what
     each span's session exposes."""
     locator = locator or Locator(prepared, budget=budget, checkpoints=2, expose_all_root=expose_all)
-    spans: List[tuple] = []
-    opened = prepared.open_region
-
-    def spy(region, names):  # type: ignore[no-untyped-def]
+    def describe(region, names):  # type: ignore[no-untyped-def]
         span = (region.positions[0], region.positions[-1], region.feeds)
-        spans.append(span)
         if exposed is not None:
             exposed[span] = tuple(names)
-        return opened(region, names)
+        return span
 
-    prepared.open_region = spy  # type: ignore[method-assign]
-    try:
+    with replays(prepared, describe) as spans:
         return locator.analyse("s0", SAMPLE), spans
-    finally:
-        del prepared.open_region
 
 
 def test_expose_all_finds_the_first_origin(prepared: PreparedModel) -> None:
