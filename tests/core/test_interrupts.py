@@ -16,7 +16,16 @@ from inspector_cli.workflows.nan_bisect import nan_bisect
 from ..nanbisect.test_nan_bisect_batch import batch
 
 
-def test_the_block_runs_to_its_end_then_the_interrupt_is_raised() -> None:
+@pytest.fixture()
+def python_sigint():  # type: ignore[no-untyped-def]
+    """Python's own SIGINT handler, as in a terminal: a shell without job control starts background jobs
+    (a CI runner's, `cmd &`) with SIGINT ignored, and Python then leaves it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_the_block_runs_to_its_end_then_the_interrupt_is_raised(python_sigint) -> None:  # type: ignore[no-untyped-def]
     done = []
     with pytest.raises(KeyboardInterrupt):
         with deferred_interrupt():
@@ -38,7 +47,7 @@ def test_no_signal_no_interrupt_and_an_ignored_sigint_stays_ignored() -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def test_ctrl_c_while_a_record_is_written_keeps_summary_and_log_equal(tmp_path, monkeypatch) -> None:
+def test_ctrl_c_while_a_record_is_written_keeps_summary_and_log_equal(tmp_path, monkeypatch, python_sigint) -> None:  # type: ignore[no-untyped-def]
     """Ctrl-C arrives inside the JSONL write of the third record: that record is both logged and summed,
     the run stops there, and the result counts exactly the logged samples."""
     path, data = batch(tmp_path)
