@@ -22,7 +22,7 @@ from inspector_cli.nanbisect.model import SPIN_STOP, PreparedModel, scan_runtime
 from inspector_cli.nanbisect.prebuild import PREBUILD_SHARE, predict, worth_it
 
 from ..fixtures.helpers import init, make_model, save, vi
-from ..fixtures.nan_models import node
+from ..fixtures.nan_models import extend_chain, node
 from .replays import replays
 
 CLEAN = {"x": np.full((1, 8), 1.0, np.float32)}
@@ -33,12 +33,8 @@ MANY = 10 ** 9  # samples expected: a build is then always worth it
 
 def model():  # type: ignore[no-untyped-def]
     nodes, t = [], "x"
-    for i in range(12):
-        nodes.append(node("Add", [t, "c"], f"a{i}", f"add{i}"))
-        t = f"a{i}"
-    for i in range(15):
-        nodes.append(node("Mul", [t, "k"], f"m{i}", f"mul{i}"))
-        t = f"m{i}"
+    t = extend_chain(nodes, t, "Add", "c", "a", "add", range(12))
+    t = extend_chain(nodes, t, "Mul", "k", "m", "mul", range(15))
     nodes.append(node("Identity", [t], "y", "out"))
     return make_model(nodes, [vi("x", [1, 8])], [vi("y", [1, 8])],
                       [init("c", np.array(0.01, np.float32)), init("k", np.array(10.0, np.float32))])

@@ -27,20 +27,14 @@ def split_chain() -> onnx.ModelProto:
     """pos 0-3 Adds, pos 4 'split' of a3 into two [1, 4] halves (16 bytes each), pos 5 Concat,
     pos 6-11 Adds, pos 12 'log', pos 13-27 Muls, pos 28 Identity: every other tensor is [1, 8] (32 bytes)."""
     nodes, t = [], "x"
-    for i in range(4):
-        nodes.append(node("Add", [t, "c"], f"a{i}", f"add{i}"))
-        t = f"a{i}"
+    t = nm.extend_chain(nodes, t, "Add", "c", "a", "add", range(4))
     nodes.append(helper.make_node("Split", [t, "halves"], ["sa", "sb"], name="split", axis=1))
     nodes.append(helper.make_node("Concat", ["sa", "sb"], ["j"], name="concat", axis=1))
     t = "j"
-    for i in range(4, 10):
-        nodes.append(node("Add", [t, "c"], f"a{i}", f"add{i}"))
-        t = f"a{i}"
+    t = nm.extend_chain(nodes, t, "Add", "c", "a", "add", range(4, 10))
     nodes.append(node("Log", [t], "lg", "log"))
     t = "lg"
-    for i in range(15):
-        nodes.append(node("Mul", [t, "k"], f"m{i}", f"mul{i}"))
-        t = f"m{i}"
+    t = nm.extend_chain(nodes, t, "Mul", "k", "m", "mul", range(15))
     nodes.append(node("Identity", [t], "y", "out"))
     return make_model(nodes, [vi("x", [1, 8])], [vi("y", [1, 8])],
                       [init("c", np.array(0.01, np.float32)), init("k", np.array(1.01, np.float32)),

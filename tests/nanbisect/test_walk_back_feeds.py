@@ -29,24 +29,16 @@ def two_paths() -> onnx.ModelProto:
     (u0..u9), pos 23 Tanh, pos 24-28 Muls (h0..h4); pos 29 'add' = l + h4; pos 30-39 Muls, pos 40 Identity."""
     nodes = [node("Log", ["x"], "l", "log")]
     t = "x"
-    for i in range(10):
-        nodes.append(node("Mul", [t, "k"], f"p{i}", f"pad{i}"))
-        t = f"p{i}"
+    t = nm.extend_chain(nodes, t, "Mul", "k", "p", "pad", range(10))
     nodes += [node("Neg", [t], "n", "neg"), node("Sqrt", ["n"], "u", "sqrt")]
     t = "u"
-    for i in range(10):
-        nodes.append(node("Mul", [t, "k"], f"u{i}", f"mulu{i}"))
-        t = f"u{i}"
+    t = nm.extend_chain(nodes, t, "Mul", "k", "u", "mulu", range(10))
     nodes.append(node("Tanh", [t], "h", "tanh"))
     t = "h"
-    for i in range(5):
-        nodes.append(node("Mul", [t, "k"], f"h{i}", f"mulh{i}"))
-        t = f"h{i}"
+    t = nm.extend_chain(nodes, t, "Mul", "k", "h", "mulh", range(5))
     nodes.append(node("Add", ["l", t], "s", "add"))
     t = "s"
-    for i in range(10):
-        nodes.append(node("Mul", [t, "k"], f"m{i}", f"mul{i}"))
-        t = f"m{i}"
+    t = nm.extend_chain(nodes, t, "Mul", "k", "m", "mul", range(10))
     nodes.append(node("Identity", [t], "y", "out"))
     return make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])], [init("k", np.array(1.1, np.float32))])
 

@@ -26,14 +26,10 @@ def inf_then_nan_chain() -> onnx.ModelProto:
     Inf - Inf = NaN; 10 Muls and the Identity 'out' carry the NaN to y."""
     nodes = [node("Mul", ["x", "k"], "s", "scale"), node("Exp", ["s"], "e", "exp")]
     t = "e"
-    for i in range(10):
-        nodes.append(node("Add", [t, "c"], f"a{i}", f"add{i}"))
-        t = f"a{i}"
+    t = nm.extend_chain(nodes, t, "Add", "c", "a", "add", range(10))
     nodes.append(node("Sub", [t, t], "d", "sub"))
     t = "d"
-    for i in range(10):
-        nodes.append(node("Mul", [t, "c"], f"m{i}", f"mul{i}"))
-        t = f"m{i}"
+    t = nm.extend_chain(nodes, t, "Mul", "c", "m", "mul", range(10))
     nodes.append(node("Identity", [t], "y", "out"))
     return make_model(nodes, [vi("x", [1, 8])], [vi("y", [1, 8])],
                       [init("k", np.array(100.0, np.float32)), init("c", np.array(0.5, np.float32))])
@@ -45,15 +41,11 @@ def masked_across_a_checkpoint() -> onnx.ModelProto:
     reaches the output through pos 15 Add(w, sq), 10 Muls and the Identity 'out'."""
     nodes = [node("Log", ["x"], "l", "log")]
     t = "x"
-    for i in range(10):
-        nodes.append(node("Mul", [t, "k"], f"p{i}", f"pad{i}"))
-        t = f"p{i}"
+    t = nm.extend_chain(nodes, t, "Mul", "k", "p", "pad", range(10))
     nodes += [node("IsNaN", ["l"], "isn", "isnan"), node("Where", ["isn", "zero", "l"], "w", "where"),
               node("Neg", [t], "n", "neg"), node("Sqrt", ["n"], "sq", "sqrt"), node("Add", ["w", "sq"], "s", "add")]
     t = "s"
-    for i in range(10):
-        nodes.append(node("Mul", [t, "k"], f"m{i}", f"mul{i}"))
-        t = f"m{i}"
+    t = nm.extend_chain(nodes, t, "Mul", "k", "m", "mul", range(10))
     nodes.append(node("Identity", [t], "y", "out"))
     return make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])],
                       [init("k", np.array(1.5, np.float32)), init("zero", np.array(0.0, np.float32))])
