@@ -50,6 +50,7 @@ def test_merge_adds_top_k_hits_and_rows_per_k() -> None:
 @pytest.mark.parametrize("a, b", [
     (np.array([np.nan, np.inf]), np.array([np.nan, np.inf])),   # every position non-finite (agreeing)
     (np.zeros(0, np.float32), np.zeros(0, np.float32)),         # an empty tensor
+    (np.zeros((0, 4), np.float32), np.zeros((0, 4), np.float32)),  # no rows (a detector's 0 boxes)
 ])
 def test_no_compared_element_gives_zero_errors_not_a_division(a: np.ndarray, b: np.ndarray) -> None:
     stats = compare_arrays(a, b)
@@ -58,6 +59,14 @@ def test_no_compared_element_gives_zero_errors_not_a_division(a: np.ndarray, b: 
     assert (m["mean_abs"], m["rmse"], m["mean_rel"], m["max_abs"]) == (0.0, 0.0, 0.0, 0.0)
     assert m["cosine"] == 1.0 and m["sqnr"] == math.inf
     assert m["max_rel_sig"] is None and m["mean_rel_sig"] is None
+    assert m["kl"] is None and m["top1"] is None and stats.kl_mode is None
+
+
+def test_a_tracker_compares_an_output_with_no_rows() -> None:
+    # a detector that found nothing in either model: boxes of shape (0, 4) on both sides agree
+    tracker = TensorTracker("boxes", "boxes")
+    assert tracker.add("s0", np.zeros((0, 4), np.float32), np.zeros((0, 4), np.float32)) is not None
+    assert tracker.dataset_metrics()["max_abs"] == 0.0 and tracker.total.count == 0
 
 
 def test_overflowing_squares_still_get_kl_and_top_k() -> None:
