@@ -114,3 +114,24 @@ def test_a_dequantisation_scale_equal_to_the_read_factor_is_still_applied() -> N
     assert fast["mean_abs"] == pytest.approx((1.5 * 2.0 ** 30) / 4, rel=1e-7)
     for name in ELEMENT:
         assert fast[name] == pytest.approx(exact[name], rel=1e-6), name
+
+
+def test_an_fp16_candidate_far_below_a_huge_reference_is_not_read_at_its_scale() -> None:
+    # b's fp16 peak (1.0) is known from its bits before the pass: 2^100 vs 1 is 100 binades apart, so
+    # no read factor serves both (at a's, 2^-101, b's squares vanish and the cosine would read 0)
+    a = np.array([2.0 ** 100, 0.0], np.float32)
+    b = np.array([1.0, 1.0], np.float16)
+    m = fast_pair_stats(a, b).metrics()
+    assert m["cosine"] == pytest.approx(1 / math.sqrt(2), rel=1e-12)
+    assert m["max_abs"] == 2.0 ** 100 - 1.0
+
+
+def test_a_quantised_candidate_spread_is_judged_on_its_dequantised_values() -> None:
+    # b's codes are 1 (raw extent 1) but dequantise to 2^-80: 60 binades below a's 2^-20, so the pair
+    # takes the exact path; judged on the raw codes it would be read at factor 1, b.b = 2^-160
+    # would vanish in float32 and the cosine read 0 instead of 1/sqrt(2)
+    a = np.array([2.0 ** -20, 0.0], np.float32)
+    q = np.array([1, 1], np.int8)
+    m = fast_pair_stats(a, q, affine_b=(2.0 ** -80, 0.0)).metrics()
+    assert m["cosine"] == pytest.approx(1 / math.sqrt(2), rel=1e-12)
+    assert m["max_abs"] == 2.0 ** -20 - 2.0 ** -80
