@@ -135,3 +135,17 @@ def test_a_quantised_candidate_spread_is_judged_on_its_dequantised_values() -> N
     m = fast_pair_stats(a, q, affine_b=(2.0 ** -80, 0.0)).metrics()
     assert m["cosine"] == pytest.approx(1 / math.sqrt(2), rel=1e-12)
     assert m["max_abs"] == 2.0 ** -20 - 2.0 ** -80
+
+
+def test_a_quantised_candidate_read_again_at_its_own_scale_is_dequantised_again() -> None:
+    # a's peak 2^20 is read as it is (factor 1); b's codes dequantise to up to 100 * 2^35 (about
+    # 2^41.6), so the pass runs again at factor 2^-42, b dequantised again on the way
+    a = np.array([2.0 ** 20, 3.0, -5.0, 0.5], np.float32)
+    q = np.array([100, 0, 0, 0], np.int8)
+    scale = 2.0 ** 35
+    fast = fast_pair_stats(a, q, affine_b=(scale, 0.0)).metrics()
+    exact = compare_arrays(a, q.astype(np.float64) * scale, distribution=False).metrics()
+    assert fast["max_abs"] == pytest.approx(100 * 2.0 ** 35 - 2.0 ** 20, rel=1e-7)
+    assert fast["mean_abs"] == pytest.approx((100 * 2.0 ** 35 - 2.0 ** 20 + 8.5) / 4, rel=1e-7)
+    for name in ELEMENT:
+        assert fast[name] == pytest.approx(exact[name], rel=1e-6), name
