@@ -29,6 +29,10 @@ def layer_options(func: Any) -> Any:
         click.option("--granularity", type=click.Choice(("chain", "tensor")), default="chain", show_default=True,
                      help="chain: one row per fused chain (Conv+BN+Relu), its last tensor; tensor: every paired tensor."),
         *gates,
+        click.option("--layer-atol", type=click.FloatRange(min=0.0), metavar="V",
+                     help="Layers whose max |b - a| is at most V are negligible (rounding noise of tensors near zero, "
+                          "whose cosine and SQNR mean nothing): they pass every layer threshold but --layer-max-abs "
+                          "and are never the first divergence. Default 1e-5; 0 turns it off."),
         click.option("--gate-layers", is_flag=True, help="Layer thresholds decide the exit code too."),
         click.option("--isolate", multiple=True, metavar="all|worst:N|NAME",
                      help="Measure each layer's own error: run MODEL_B's producing subgraph on MODEL_A's tensors. "
@@ -80,7 +84,7 @@ def build_runtimes(params: Dict[str, Any], base: Any) -> "tuple[Any, Optional[An
 
 def build_layer_config(params: Dict[str, Any]) -> Any:
     """LayerConfig from the flags, or None without --layers."""
-    from ..compare.config import LayerConfig
+    from ..compare.config import DEFAULT_LAYER_ATOL, LayerConfig
     from ..diff.gates import parse_gate
     from ..errors import UsageError
 
@@ -88,6 +92,7 @@ def build_layer_config(params: Dict[str, Any]) -> Any:
     isolate = tuple(params.get("isolate") or ())
     if not patterns:
         used = [f for f in ("isolate", "gate_layers") if params.get(f)]
+        used += ["layer_atol"] * (params.get("layer_atol") is not None)
         if used:
             raise UsageError(f"--{used[0].replace('_', '-')} needs --layers", hint="add --layers all")
         return None
@@ -100,4 +105,5 @@ def build_layer_config(params: Dict[str, Any]) -> Any:
     return LayerConfig(patterns=patterns, granularity=params.get("granularity") or "chain", gates=tuple(gates),
                        gate_layers=bool(params.get("gate_layers")), isolate=isolate, max_memory=max_memory,
                        capture=params.get("capture") or "auto", worst=params.get("worst") or 5,
-                       observer_check=not params.get("no_observer_check"))
+                       observer_check=not params.get("no_observer_check"),
+                       atol=DEFAULT_LAYER_ATOL if params.get("layer_atol") is None else float(params["layer_atol"]))

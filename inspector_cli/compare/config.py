@@ -36,6 +36,10 @@ class CaptureMode(str, enum.Enum):
 
 
 CAPTURE_MODES = tuple(m.value for m in CaptureMode)
+DEFAULT_LAYER_ATOL = 1e-5
+"""Polygraphy's default absolute tolerance. A tensor whose values are rounding noise (a mean of a row
+that is already centred: |value| ~6e-8 beside inputs ~3) differs between two healthy models by ~1e-7;
+any tensor carrying signal at the scale of a trained model's activations (0.01-100) errs by more."""
 GRANULARITIES = tuple(g.value for g in Granularity)
 
 
@@ -65,6 +69,9 @@ class LayerConfig:
     capture: CaptureMode = CaptureMode.AUTO
     worst: int = 5
     observer_check: bool = True
+    atol: float = DEFAULT_LAYER_ATOL
+    """A layer whose max |b - a| is at most this is negligible (rounding noise of a tensor near zero): it
+    passes every layer threshold but --layer-max-abs and is never the first divergence. 0: off."""
 
     def __post_init__(self) -> None:
         # strings are accepted (the CLI and YAML give them) and checked with the CLI's words
@@ -73,12 +80,14 @@ class LayerConfig:
         for item in self.isolate:
             if item.startswith("worst:") and not item[6:].isdigit():
                 raise ConfigError(f"--isolate {item}: expected worst:N with a whole number N")
+        if not (isinstance(self.atol, (int, float)) and 0.0 <= self.atol < float("inf")):
+            raise ConfigError(f"--layer-atol {self.atol}: expected a number >= 0 (0 turns it off)")
 
     def to_dict(self) -> Dict[str, Any]:
         return {"patterns": list(self.patterns), "granularity": self.granularity.value,
                 "gates": [g.to_dict() for g in self.gates], "gate_layers": self.gate_layers,
                 "isolate": list(self.isolate), "max_memory": self.max_memory, "capture": self.capture.value,
-                "worst": self.worst, "observer_check": self.observer_check}
+                "worst": self.worst, "observer_check": self.observer_check, "atol": self.atol}
 
 
 @dataclass(frozen=True)

@@ -148,8 +148,9 @@ class LayerCapture:
                  adapt_b: Callable[[TensorMap], TensorMap], first_id: str) -> None:
         self.layers, self.plan, self.config, self.adapt_b, self.first_id = layers, plan, config, adapt_b, first_id
         self.a_inputs = set(plan.graph_a.input_names)  # read from the sample itself, not from a session
-        self.trackers = [TensorTracker(p.a, p.b, gates=list(layers.gates), distribution=False, keep_per_sample=False)
-                         for p in layers.pairs]
+        atol = (config.layers or LayerConfig()).atol
+        self.trackers = [TensorTracker(p.a, p.b, gates=list(layers.gates), distribution=False, keep_per_sample=False,
+                                       atol=atol) for p in layers.pairs]
         self.output_trackers = [TensorTracker(p.a, p.b, gates=list(config.gates), topk=config.topk,
                                               keep_per_sample=config.per_sample) for p in plan.outputs.pairs]
         self.captured_first: Dict[str, Dict[str, np.ndarray]] = {}

@@ -19,10 +19,16 @@ from .isolate import error_source, own_share
 from .layers import LayerRun
 
 WORST_METRICS = ("cosine", "sqnr", "max_abs", "mean_abs", "max_rel_sig")  # not max_rel: ~0 references dominate it
+SCALE_FREE = ("cosine", "sqnr", "max_rel_sig")
+"""Metrics that mean nothing on a negligible layer (noise against noise): such a layer is nobody's worst by them."""
 
 
 def _failed(tracker: TensorTracker) -> List[str]:
     return [t.gate.metric for t in tracker.tallies if t.failed]
+
+
+def _excused(tracker: TensorTracker) -> List[str]:
+    return [t.gate.metric for t in tracker.tallies if t.excused]
 
 
 def layer_rows(run: LayerRun) -> List[LayerDiff]:
@@ -46,7 +52,8 @@ def layer_rows(run: LayerRun) -> List[LayerDiff]:
             nonfinite={k: v for k, v in tracker.total.nonfinite().items() if v}, failed_gates=_failed(tracker),
             isolated=iso.dataset_metrics() if iso is not None and iso.samples else None,
             own_share=share, error_source=error_source(share) if iso is not None else None,
-            qdq_noise=noise.dataset_metrics() if noise is not None else None))
+            qdq_noise=noise.dataset_metrics() if noise is not None else None, negligible=tracker.negligible,
+            excused_gates=_excused(tracker)))
     return rows
 
 
@@ -58,7 +65,8 @@ def _capture(side: Side, expose: str) -> str:
 def worst_layers(rows: List[LayerDiff], count: int) -> Dict[str, List[str]]:
     worst: Dict[str, List[str]] = {}
     for metric in WORST_METRICS:
-        scored = [(r.dataset.get(metric), r.name) for r in rows if r.dataset.get(metric) is not None]
+        scored = [(r.dataset.get(metric), r.name) for r in rows
+                  if r.dataset.get(metric) is not None and not (r.negligible and metric in SCALE_FREE)]
         scored = [(v, n) for v, n in scored if not (isinstance(v, float) and math.isinf(v))]
         better_high = METRICS[metric].higher_is_better
         scored.sort(key=lambda item: item[0] if better_high else -item[0])  # type: ignore[operator]
@@ -127,7 +135,8 @@ def structure_summary(run: LayerRun) -> StructureSummary:
         initializer_bytes=diff.initializer_bytes)
 
 
-def build_section(run: LayerRun, *, gate_layers: bool, worst_count: int) -> Tuple[LayerSection, List[str]]:
+def build_section(run: LayerRun, *, gate_layers: bool, worst_count: int,
+                  atol: float = 0.0) -> Tuple[LayerSection, List[str]]:
     rows = layer_rows(run)
     first: Optional[LayerDiff] = next((r for r in rows if r.failed_gates), None)
     unpaired_a = [UnpairedTensor("a", u.tensor, u.op, u.reason) for u in run.plan.matching.unpaired_a]
@@ -150,5 +159,5 @@ def build_section(run: LayerRun, *, gate_layers: bool, worst_count: int) -> Tupl
         thresholds=thresholds, gates_affect_exit=gate_layers, first_divergence=first.name if first else None,
         first_divergence_metrics=first.failed_gates if first else [], worst=worst_layers(rows, worst_count),
         capture=capture, observer=checks, structure=structure_summary(run),
-        isolation=run.isolation.info if run.isolation else None)
+        isolation=run.isolation.info if run.isolation else None, atol=atol)
     return section, notes + observer_warnings(checks)

@@ -59,6 +59,10 @@ def layer_table(section: LayerSection, steps: Sequence[QuantStepRow] = ()) -> Ta
                      f"({', '.join(section.first_divergence_metrics)} crosses its threshold)")
     notes.append("note: first = first divergence, worst N = Nth worst cosine; own / inherited / mixed = "
                  "the layer's error is its own / comes from upstream / both (--isolate)")
+    excused = sum(1 for r in section.layers if r.excused_gates)
+    if excused:
+        notes.append(f"negligible = {excused} layer(s) crossing a threshold with max |b - a| <= {section.atol:g} "
+                     "(--layer-atol): rounding noise of tensors near zero, not divergence")
     recomputed = sum(1 for r in section.layers if r.recomputed)
     if recomputed:
         notes.append(f"recomputed A/B = {recomputed} layer(s) fused away in that model's deployed graph (onnxruntime "
@@ -79,6 +83,8 @@ def _marks(row: LayerDiff, section: LayerSection) -> List[str]:
     marks = []
     if row.name == section.first_divergence:
         marks.append("first")
+    if row.excused_gates:  # a low cosine that is rounding noise: say why it is not red
+        marks.append("negligible")
     worst = section.worst.get("cosine", [])[:WORST_MARKED]
     if row.name in worst:
         marks.append(f"worst {worst.index(row.name) + 1}")
@@ -95,14 +101,16 @@ def _row(row: LayerDiff, section: LayerSection, isolated: bool, noise: bool) -> 
     first = row.name == section.first_divergence
 
     def metric(name: str) -> Cell:
-        status = FAIL if name in failed else None
+        # a negligible layer's scale-free metrics compare noise with noise: shown, but muted
+        status = FAIL if name in failed else MUTED if row.excused_gates and name not in ("max_abs", "mean_abs") else None
         return Cell(fmt_value(row.dataset.get(name), name), status)
 
     nonfinite = ", ".join(f"{k}={v}" for k, v in row.nonfinite.items()) or "0"
     # The confidence only when it is not certain: the column stays narrow on the usual rows.
     paired = row.method if row.confidence >= 0.995 else f"{row.method} {row.confidence:.2f}"
     marks = _marks(row, section)
-    mark_status = FAIL if first or row.error_source == "own" else WARN if marks else None
+    mark_status = FAIL if first or row.error_source == "own" else MUTED if marks == ["negligible"] else \
+        WARN if marks else None
     cells = [Cell(str(row.index)), Cell(row.name, FAIL if first else None), Cell(_short(row.op_a)),
              Cell(_shape(row.shape_a)), metric("cosine"), metric("sqnr"), metric("max_abs"), metric("mean_abs"),
              metric("max_rel"), metric("max_rel_sig"), Cell(nonfinite, FAIL if row.nonfinite.get("mismatch") else None),
@@ -143,6 +151,8 @@ def worst_table(section: LayerSection) -> Table:
     for metric, names in section.worst.items():
         if names:
             table.add(metric, ", ".join(names))
+    if not table.rows:
+        table.add("-", "none: every layer is negligible (max |b - a| within --layer-atol)" if section.layers else "none")
     return table
 
 

@@ -46,6 +46,12 @@ class LayerDiff:
     """'own' (the layer loses precision), 'inherited' (error from upstream) or 'mixed'."""
     qdq_noise: Optional[Metrics] = None
     """The pure quantisation noise of the candidate's Q/DQ pair, applied to the reference's tensor."""
+    negligible: bool = False
+    """max |b - a| <= the section's `atol` over every sample: the two tensors differ by rounding noise only
+    (a tensor near zero), so its cosine, SQNR and relative errors say nothing; it passes every layer
+    threshold but max_abs, and is never the first divergence nor a worst layer by a scale-free metric."""
+    excused_gates: List[str] = field(default_factory=list)
+    """Metrics whose layer threshold a sample crossed but passed as negligible (the false alarms avoided)."""
     recomputed: Optional[str] = None
     """Set when a model's tensor is fused away in onnxruntime's deployed graph (capture 'recomputed'): its
     original ops were rerun unfused beside the deployed kernels; says which model, ops and inputs."""
@@ -132,6 +138,8 @@ class LayerSection:
     observer: List[ObserverCheck]
     structure: Optional[StructureSummary] = None
     isolation: Optional[Dict[str, object]] = None
+    atol: float = 0.0
+    """`--layer-atol`: layers differing by at most this (max |b - a|) are negligible (0: off)."""
 
     @property
     def failed(self) -> List[LayerDiff]:

@@ -84,7 +84,8 @@ def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Pro
 
     assert config.layers is not None
     run = run_layers(plan, config, progress)
-    section, notes = build_section(run, gate_layers=config.layers.gate_layers, worst_count=config.layers.worst)
+    section, notes = build_section(run, gate_layers=config.layers.gate_layers, worst_count=config.layers.worst,
+                                   atol=config.layers.atol)
     result = build_result(plan, config, run.measured.output_trackers, notes, layers=section,
                           extra_gates=layer_gate_outcomes(run))
     result = attach_scopes(result, plan.graph_a, plan.graph_b)

@@ -23,6 +23,10 @@ pytestmark = pytest.mark.zoo
 MODELS = [s.name for s in SPECS] if FULL else list(FAST)
 CASES = [(m, v) for m in MODELS for v in ("fp32",) + VARIANTS]
 TRUTH_TOL = 1e-3
+LAYER_ATOL = 1e-5
+"""mi's default --layer-atol: a layer differing by at most this is negligible (rounding noise)."""
+FUSED_NOISE = 1e-4
+"""max |b - a| that deployed kernels legitimately add beside the recomputation's arithmetic (int8 fused: 1e-4)."""
 
 
 def _case(request, sweep, check: str, model: str, variant: str) -> None:
@@ -72,13 +76,21 @@ def test_layer_truth(request, sweep, model, variant):
           worst_delta=worst.delta if worst else None, worst_layer=worst.name if worst else None)
     off = [f"{t.name}: mi {t.mi_cosine:.6f}, recomputed {t.true_cosine:.6f}" for t in truths
            if t.delta is not None and t.delta > TRUTH_TOL]
+    # no false alarm: mi's first divergence differs by more than rounding noise in the recomputation too, and
+    # every layer mi calls negligible is rounding noise there (same arithmetic at this level)
+    first = layers_doc(run).get("first_divergence")
+    off += [f"first divergence {t.name}: recomputed max |b - a| {t.true_max_abs:.3g} <= {LAYER_ATOL:g} (noise)"
+            for t in truths if t.name == first and t.true_max_abs is not None and t.true_max_abs <= LAYER_ATOL]
+    off += [f"{t.name}: negligible in mi, recomputed max |b - a| {t.true_max_abs:.3g}" for t in truths
+            if t.mi_negligible and t.true_max_abs is not None and t.true_max_abs > 2 * LAYER_ATOL]
     if variant.startswith("fp16"):
         deployed = sweep.compare(model, variant)
         if deployed.json_path:
             off += [f"{t.name} (deployed): mi {t.mi_cosine:.6f}, recomputed {t.true_cosine:.6f}"
                     for t in recompute(Path(deployed.json_path), sweep.path(model, "fp32"), sweep.path(model, variant),
                                        sweep.zoo / model / "data")
-                    if t.delta is not None and t.true_cosine >= 0.5 and t.mi_cosine < t.true_cosine - TRUTH_TOL]
+                    if t.delta is not None and t.true_cosine >= 0.5 and t.mi_cosine < t.true_cosine - TRUTH_TOL
+                    and not t.both_noise(FUSED_NOISE)]
     assert not off, f"{len(off)} of {len(truths)} layers disagree:\n" + "\n".join(off[:10])
 
 
@@ -101,8 +113,10 @@ def test_fused_tensors_read(request, sweep, model, variant):
         return
     truths = [t for t in recompute(Path(run.json_path), sweep.path(model, "fp32"), sweep.path(model, variant),
                                    sweep.zoo / model / "data") if t.name in recomputed]
+    # a layer both mi and the recomputation find to be rounding noise has two noise cosines: not compared
+    # (swin's centred LayerNorm mean, |value| 6e-8, read 0.1 vs 0.4 when deployed kernels sum in another order)
     off = [f"{t.name}: mi {t.mi_cosine:.6f}, recomputed {t.true_cosine:.6f}" for t in truths
-           if t.delta is not None and t.delta > TRUTH_TOL]
+           if t.delta is not None and t.delta > TRUTH_TOL and not t.both_noise(FUSED_NOISE)]
     assert not off, f"{len(off)} of {len(truths)} recomputed layers disagree:\n" + "\n".join(off[:10])
 
 

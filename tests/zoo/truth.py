@@ -37,6 +37,15 @@ class LayerTruth:
     mi_cosine: Optional[float]
     true_cosine: Optional[float]
     note: str = ""
+    mi_negligible: bool = False
+    """mi called the layer negligible (max |b - a| <= its --layer-atol): its cosine is noise against noise."""
+    true_max_abs: Optional[float] = None
+    """max |b - a| over every sample, recomputed."""
+
+    def both_noise(self, atol: float) -> bool:
+        """mi and the recomputation agree that the two tensors differ by rounding noise only (max |b - a| <=
+        `atol`): then both cosines are noise and are not compared; `atol` allows for other fused arithmetic."""
+        return self.mi_negligible and self.true_max_abs is not None and self.true_max_abs <= atol
 
     @property
     def delta(self) -> Optional[float]:
@@ -117,11 +126,12 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
     doc = json.loads(Path(result_json).read_text())
     layers = (doc["results"].get("layers") or {}).get("layers") or []
     pairs = [(L["name"], L.get("name_b") or L["name"], (L.get("dataset") or {}).get("cosine")) for L in layers]
+    negligible = {(L["name"], L.get("name_b") or L["name"]) for L in layers if L.get("negligible")}
     exp_a, found_a = _expose(model_a, [a for a, _, _ in pairs])
     exp_b, found_b = _expose(model_b, [b for _, b, _ in pairs])
     sa, sb = _session(exp_a), _session(exp_b)
     out_a, out_b = [o.name for o in sa.get_outputs()], [o.name for o in sb.get_outputs()]
-    sums: Dict[Tuple[str, str], List[float]] = {(a, b): [0.0, 0.0, 0.0] for a, b, _ in pairs}
+    sums: Dict[Tuple[str, str], List[float]] = {(a, b): [0.0, 0.0, 0.0, 0.0] for a, b, _ in pairs}
     bad: Dict[Tuple[str, str], str] = {}
     for f in sorted(Path(data).glob("*.npz")):
         with np.load(f, allow_pickle=False) as z:
@@ -146,6 +156,7 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
             s = sums[(a, b)]
             x, y = x.ravel(), y.reshape(-1) if x.shape == y.shape else y.ravel()
             s[0] += float(x @ y); s[1] += float(x @ x); s[2] += float(y @ y)
+            s[3] = max(s[3], float(np.abs(y - x).max())) if x.size else s[3]
     truths = []
     for a, b, mi_cos in pairs:
         if a not in found_a or b not in found_b:
@@ -155,9 +166,9 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
         if (a, b) in bad:
             truths.append(LayerTruth(a, b, mi_cos, None, bad[(a, b)]))
             continue
-        dot, na, nb = sums[(a, b)]
+        dot, na, nb, max_abs = sums[(a, b)]
         cos = 1.0 if na == nb == 0 else (0.0 if na == 0 or nb == 0 else dot / np.sqrt(na * nb))
-        truths.append(LayerTruth(a, b, mi_cos, float(cos)))
+        truths.append(LayerTruth(a, b, mi_cos, float(cos), mi_negligible=(a, b) in negligible, true_max_abs=max_abs))
     return truths
 
 
