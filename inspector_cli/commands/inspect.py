@@ -9,6 +9,14 @@ from ._options import model_argument, report_options
 from ._output import check_report_paths, emit
 
 
+def _table_only(ctx: click.Context, params: Any) -> bool:
+    """Whether the result is only printed as tables: no report file, no JSON on stdout, and not a step
+    of `mi run` (whose suite result holds each step's whole result)."""
+    reports = ("json_path", "html_path", "junit_path", "model_explorer_path")
+    top_level = ctx.parent is not None and ctx.parent.parent is None
+    return top_level and params.get("fmt") in ("table", "markdown", "csv") and not any(params.get(r) for r in reports)
+
+
 @click.command("inspect")
 @model_argument("model")
 @click.option("--depth", type=click.IntRange(min=0), default=2, show_default=True,
@@ -44,5 +52,5 @@ def inspect(ctx: click.Context, model: str, depth: int, find: Optional[str], nod
 
     check_report_paths()
     config = InspectConfig(depth=depth, find=find, node=node, diff=diff)
-    result = inspect_model(model, config)
+    result = inspect_model(model, config, table_only=_table_only(ctx, params))
     return emit(ctx, result, inspect_view, fmt=params["fmt"])
