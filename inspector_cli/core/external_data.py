@@ -10,9 +10,8 @@ from typing import Dict, List, Optional, Tuple
 import onnx
 
 from ..errors import ModelLoadError
-from .protoutil import iter_all_tensors
+from .protoutil import external_tensors
 
-_EXTERNAL = onnx.TensorProto.EXTERNAL
 
 
 def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tuple[str, str]]:
@@ -22,9 +21,7 @@ def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tup
     folder = _Folder(model_path)
     problems: List[Tuple[str, str]] = []
     files: Dict[str, Tuple[Optional[str], int]] = {}  # location -> (problem, size): resolved once per file
-    for where, tensor in iter_all_tensors(model.graph):
-        if tensor.data_location != _EXTERNAL:
-            continue
+    for where, tensor in external_tensors(model.graph):
         name = tensor.name or f"<unnamed {where}>"
         problem = _external_problem(tensor, folder, files)
         if problem:
@@ -100,19 +97,18 @@ def rebase_symlinked_data(model: onnx.ModelProto, model_path: Path) -> Optional[
     named = model_path.absolute().parent
     real_named = named.resolve()
     targets: Dict[str, Path] = {}
-    for _, tensor in iter_all_tensors(model.graph):
-        if tensor.data_location == _EXTERNAL:
-            location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-            if location and location not in targets:
-                targets[location] = (named / location).resolve()
+    stored = external_tensors(model.graph)
+    for _, tensor in stored:
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if location and location not in targets:
+            targets[location] = (named / location).resolve()
     if all(target == real_named / location for location, target in targets.items()):
         return None
     base = Path(os.path.commonpath([target.parent for target in targets.values()]))
-    for _, tensor in iter_all_tensors(model.graph):
-        if tensor.data_location == _EXTERNAL:
-            for entry in tensor.external_data:
-                if entry.key == "location" and entry.value in targets:
-                    entry.value = os.path.relpath(targets[entry.value], base)
+    for _, tensor in stored:
+        for entry in tensor.external_data:
+            if entry.key == "location" and entry.value in targets:
+                entry.value = os.path.relpath(targets[entry.value], base)
     return base
 
 

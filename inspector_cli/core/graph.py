@@ -18,7 +18,7 @@ from ..errors import ModelLoadError, UsageError
 from .external_data import check_external_data, external_data_problems, rebase_symlinked_data  # noqa: F401 (re-exported)
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
-from .protoutil import fully_declared, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
+from .protoutil import external_tensors, fully_declared, infer_tensor_info, iter_subgraphs, value_info_to_tensor
 from .topology import NodeInfo, NotText, assign_node_names, subgraph_flags, topological_nodes  # noqa: F401 (NodeInfo re-exported)
 from .types import TensorInfo
 
@@ -96,7 +96,7 @@ class ModelGraph:
 
     @property
     def uses_external_data(self) -> bool:
-        return any(t.data_location == _EXTERNAL for _, t in iter_all_tensors(self.model.graph))
+        return bool(external_tensors(self.model.graph))
 
     @property
     def inputs(self) -> List[TensorInfo]:
