@@ -11,6 +11,23 @@ from inspector_cli.cli import one_blas_thread
 # as `mi` runs: in-process results (CliRunner, the API) then agree to the bit with `mi` in a subprocess
 one_blas_thread()
 
+ZOO_GROUP_FILES = ("tests/zoo/", "tests/compare/test_outputs_from_files.py")
+"""Tests that build or read the zoo cache (~/.cache/mi-zoo) and the wheel: one worker, so the zoo is built
+once and never read half-written."""
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
+    """Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`), tests sharing a costly or
+    exclusive resource run on one worker: the zoo and its wheel, and the private Ray instance (one per
+    worker would start two Ray clusters on a 2-core machine)."""
+    root = Path(str(config.rootpath))
+    for item in items:
+        where = Path(str(item.path)).relative_to(root).as_posix() if Path(str(item.path)).is_relative_to(root) else ""
+        if where.startswith(ZOO_GROUP_FILES):
+            item.add_marker(pytest.mark.xdist_group("zoo"))
+        elif "ray_local" in getattr(item, "fixturenames", ()) or item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
 
 @pytest.fixture(scope="session")
 def cnn_pair(tmp_path_factory) -> Tuple[Path, Path, Path]:

@@ -188,3 +188,49 @@ def test_recomputed_layers_are_isolated(tmp_path) -> None:  # type: ignore[no-un
     for name in ("d", "e", "g", "m"):
         assert rows[name].capture_b == "recomputed"
         assert rows[name].isolated["max_abs"] == 0.0 and rows[name].error_source == "inherited"
+
+
+def _quantised_gelu(shift: float) -> onnx.ModelProto:
+    """The Gelu model with its output quantised (y -> Q -> DQ -> z): a quantised model, which auto capture
+    reads as deployed when enough of its tensors can be read there."""
+    model = _gelu_model(shift)
+    model.graph.node.extend([helper.make_node("QuantizeLinear", ["y", "scale", "zero"], ["q"], name="quant"),
+                             helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["z"], name="dequant")])
+    model.graph.initializer.extend([init("scale", np.array(0.05, np.float32)), init("zero", np.array(0, np.int8))])
+    del model.graph.output[:]
+    model.graph.output.append(vi("z", ["N", 4]))
+    return model
+
+
+@pytest.mark.parametrize("recomputable", [True, False])
+def test_auto_capture_counts_recomputed_tensors_as_read(tmp_path, monkeypatch, recomputable):  # type: ignore[no-untyped-def]
+    """Four of the tensors auto capture wants are fused away as deployed, too few located for AUTO_SHARE.
+    Recomputed, every one is read as deployed (zoo: fp16 EfficientNet read 74 of 101 located, so it was
+    exposed instead, which disables the very fusions deployed; 101 of 101 with recomputation); if the
+    recomputation is refused, auto falls back to exposing them, saying so."""
+    from inspector_cli.compare import fused_side
+
+    if not recomputable:
+        monkeypatch.setattr(fused_side, "_runs", lambda *args: "Type Error: refused for the test")
+    a = save(_quantised_gelu(0.0), tmp_path / "a.onnx")
+    b = save(_quantised_gelu(0.5), tmp_path / "b.onnx")
+    save_samples([{"x": X}], tmp_path / "data")
+    config = CompareConfig(inputs=(str(tmp_path / "data"),), layers=LayerConfig(granularity="tensor", capture="auto"))
+    section = compare_models(a, b, config).layers
+    rows = {row.name: row for row in section.layers}
+    assert {"d", "e", "g", "m", "h"} <= set(rows)
+    fused = {rows[n].capture_b for n in ("d", "e", "g", "m")}
+    if recomputable:
+        assert (section.capture.capture_a, section.capture.capture_b) == ("deployed", "deployed")
+        assert fused == {"recomputed"} and rows["h"].capture_b == "deployed"
+        assert section.capture.notes == []
+    else:
+        assert (section.capture.capture_a, section.capture.capture_b) == ("instrumented", "instrumented")
+        assert fused == {"instrumented"} and all(r.recomputed is None for r in section.layers)
+        located = len(rows) - 4
+        assert section.capture.notes == [
+            f"model {side}: only {located} of {len(rows)} tensors can be read in onnxruntime's optimised graph; "
+            "captured by exposing them in the model instead" for side in "AB"]
+    truth_a, truth_b = _unfused(a, ["e", "g", "m"]), _unfused(b, ["e", "g", "m"])
+    for name in ("e", "g", "m"):  # either way, the values are the tensors' own
+        assert rows[name].dataset["cosine"] == pytest.approx(_cosine(truth_a[name], truth_b[name]), abs=1e-6)
