@@ -174,9 +174,10 @@ def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
         raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
     prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     model = parse_model_file(model_path)
-    check_external_data(model, model_path)
+    stored = external_tensors(model.graph)  # one pass over every node for both the guard and the rebase
+    check_external_data(model, model_path, stored)
     graph = ModelGraph.from_proto(model, model_path)
-    graph.data_folder = rebase_symlinked_data(model, model_path)
+    graph.data_folder = rebase_symlinked_data(model, model_path, stored)
     return graph
 
 

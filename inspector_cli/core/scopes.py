@@ -108,7 +108,12 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
                 prefix = name[:cut]
                 path = by_prefix.get(prefix)
                 if path is None:
-                    path = by_prefix[prefix] = name_scope(node)
+                    if "/" in prefix:
+                        path = name_scope(node)
+                    else:  # `a.b.c/Op`: what name_scope makes of one segment, without its general walk
+                        parts = prefix.split(".")
+                        path = tuple(parts) if "" not in parts else tuple(p for p in parts if p)
+                    by_prefix[prefix] = path
                 paths[node_name] = path
         if path and node.op_type not in TRANSPARENT:
             distinct.add(path)
