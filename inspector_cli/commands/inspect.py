@@ -1,6 +1,7 @@
 """`mi inspect`: the model's map, headless (scope tree, node facts, structural diff). Nothing is run."""
 from __future__ import annotations
 
+import gc
 from typing import Any, Optional
 
 import click
@@ -52,5 +53,13 @@ def inspect(ctx: click.Context, model: str, depth: int, find: Optional[str], nod
 
     check_report_paths()
     config = InspectConfig(depth=depth, find=find, node=node, diff=diff)
-    result = inspect_model(model, config, table_only=_table_only(ctx, params))
+    # the graph is millions of long-lived objects and next to no cycles: at 50,000 nodes the collector
+    # ran 78 times to free 361 objects (~5% of the run), so it pauses while the model is read
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        result = inspect_model(model, config, table_only=_table_only(ctx, params))
+    finally:
+        if collecting:
+            gc.enable()
     return emit(ctx, result, inspect_view, fmt=params["fmt"])

@@ -70,7 +70,10 @@ def name_scope(node: NodeInfo) -> Path:
 def _torch_entries(graph: ModelGraph) -> Dict[str, List[str]]:
     found: Dict[str, List[str]] = {}
     for proto in graph.model.graph.node:
-        for prop in proto.metadata_props:
+        props = proto.metadata_props
+        if not props:  # most nodes of most models: no iterator made
+            continue
+        for prop in props:
             if prop.key == TORCH_SCOPES:
                 try:
                     value = ast.literal_eval(prop.value)  # a Python list literal; literal_eval runs no code
