@@ -225,8 +225,10 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
             if not outs or not ins:
                 flops = 0
             elif op in _BY_SHAPES:
-                # the cost depends on the inputs' shapes alone: a few distinct pairs among 12,000 MatMuls
-                key = (op, len(ins), *[ti.shape if ti is not None else None for ti in map(get_info, ins[:2])])
+                # the cost depends on the inputs' shapes alone, as `shape_of` gives them to the cost model
+                # (unknown dims as 1): keyed so, 12,000 MatMuls are a few pairs; keyed on the raw shapes,
+                # inference's per-tensor `unk__N` dims made most of them distinct
+                key = (op, len(ins), *map(shape_of, ins[:2]))
                 flops = by_shapes.get(key, _UNSET)
                 if flops is _UNSET:
                     cost = node_cost(graph, node, shape_of)
