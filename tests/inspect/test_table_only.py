@@ -71,3 +71,11 @@ def test_cli_table_equals_the_table_of_a_json_run(tmp_path):
     plain = invoke(["inspect", model, "--depth", "2"]).stdout
     with_json = invoke(["inspect", model, "--depth", "2", "--json", tmp_path / "r.json"]).stdout
     assert plain == with_json and "nodes in" in plain
+
+
+def test_the_inspect_kind_stays_the_whole_result():
+    # InspectTable inherits `kind`; `mi report` must still read a saved inspect JSON as an InspectResult
+    from inspector_cli.results.base import result_class
+    from inspector_cli.results.inspect import InspectResult
+
+    assert result_class("inspect") is InspectResult and InspectTable.kind == "inspect"
