@@ -1,6 +1,7 @@
 """Session-wide fixtures: real model pairs are built once per test run."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Tuple
 
@@ -10,6 +11,10 @@ from inspector_cli.cli import one_blas_thread
 
 # as `mi` runs: in-process results (CliRunner, the API) then agree to the bit with `mi` in a subprocess
 one_blas_thread()
+# pytest-xdist sets COLUMNS=80 (and LINES) in its workers; mi fits its output to COLUMNS off a terminal, so
+# every test would see another width than in one process. Tests that need a width set it themselves.
+for _variable in ("COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
 
 ZOO_GROUP_FILES = ("tests/zoo/", "tests/compare/test_outputs_from_files.py")
 """Tests that build or read the zoo cache (~/.cache/mi-zoo) and the wheel: one worker, so the zoo is built
