@@ -272,7 +272,7 @@ def accumulate_rel_sig(stats: PairStats, abs_a: np.ndarray, rel: np.ndarray, pea
 
 def _accumulate_distribution(stats: PairStats, a: np.ndarray, b: np.ndarray, topk: Sequence[int]) -> None:
     width = a.shape[-1] if a.ndim else 0
-    if width < 2:
+    if width < 2 or a.size == 0:  # a 0-size dimension (e.g. no detections): no row to compare
         return
     rows_a = a.reshape(-1, width).astype(np.float64, copy=False)
     rows_b = b.reshape(-1, width).astype(np.float64, copy=False)
