@@ -1,6 +1,7 @@
 """Session-wide fixtures: real model pairs are built once per test run."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Tuple
 
@@ -10,23 +11,36 @@ from inspector_cli.cli import one_blas_thread
 
 # as `mi` runs: in-process results (CliRunner, the API) then agree to the bit with `mi` in a subprocess
 one_blas_thread()
+# pytest-xdist sets COLUMNS=80 (and LINES) in its workers; mi fits its output to COLUMNS off a terminal, so
+# every test would see another width than in one process. Tests that need a width set it themselves.
+for _variable in ("COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
 
-ZOO_GROUP_FILES = ("tests/zoo/", "tests/compare/test_outputs_from_files.py")
-"""Tests that build or read the zoo cache (~/.cache/mi-zoo) and the wheel: one worker, so the zoo is built
-once and never read half-written."""
+XDIST_GROUPS = {
+    # build or read the zoo cache (~/.cache/mi-zoo) and the wheel: built once, never read half-written
+    "zoo": ("tests/zoo/", "tests/compare/test_outputs_from_files.py"),
+    # the private Ray instance (ray_local): one per worker would start two Ray clusters on 2 cores
+    "ray": ("tests/executor/test_executor_ray.py", "tests/executor/test_scale.py",
+            "tests/executor/test_scale_results.py", "tests/cli/test_configs_examples.py::test_config_runs[scale-ray.yaml]"),
+}
+"""Node-id prefixes of tests that share a costly or exclusive resource: each group runs on one worker."""
 
 
-def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
-    """Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`), tests sharing a costly or
-    exclusive resource run on one worker: the zoo and its wheel, and the private Ray instance (one per
-    worker would start two Ray clusters on a 2-core machine)."""
-    root = Path(str(config.rootpath))
-    for item in items:
-        where = Path(str(item.path)).relative_to(root).as_posix() if Path(str(item.path)).is_relative_to(root) else ""
-        if where.startswith(ZOO_GROUP_FILES):
-            item.add_marker(pytest.mark.xdist_group("zoo"))
-        elif "ray_local" in getattr(item, "fixturenames", ()) or item.get_closest_marker("ray") is not None:
-            item.add_marker(pytest.mark.xdist_group("ray"))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
+    """Under pytest-xdist (`scripts/test.sh` runs `-n 2`): whole test files go to one worker each (as
+    --dist loadscope), and each of XDIST_GROUPS to one worker. (xdist's own `--dist loadgroup` reads
+    xdist_group marks into node ids, which pytest 9 no longer lets it change: it silently spread them.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupedScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for group, prefixes in XDIST_GROUPS.items():
+                if nodeid.startswith(prefixes):
+                    return f"group:{group}"
+            return super()._split_scope(nodeid)
+
+    return GroupedScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,21 @@
 """`mi inspect`: the model's map, headless (scope tree, node facts, structural diff). Nothing is run."""
 from __future__ import annotations
 
+import gc
 from typing import Any, Optional
 
 import click
 
 from ._options import model_argument, report_options
 from ._output import check_report_paths, emit
+
+
+def _table_only(ctx: click.Context, params: Any) -> bool:
+    """Whether the result is only printed as tables: no report file, no JSON on stdout, and not a step
+    of `mi run` (whose suite result holds each step's whole result)."""
+    reports = ("json_path", "html_path", "junit_path", "model_explorer_path")
+    top_level = ctx.parent is not None and ctx.parent.parent is None
+    return top_level and params.get("fmt") in ("table", "markdown", "csv") and not any(params.get(r) for r in reports)
 
 
 @click.command("inspect")
@@ -44,5 +53,13 @@ def inspect(ctx: click.Context, model: str, depth: int, find: Optional[str], nod
 
     check_report_paths()
     config = InspectConfig(depth=depth, find=find, node=node, diff=diff)
-    result = inspect_model(model, config)
+    # the graph is millions of long-lived objects and next to no cycles: at 50,000 nodes the collector
+    # ran 78 times to free 361 objects (~5% of the run), so it pauses while the model is read
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        result = inspect_model(model, config, table_only=_table_only(ctx, params))
+    finally:
+        if collecting:
+            gc.enable()
     return emit(ctx, result, inspect_view, fmt=params["fmt"])

@@ -10,21 +10,20 @@ from typing import Dict, List, Optional, Tuple
 import onnx
 
 from ..errors import ModelLoadError
-from .protoutil import iter_all_tensors
-
-_EXTERNAL = onnx.TensorProto.EXTERNAL
+from .protoutil import external_tensors
 
 
-def external_data_problems(model: onnx.ModelProto, model_path: Path) -> List[Tuple[str, str]]:
+
+def external_data_problems(model: onnx.ModelProto, model_path: Path,
+                           stored: Optional[List[Tuple[str, onnx.TensorProto]]] = None) -> List[Tuple[str, str]]:
     """(tensor name, problem) for every external-data reference that is unsafe or missing, in every
     place a tensor can be stored (`iter_all_tensors`: sparse initializers and subgraph attributes
-    too). Problems that make reading unsafe say 'unsafe' (validate reports them as MI109)."""
+    too). Problems that make reading unsafe say 'unsafe' (validate reports them as MI109). `stored`:
+    `external_tensors(model.graph)` when the caller holds it (a pass over every node saved)."""
     folder = _Folder(model_path)
     problems: List[Tuple[str, str]] = []
     files: Dict[str, Tuple[Optional[str], int]] = {}  # location -> (problem, size): resolved once per file
-    for where, tensor in iter_all_tensors(model.graph):
-        if tensor.data_location != _EXTERNAL:
-            continue
+    for where, tensor in external_tensors(model.graph) if stored is None else stored:
         name = tensor.name or f"<unnamed {where}>"
         problem = _external_problem(tensor, folder, files)
         if problem:
@@ -89,35 +88,40 @@ def _file_problem(location: str, folder: _Folder) -> Tuple[Optional[str], int]:
     return None, target.stat().st_size
 
 
-def rebase_symlinked_data(model: onnx.ModelProto, model_path: Path) -> Optional[Path]:
+def rebase_symlinked_data(model: onnx.ModelProto, model_path: Path,
+                          stored: Optional[List[Tuple[str, onnx.TensorProto]]] = None) -> Optional[Path]:
     """For a model whose external data is reached through symlinks (checked by `check_external_data`
     first): rewrite each location, in memory, to the real file relative to the folder holding them
     all, and return that folder; None (nothing changed) when no symlink is involved.
 
     onnxruntime, given a model from memory, refuses a location whose real path leaves the folder it
     is told to read from (the Hugging Face cache: `snapshots/<rev>/model.onnx_data` -> `blobs/<sha>`),
-    though it reads the same model from its path; mi runs models from memory."""
+    though it reads the same model from its path; mi runs models from memory. `stored`: as for
+    `external_data_problems`."""
     named = model_path.absolute().parent
     real_named = named.resolve()
     targets: Dict[str, Path] = {}
-    for _, tensor in iter_all_tensors(model.graph):
-        if tensor.data_location == _EXTERNAL:
-            location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-            if location and location not in targets:
-                targets[location] = (named / location).resolve()
+    stored = external_tensors(model.graph) if stored is None else stored
+    if not stored:
+        return None
+    for _, tensor in stored:
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if location and location not in targets:
+            targets[location] = (named / location).resolve()
     if all(target == real_named / location for location, target in targets.items()):
         return None
     base = Path(os.path.commonpath([target.parent for target in targets.values()]))
-    for _, tensor in iter_all_tensors(model.graph):
-        if tensor.data_location == _EXTERNAL:
-            for entry in tensor.external_data:
-                if entry.key == "location" and entry.value in targets:
-                    entry.value = os.path.relpath(targets[entry.value], base)
+    for _, tensor in stored:
+        for entry in tensor.external_data:
+            if entry.key == "location" and entry.value in targets:
+                entry.value = os.path.relpath(targets[entry.value], base)
     return base
 
 
-def check_external_data(model: onnx.ModelProto, model_path: Path) -> None:
-    problems = external_data_problems(model, model_path)
+def check_external_data(model: onnx.ModelProto, model_path: Path,
+                        stored: Optional[List[Tuple[str, onnx.TensorProto]]] = None) -> None:
+    """Raise `ModelLoadError` naming the first unsafe or missing external-data reference."""
+    problems = external_data_problems(model, model_path, stored)
     if problems:
         name, problem = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

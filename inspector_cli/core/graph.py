@@ -18,7 +18,7 @@ from ..errors import ModelLoadError, UsageError
 from .external_data import check_external_data, external_data_problems, rebase_symlinked_data  # noqa: F401 (re-exported)
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
-from .protoutil import fully_declared, infer_tensor_info, iter_all_tensors, iter_subgraphs, value_info_to_tensor
+from .protoutil import external_tensors, fully_declared, infer_tensor_info, iter_subgraphs, value_info_to_tensor
 from .topology import NodeInfo, NotText, assign_node_names, subgraph_flags, topological_nodes  # noqa: F401 (NodeInfo re-exported)
 from .types import TensorInfo
 
@@ -96,7 +96,7 @@ class ModelGraph:
 
     @property
     def uses_external_data(self) -> bool:
-        return any(t.data_location == _EXTERNAL for _, t in iter_all_tensors(self.model.graph))
+        return bool(external_tensors(self.model.graph))
 
     @property
     def inputs(self) -> List[TensorInfo]:
@@ -174,9 +174,10 @@ def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
         raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
     prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     model = parse_model_file(model_path)
-    check_external_data(model, model_path)
+    stored = external_tensors(model.graph)  # one pass over every node for both the guard and the rebase
+    check_external_data(model, model_path, stored)
     graph = ModelGraph.from_proto(model, model_path)
-    graph.data_folder = rebase_symlinked_data(model, model_path)
+    graph.data_folder = rebase_symlinked_data(model, model_path, stored)
     return graph
 
 

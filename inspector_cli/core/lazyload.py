@@ -22,7 +22,7 @@ import onnx
 
 from .filehash import prefetch as prefetch_sha256
 from .graph import ModelGraph, check_external_data, load_model, rebase_symlinked_data
-from .protoutil import read_varint
+from .protoutil import external_tensors, read_varint
 
 MIN_EXTERNAL_BYTES = 4096
 """Initializers smaller than this stay inline (scales, zero points and shapes are read often)."""
@@ -170,7 +170,8 @@ def load_model_lazy(path: "str | os.PathLike[str]") -> ModelGraph:
         return load_model(model_path)
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         return load_model(model_path)
-    check_external_data(model, model_path)
+    stored = external_tensors(model.graph)  # one pass for both the guard and the rebase
+    check_external_data(model, model_path, stored)
     graph = ModelGraph.from_proto(model, model_path)
-    graph.data_folder = rebase_symlinked_data(model, model_path)
+    graph.data_folder = rebase_symlinked_data(model, model_path, stored)
     return graph

@@ -35,11 +35,12 @@ def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                     yield attr.t
 
 
-def iter_all_tensors(graph: onnx.GraphProto) -> Iterator[Tuple[str, onnx.TensorProto]]:
+def iter_all_tensors(graph: onnx.GraphProto, initializers: bool = True) -> Iterator[Tuple[str, onnx.TensorProto]]:
     """(where, tensor) for every place a TensorProto can carry data, at any depth: initializers,
     sparse initializers (values and indices), and node attributes of type TENSOR, TENSORS,
     SPARSE_TENSOR and SPARSE_TENSORS (Constant's value/sparse_value among them), in the main graph
-    and every subgraph. The external-data guard walks this, so no place escapes it."""
+    and every subgraph. The external-data guard walks this, so no place escapes it. `initializers=False`
+    leaves out the top-level graph's initializers (`external_tensors` reads them apart)."""
     # the top-level nodes are read once (a 50,000-node graph: ~0.05 s a pass); only the nodes with
     # attributes are visited again, for subgraphs and tensors, in the order of the old two passes
     with_attributes = [node for node in graph.node if node.attribute]
@@ -53,14 +54,15 @@ def iter_all_tensors(graph: onnx.GraphProto) -> Iterator[Tuple[str, onnx.TensorP
                 for sub in attr.graphs:
                     subgraphs.append(sub)
                     subgraphs.extend(iter_subgraphs(sub))
-    yield from _graph_tensors(graph, with_attributes)
+    yield from _graph_tensors(graph, with_attributes, initializers)
     for sub in subgraphs:
         yield from _graph_tensors(sub, sub.node)
 
 
-def _graph_tensors(g: onnx.GraphProto, nodes: Iterable[onnx.NodeProto]) -> Iterator[Tuple[str, onnx.TensorProto]]:
+def _graph_tensors(g: onnx.GraphProto, nodes: Iterable[onnx.NodeProto],
+                   initializers: bool = True) -> Iterator[Tuple[str, onnx.TensorProto]]:
     """`iter_all_tensors` of one graph, without its subgraphs (`nodes`: those that may hold tensors)."""
-    for tensor in g.initializer:
+    for tensor in g.initializer if initializers else ():
         yield "initializer", tensor
     for sparse in g.sparse_initializer:
         yield "sparse initializer", sparse.values
@@ -82,6 +84,16 @@ def _graph_tensors(g: onnx.GraphProto, nodes: Iterable[onnx.NodeProto]) -> Itera
                 for sparse in attr.sparse_tensors:
                     yield where, sparse.values
                     yield where, sparse.indices
+
+
+def external_tensors(graph: onnx.GraphProto) -> List[Tuple[str, onnx.TensorProto]]:
+    """The (where, tensor) of `iter_all_tensors` stored as external data, in its order. The top-level
+    initializers are tested in one comprehension: one generator step each cost 0.1-0.3 s per pass at
+    50,000 nodes (33,000 initializers), and loading makes two passes (guard, symlink rebase)."""
+    external = onnx.TensorProto.EXTERNAL
+    found = [("initializer", t) for t in graph.initializer if t.data_location == external]
+    found.extend(item for item in iter_all_tensors(graph, initializers=False) if item[1].data_location == external)
+    return found
 
 
 def implicit_inputs(node: onnx.NodeProto) -> Tuple[str, ...]:

@@ -9,7 +9,7 @@ dimensions count as 1 for FLOPs and bytes (the tree says so in `dynamic_dims`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .cost import ELEMENTWISE, PER_ELEMENT, READS_INPUT, node_cost
 from .graph import ModelGraph
@@ -95,6 +95,10 @@ class ScopeTree:
     dynamic_dims: bool
     node_flops: Dict[str, Optional[int]]
     node_bytes: Dict[str, int]
+    depth: Optional[int] = None
+    """Scopes deeper than this were not made (`build_scope_tree(graph, depth)`); None: the whole tree."""
+    scope_count: int = 0
+    """Scopes of the whole tree, the root excluded (also when `depth` cut it)."""
 
     def get(self, path: Path) -> Scope:
         scope = self.root
@@ -125,9 +129,22 @@ _BY_SHAPES = frozenset({"MatMul", "MatMulInteger"}) | READS_INPUT
 _UNSET = object()
 
 
-def build_scope_tree(graph: ModelGraph) -> ScopeTree:
-    """Derive the scope hierarchy of `graph` and aggregate every scope's facts."""
+def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTree:
+    """Derive the scope hierarchy of `graph` and aggregate every scope's facts.
+
+    `depth`: make only the scopes down to that depth (what a table shows); each one made holds the
+    same numbers and boundaries as in the whole tree (its nodes below the cut are its own), and
+    `node_path`, `node_flops` and `node_bytes` are the whole tree's. 24,000 scopes at 50,000 nodes
+    cost ~a third of the tree, and their map and node list as much again.
+    """
     paths, kinds, source = node_scopes(graph)
+    scope_count = _count_scopes(paths.values())
+    cut = paths
+    if depth is not None:
+        short = {path: path[:depth] for path in set(paths.values()) if len(path) > depth}
+        if short:
+            get_short = short.get
+            cut = {name: get_short(path, path) for name, path in paths.items()}
     info = graph.all_tensor_info()
     get_info = info.get
     dynamic = False
@@ -208,8 +225,10 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
             if not outs or not ins:
                 flops = 0
             elif op in _BY_SHAPES:
-                # the cost depends on the inputs' shapes alone: a few distinct pairs among 12,000 MatMuls
-                key = (op, len(ins), *[ti.shape if ti is not None else None for ti in map(get_info, ins[:2])])
+                # the cost depends on the inputs' shapes alone, as `shape_of` gives them to the cost model
+                # (unknown dims as 1): keyed so, 12,000 MatMuls are a few pairs; keyed on the raw shapes,
+                # inference's per-tensor `unk__N` dims made most of them distinct
+                key = (op, len(ins), *map(shape_of, ins[:2]))
                 flops = by_shapes.get(key, _UNSET)
                 if flops is _UNSET:
                     cost = node_cost(graph, node, shape_of)
@@ -223,7 +242,7 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
         node_flops[name] = flops
         node_bytes[name] = act
         # numbers go to the leaf only; parents get their children's sums once, below (not depth x nodes)
-        path = paths[name]
+        path = cut[name]
         leaf = get_scope(path) or scope_at(path)
         if leaf.first < 0 and op not in TRANSPARENT:
             leaf.first = node.order  # weight DQs are ready first in topological order: not a position
@@ -239,9 +258,19 @@ def build_scope_tree(graph: ModelGraph) -> ScopeTree:
         else:
             leaf.flops += flops
     _sum_up(list(scope_of.values()))
-    _mark_boundaries(graph, paths, scope_of, set(param_sizes))
+    _mark_boundaries(graph, cut, scope_of, set(param_sizes))
     return ScopeTree(root=root, node_path=paths, source=source, dynamic_dims=dynamic,
-                     node_flops=node_flops, node_bytes=node_bytes)
+                     node_flops=node_flops, node_bytes=node_bytes, depth=depth, scope_count=scope_count)
+
+
+def _count_scopes(paths: Iterable[Path]) -> int:
+    """Scopes of the tree whose node paths are `paths`: every non-empty prefix of one, counted once."""
+    seen: set = set()
+    for path in set(paths):
+        while path and path not in seen:  # `seen` holds every prefix of what it holds: stop at the first
+            seen.add(path)
+            path = path[:-1]
+    return len(seen)
 
 
 def _sum_up(created: List[Scope]) -> None:

@@ -70,7 +70,10 @@ def name_scope(node: NodeInfo) -> Path:
 def _torch_entries(graph: ModelGraph) -> Dict[str, List[str]]:
     found: Dict[str, List[str]] = {}
     for proto in graph.model.graph.node:
-        for prop in proto.metadata_props:
+        props = proto.metadata_props
+        if not props:  # most nodes of most models: no iterator made
+            continue
+        for prop in props:
             if prop.key == TORCH_SCOPES:
                 try:
                     value = ast.literal_eval(prop.value)  # a Python list literal; literal_eval runs no code
@@ -108,7 +111,12 @@ def node_scopes(graph: ModelGraph) -> Tuple[Dict[str, Path], Dict[Path, str], st
                 prefix = name[:cut]
                 path = by_prefix.get(prefix)
                 if path is None:
-                    path = by_prefix[prefix] = name_scope(node)
+                    if "/" in prefix:
+                        path = name_scope(node)
+                    else:  # `a.b.c/Op`: what name_scope makes of one segment, without its general walk
+                        parts = prefix.split(".")
+                        path = tuple(parts) if "" not in parts else tuple(p for p in parts if p)
+                    by_prefix[prefix] = path
                 paths[node_name] = path
         if path and node.op_type not in TRANSPARENT:
             distinct.add(path)

@@ -34,6 +34,9 @@ from .local import ExecutorError, resident_bytes
 POLL_SECONDS = 0.5
 MAX_STARTUP_DEATHS = 3
 WATCHDOG_SECONDS = 0.2
+SETTLE_SECONDS = 30.0
+"""How long the calls of a dead actor may take to resolve (with a value or failed) before those left are
+taken as lost: Ray fails them as soon as it learns of the death, well within this."""
 INSTALL_HINT = "every node needs the same model-inspector: pip install 'model-inspector[ray]'"
 
 
@@ -217,6 +220,12 @@ class RayExecutor(Executor):
         ray = self.ray
         inflight = list(actor.inflight)
         self._drop(actor)
+        if inflight:
+            # Every call of a dead actor resolves soon, with its value (finished before the death) or
+            # failed. Reading them at once (timeout 0) took a finished call whose reply had not reached
+            # the driver yet for the running one: under load an innocent item was charged the crash
+            # of the next one and, the second time, recorded as an error.
+            ray.wait([ref for ref, _ in inflight], num_returns=len(inflight), timeout=SETTLE_SECONDS)
         running: Optional[List[int]] = None
         queued: List[List[int]] = []
         for ref, seqs in inflight:

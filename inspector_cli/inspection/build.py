@@ -12,8 +12,9 @@ from ..results.inspect import NodeBrief, TensorFact
 from ..results.scopes import ScopeInfo, ScopeMap
 
 
-def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
-    """Every scope (parents before children, siblings in topological order) and each node's scope."""
+def scope_map(graph: ModelGraph, tree: ScopeTree, node_scopes: bool = True) -> ScopeMap:
+    """Every scope (parents before children, siblings in topological order) and each node's scope
+    (`node_scopes=False`: none, for a table that shows only the scopes)."""
     info = graph.all_tensor_info()
     get_info = info.get
     patterns = block_patterns(graph, tree.node_path) if tree.source == "structure" else {}
@@ -53,7 +54,8 @@ def scope_map(graph: ModelGraph, tree: ScopeTree) -> ScopeMap:
             children=["/".join(c.path) for c in children], pattern=patterns.get(path, ""))
         scopes.append(info_)
     get_name = names.get
-    node_scope: Dict[str, str] = {name: get_name(path) or scope_name(path) for name, path in tree.node_path.items()}
+    node_scope: Dict[str, str] = {name: get_name(path) or scope_name(path) for name, path in tree.node_path.items()
+                                  } if node_scopes else {}
     return ScopeMap(source=tree.source, node_scope=node_scope, scopes=scopes)
 
 

@@ -5,7 +5,7 @@ from typing import List, Optional
 
 from ..results.inspect import InspectResult, NodeFacts, ParamSummary, QuantFact
 from ..results.scopes import ScopeInfo
-from .profile_view import fmt_bytes, fmt_count
+from .numbers import fmt_bytes, fmt_count
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, View
 
 

@@ -6,43 +6,8 @@ from typing import List, Optional, Sequence
 
 from ..results.base import Severity
 from ..results.profile import KernelStat, ModelProfile, ProfileComparison, ProfileResult
+from .numbers import fmt_bytes, fmt_count, fmt_num, fmt_us  # noqa: F401 (re-exported)
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, View
-
-
-def fmt_us(us: Optional[float]) -> str:
-    """Microseconds as µs, ms or s."""
-    if us is None:
-        return "n/a"
-    if us >= 1e6:
-        return f"{us / 1e6:.3f} s"
-    if us >= 1000:
-        return f"{us / 1000:.3f} ms"
-    return f"{us:.1f} µs"
-
-
-def fmt_bytes(n: Optional[int]) -> str:
-    """Bytes in binary units."""
-    if n is None:
-        return "n/a"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
-
-
-def fmt_count(n: Optional[float]) -> str:
-    """Counts with k/M/G/T suffixes."""
-    if n is None:
-        return "n/a"
-    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
-            return f"{n / size:.2f}{unit}"
-    return f"{n:.0f}"
-
-
-def fmt_num(x: Optional[float], digits: int = 2) -> str:
-    """A float with fixed digits, n/a for None."""
-    return "n/a" if x is None else f"{x:.{digits}f}"
 
 
 def _names(names: Sequence[str], limit: int = 3) -> str:

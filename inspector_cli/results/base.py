@@ -142,7 +142,7 @@ class Result:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.kind:
+        if cls.__dict__.get("kind"):  # a class defining its kind; a subclass inheriting one registers nothing
             _KINDS[cls.kind] = cls
 
     @property

@@ -130,7 +130,7 @@ class InspectResult(Result):
 
     def summary(self) -> str:
         root = self.scope_map.scopes[0] if self.scope_map.scopes else None
-        text = f"{len(self.nodes)} nodes in {len(self.scope_map.scopes) - 1} scopes ({self.scope_map.source})"
+        text = f"{self._node_count()} nodes in {self._scope_count()} scopes ({self.scope_map.source})"
         if root is not None:
             text += f", {root.params:,} parameters"
         if self.mode == "find":
@@ -140,9 +140,30 @@ class InspectResult(Result):
             text += f"; {differing} of {len(self.changes)} scopes differ"
         return text
 
+    def _node_count(self) -> int:
+        return len(self.nodes)
+
+    def _scope_count(self) -> int:
+        return len(self.scope_map.scopes) - 1
+
     def node_values(self) -> List[NodeValues]:
         """Static per-node numbers for the map and Model Explorer: FLOPs and activation bytes."""
         flops = {n.name: float(n.flops) for n in self.nodes if n.flops is not None}
         act = {n.name: float(n.activation_bytes) for n in self.nodes}
         return [NodeValues(metric="flops", higher_is_better=False, values=flops, key="node"),
                 NodeValues(metric="activation_bytes", higher_is_better=False, values=act, key="node", unit="B")]
+
+
+@dataclass(frozen=True)
+class InspectTable(InspectResult):
+    """An `InspectResult` made only to be printed as a table (`mi inspect` without --json, --html or a
+    suite): its scope map stops at `depth` and it has no node list, so its counts are kept apart."""
+
+    node_count: int = 0
+    scope_count: int = 0
+
+    def _node_count(self) -> int:
+        return self.node_count
+
+    def _scope_count(self) -> int:
+        return self.scope_count

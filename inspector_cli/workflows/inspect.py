@@ -14,7 +14,7 @@ from ..inspection.diff import diff_trees
 from ..inspection.facts import node_facts
 from ..inspection.find import find_nodes
 from ..results.base import ModelRef
-from ..results.inspect import InspectResult
+from ..results.inspect import InspectResult, InspectTable
 
 
 def _mode(config: InspectConfig) -> str:
@@ -24,19 +24,29 @@ def _mode(config: InspectConfig) -> str:
     return chosen[0] if chosen else "tree"
 
 
-def inspect_model(model: "str | ModelGraph", config: Optional[InspectConfig] = None) -> InspectResult:
-    """Inspect one model statically (nothing is run); see `InspectConfig` for the modes."""
+def inspect_model(model: "str | ModelGraph", config: Optional[InspectConfig] = None, *,
+                  table_only: bool = False) -> InspectResult:
+    """Inspect one model statically (nothing is run); see `InspectConfig` for the modes.
+
+    `table_only`: the result is only printed as tables (no JSON, HTML or suite step reads it): an
+    `InspectTable`, whose scope map stops at `config.depth` and which has no node list; every figure
+    the tables show is the same (not for --diff, which aligns whole trees)."""
     config = config or InspectConfig()
     mode = _mode(config)
     graph = model if isinstance(model, ModelGraph) else load_model(model)
-    tree = build_scope_tree(graph)
-    result = InspectResult(
-        models=[ModelRef.of(graph, role="model")], config=dataclasses.asdict(config), mode=mode, depth=config.depth, scope_map=scope_map(graph, tree),
-        nodes=node_briefs(graph, tree), model_inputs=[tensor_fact(graph, t) for t in graph.input_names],
+    table_only = table_only and mode != "diff"
+    tree = build_scope_tree(graph, depth=config.depth if table_only else None)
+    fields = dict(
+        models=[ModelRef.of(graph, role="model")], config=dataclasses.asdict(config), mode=mode, depth=config.depth,
+        scope_map=scope_map(graph, tree, node_scopes=not table_only),
+        nodes=[] if table_only else node_briefs(graph, tree),
+        model_inputs=[tensor_fact(graph, t) for t in graph.input_names],
         model_outputs=[tensor_fact(graph, t) for t in graph.output_names],
         opsets={imp.domain or "ai.onnx": imp.version for imp in graph.model.opset_import},
         dynamic_dims=tree.dynamic_dims,
         notes=["FLOPs and activation bytes count dynamic dimensions as 1"] if tree.dynamic_dims else [])
+    result = (InspectTable(**fields, node_count=len(graph.nodes), scope_count=tree.scope_count)  # type: ignore[arg-type]
+              if table_only else InspectResult(**fields))  # type: ignore[arg-type]
     if mode == "find":
         assert config.find is not None
         names = find_nodes(graph, tree, config.find)

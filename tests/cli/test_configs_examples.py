@@ -199,7 +199,7 @@ def test_every_config_file_has_a_runner():
 NEEDS_RAY = {"scale-ray.yaml"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.ray) if n in NEEDS_RAY else n for n in sorted(RUNNERS)])
+@pytest.mark.parametrize("name", sorted(RUNNERS))
 def test_config_runs(name, tmp_path, cnn_pair, request):
     if name in NEEDS_RAY:
         request.getfixturevalue("ray_local")

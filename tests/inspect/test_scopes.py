@@ -7,7 +7,7 @@ import pytest
 
 from inspector_cli.core.graph import ModelGraph, load_model
 from inspector_cli.core.scope_tree import build_scope_tree
-from inspector_cli.core.scopes import name_scope, torch_scope
+from inspector_cli.core.scopes import name_scope, node_scopes, torch_scope
 from inspector_cli.testing.models import build_cnn
 from inspector_cli.testing.transformer import build_transformer
 
@@ -32,6 +32,19 @@ def test_name_scopes(name, op, expected):
     model = onnx.helper.make_model(onnx.helper.make_graph([node], "g", [], []))
     graph = ModelGraph.from_proto(model)
     assert name_scope(graph.nodes[0]) == expected
+
+
+def test_node_scopes_one_segment_prefixes_as_name_scope():
+    # node_scopes reads `a.b/Op` prefixes without name_scope's walk: the same paths, empty parts dropped
+    names = {"a..b/Relu": ("a", "b"), ".x./Relu_1": ("x",), "/Relu_2": (),
+             "layers.17.q_proj/MatMul": ("layers", "17", "q_proj"), "a/b.c/Relu_3": ("a", "b", "c"),
+             "/a/a.0/Relu_4": ("a", "0")}
+    nodes = [onnx.helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=n) for i, n in enumerate(names)]
+    graph = ModelGraph.from_proto(onnx.helper.make_model(onnx.helper.make_graph(nodes, "g", [], [])))
+    paths, _, source = node_scopes(graph)
+    assert source == "names"
+    assert {n.name: paths[n.name] for n in graph.nodes} == names
+    assert all(paths[n.name] == name_scope(n) for n in graph.nodes)
 
 
 def test_transformer_names_give_its_module_hierarchy():

@@ -1,5 +1,6 @@
 """The results table of a zoo sweep (docs/zoo.md): model x variant x command with exit code and seconds,
-layers paired / unpaired, share isolated and the worst |delta cos| against the recomputation.
+layers paired / unpaired, share isolated, the worst |delta cos| against the recomputation, and (at the level the
+truth is checked) the first divergence and the layers whose threshold crossing was excused as negligible.
 
     python -m tests.zoo.table [test-artifacts/zoo]
 """
@@ -21,7 +22,8 @@ def table(folder: Path) -> str:
         runs.setdefault((r["model"], r["variant"]), {})[r["command"]] = (r["rc"], r["seconds"])
     facts = {(f["model"], f["variant"]): f for f in json.loads((folder / "facts.json").read_text())} \
         if (folder / "facts.json").exists() else {}
-    head = ["model", "variant", *COMMANDS, "paired / unpaired A / B", "isolated", "worst abs dcos"]
+    head = ["model", "variant", *COMMANDS, "paired / unpaired A / B", "isolated", "worst abs dcos", "first divergence",
+            "negligible"]
     rows: List[str] = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in sorted(runs):
         cmds, f = runs[key], facts.get(key, {})
@@ -29,7 +31,9 @@ def table(folder: Path) -> str:
         paired = f"{f['paired']} / {f['unpaired_a']} / {f['unpaired_b']}" if "paired" in f else "-"
         share = f"{f['isolated_share']:.0%}" if f.get("isolated_share") is not None else "-"
         delta = f"{f['worst_delta']:.1e}" if f.get("worst_delta") is not None else "-"
-        rows.append("| " + " | ".join([*key, *cells, paired, share, delta]) + " |")
+        first = f"`{f['first_divergence'][-40:]}`" if f.get("first_divergence") else "-"
+        excused = str(f["excused"]) if f.get("excused") is not None else "-"
+        rows.append("| " + " | ".join([*key, *cells, paired, share, delta, first, excused]) + " |")
     return "\n".join(rows)
 
 

@@ -72,13 +72,16 @@ def test_layer_truth(request, sweep, model, variant):
     truths = recompute(Path(run.json_path), sweep.path(model, "fp32"), sweep.path(model, variant),
                        sweep.zoo / model / "data")
     worst = worst_delta(truths)
+    doc = layers_doc(run)
     _fact(sweep, model, variant, truth_layers=sum(t.delta is not None for t in truths),
-          worst_delta=worst.delta if worst else None, worst_layer=worst.name if worst else None)
+          worst_delta=worst.delta if worst else None, worst_layer=worst.name if worst else None,
+          first_divergence=doc.get("first_divergence"),
+          excused=sum(1 for L in doc.get("layers", []) if L.get("excused_gates")))
     off = [f"{t.name}: mi {t.mi_cosine:.6f}, recomputed {t.true_cosine:.6f}" for t in truths
            if t.delta is not None and t.delta > TRUTH_TOL]
     # no false alarm: mi's first divergence differs by more than rounding noise in the recomputation too, and
     # every layer mi calls negligible is rounding noise there (same arithmetic at this level)
-    first = layers_doc(run).get("first_divergence")
+    first = doc.get("first_divergence")
     off += [f"first divergence {t.name}: recomputed max |b - a| {t.true_max_abs:.3g} <= {LAYER_ATOL:g} (noise)"
             for t in truths if t.name == first and t.true_max_abs is not None and t.true_max_abs <= LAYER_ATOL]
     off += [f"{t.name}: negligible in mi, recomputed max |b - a| {t.true_max_abs:.3g}" for t in truths

@@ -148,7 +148,10 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
                     bad[(a, b)] = f"quantised {y.dtype} tensor without a dequantiser"
                     continue
                 scale, zp = _init(exp_b, qp[0]), _init(exp_b, qp[1]) if qp[1] else 0
-                y = (y.astype(np.float64) - np.asarray(zp, np.float64)) * np.asarray(scale, np.float64)
+                # as DequantizeLinear computes it: the integer difference times the float32 scale, rounded to
+                # float32 (in float64 a -2,000 mask value read 1.3e-4 off the float32 reference it equals)
+                y = ((y.astype(np.int64) - np.asarray(zp, np.int64)).astype(np.float32)
+                     * np.asarray(scale, np.float32)).astype(np.float32)
             y = y.astype(np.float64)
             if x.size != y.size:
                 bad[(a, b)] = f"sizes differ ({x.shape} vs {y.shape})"

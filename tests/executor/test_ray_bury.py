@@ -1,0 +1,89 @@
+"""What the driver does when a Ray actor dies (ray_engine.RayExecutor._bury), with a fake Ray whose calls
+resolve only when waited for, as a loaded machine makes real ones do: found by running the suite on two
+workers beside a zoo sweep (test_an_item_that_always_kills_its_actor_becomes_an_error recorded an innocent
+item as an error). A call that finished before the death counts; the first that did not is the one
+running (its items retried, one attempt each); later ones are re-queued untouched."""
+from __future__ import annotations
+
+import pickle
+from collections import deque
+from typing import Any, Dict, List
+
+from inspector_cli.executor.base import Shard, WorkItem
+from inspector_cli.executor.dispatch import Dispatch
+from inspector_cli.executor.ray_engine import RayExecutor, _Actor
+
+
+class ActorDied(Exception):
+    pass
+
+
+class SlowRay:
+    """Calls of the dead actor: a value or a failure each, readable only after `wait` (a timeout-0 `get`
+    before it raises, as Ray's GetTimeoutError does while the reply is on its way)."""
+
+    def __init__(self, outcomes: Dict[str, Any]) -> None:
+        self.outcomes = outcomes
+        self.settled = False
+        self.waited: List[List[str]] = []
+
+    def wait(self, refs: List[str], num_returns: int, timeout: float) -> Any:
+        assert num_returns == len(refs) and timeout > 0
+        self.waited.append(list(refs))
+        self.settled = True
+        return refs, []
+
+    def get(self, ref: str, timeout: float = None) -> Any:  # type: ignore[assignment]
+        if not self.settled:
+            raise TimeoutError(f"{ref} not ready")
+        outcome = self.outcomes[ref]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def kill(self, handle: Any, no_restart: bool) -> None:
+        pass
+
+
+def _engine(ray: SlowRay, actor: _Actor) -> RayExecutor:
+    engine = RayExecutor.__new__(RayExecutor)  # no connection: only _bury's state
+    engine.ray, engine._actors, engine.memory_limit = ray, [actor], None
+    return engine
+
+
+def _dispatch(keys: List[str], retries: int = 1) -> Dispatch:
+    work = Dispatch([Shard(i, (WorkItem(k, None),)) for i, k in enumerate(keys)], workers=2, retries=retries)
+    work.refill()
+    while work.pending:
+        work.take()
+    return work
+
+
+def test_a_finished_call_whose_reply_is_late_counts_and_only_the_running_one_is_charged() -> None:
+    work = _dispatch(["s05", "s06", "s07", "s08"])
+    # s05 and s06 finished before the death (replies still on the way); s07 was running; s08 queued
+    ray = SlowRay({"r05": pickle.dumps([(0, 25, None)]), "r06": pickle.dumps([(0, 36, None)]),
+                   "r07": ActorDied("killed"), "r08": ActorDied("killed")})
+    actor = _Actor(handle=None, ready_ref=None, ready=True,
+                   inflight=deque([("r05", [0]), ("r06", [1]), ("r07", [2]), ("r08", [3])]))
+    engine = _engine(ray, actor)
+    engine._bury(actor, "worker died", work)
+    assert ray.waited == [["r05", "r06", "r07", "r08"]]
+    assert engine._actors == []
+    assert [(work.results[s].key, work.results[s].value, work.results[s].attempts) for s in sorted(work.results)] == [
+        ("s05", 25, 1), ("s06", 36, 1)]
+    assert work.tries == {0: 0, 1: 0, 2: 1, 3: 0}
+    # the running item is retried first, on its own; the queued one keeps its place after it
+    assert list(work.pending) == [[2], [3]]
+
+
+def test_the_running_item_becomes_an_error_after_its_retries() -> None:
+    work = _dispatch(["s06", "s07"], retries=1)
+    for _ in range(2):  # s07 kills its actor twice; s06, finished each time, is never charged
+        ray = SlowRay({"r06": pickle.dumps([(0, 36, None)]), "r07": ActorDied("killed")})
+        actor = _Actor(handle=None, ready_ref=None, ready=True, inflight=deque([("r06", [0]), ("r07", [1])]))
+        _engine(ray, actor)._bury(actor, "worker died", work)
+        while work.pending:
+            work.take()
+    assert work.results[0].error is None and work.results[0].value == 36
+    assert work.results[1].error == "the Ray worker died (worker died) while running this item, 2 time(s)"
