@@ -7,6 +7,7 @@ from typing import List, Optional
 from ..results.base import Severity
 from ..results.nan_bisect import Group, NanBisectResult, Origin, SampleRecord
 from .fit import elide_middle
+from .numbers import fmt_bytes
 from .safe import visible
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, View, fmt_value
 
@@ -15,12 +16,7 @@ KIND_LABEL = {"origin": "origin", "masked": "masked (--deep)", "fp16-overflow": 
 
 
 def _size(value: Optional[int]) -> str:
-    if value is None:
-        return "n/a"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value} B"
+    return fmt_bytes(value, digits=1)
 
 
 def scan_table(result: NanBisectResult) -> Table:

@@ -16,13 +16,13 @@ def fmt_us(us: Optional[float]) -> str:
     return f"{us:.1f} µs"
 
 
-def fmt_bytes(n: Optional[int]) -> str:
-    """Bytes in binary units."""
+def fmt_bytes(n: Optional[int], digits: int = 2) -> str:
+    """Bytes in binary units, `digits` after the point ("n/a" for None)."""
     if n is None:
         return "n/a"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            return f"{n / size:.2f} {unit}"
+            return f"{n / size:.{digits}f} {unit}"
     return f"{n} B"
 
 
