@@ -202,7 +202,10 @@ class RayExecutor(Executor):
         seqs = next(s for r, s in actor.inflight if r == ref)
         try:
             done = pickle.loads(ray.get(ref))
-        except ray.exceptions.RayActorError as exc:
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
+            # Ray reports an actor process killed mid-call as either (WorkerCrashedError seen under load):
+            # taken for a lost result, the shard was re-run uncounted, so an item that always kills its
+            # worker would never become an error
             self._bury(actor, _cause(exc), work)
             return
         except ray.exceptions.RayTaskError as exc:  # the shard's values could not come back

@@ -14,7 +14,11 @@ from inspector_cli.executor.dispatch import Dispatch
 from inspector_cli.executor.ray_engine import RayExecutor, _Actor
 
 
-class ActorDied(Exception):
+class RayError(Exception):
+    pass
+
+
+class ActorDied(RayError):
     pass
 
 
@@ -87,3 +91,33 @@ def test_the_running_item_becomes_an_error_after_its_retries() -> None:
             work.take()
     assert work.results[0].error is None and work.results[0].value == 36
     assert work.results[1].error == "the Ray worker died (worker died) while running this item, 2 time(s)"
+
+
+class WorkerCrashed(RayError):  # as in Ray: a RayError, not an actor error
+    pass
+
+
+class Exceptions:
+    """The ray.exceptions names `_settle_run` reads, in Ray's hierarchy."""
+
+    RayError = RayError
+    RayActorError = ActorDied
+    WorkerCrashedError = WorkerCrashed
+
+    class RayTaskError(RayError):
+        pass
+
+
+def test_a_worker_crash_reported_as_such_is_a_death_not_a_lost_result() -> None:
+    # Ray may report an actor process killed mid-call as WorkerCrashedError rather than an actor error
+    # (seen once in CI): the running shard must be charged, not re-run as if its result were lost
+    work = _dispatch(["s03", "s04", "s05"])
+    ray = SlowRay({"r": WorkerCrashed("worker died")})
+    ray.exceptions = Exceptions  # type: ignore[attr-defined]
+    ray.settled = True
+    actor = _Actor(handle=None, ready_ref=None, ready=True, inflight=deque([("r", [0, 1, 2])]))
+    engine = _engine(ray, actor)
+    engine._settle_run(actor, "r", work)
+    assert engine._actors == []  # buried: fresh actors take over
+    assert work.tries == {0: 1, 1: 1, 2: 1}
+    assert list(work.pending) == [[0], [1], [2]]  # re-run item by item, each counting one attempt
