@@ -39,7 +39,7 @@ CAPTURE_MODES = tuple(m.value for m in CaptureMode)
 DEFAULT_LAYER_ATOL = 1e-5
 """Polygraphy's default absolute tolerance. A tensor whose values are rounding noise (a mean of a row
 that is already centred: |value| ~6e-8 beside inputs ~3) differs between two healthy models by ~1e-7;
-any tensor carrying signal at the scale of a trained model's activations (0.01-100) errs by more."""
+a divergence that matters, on activations at a trained model's scale (0.01-100), is far larger."""
 GRANULARITIES = tuple(g.value for g in Granularity)
 
 

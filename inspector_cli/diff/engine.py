@@ -18,8 +18,8 @@ from .metrics import DEFAULT_TOPK, METRICS, PairStats, compare_arrays, metric_va
 
 MAX_EXAMPLES = 5
 """Failing sample ids kept per gate, as examples for the report."""
-SCALE_FREE_EXEMPT = ("max_abs",)
-"""The one gate a negligible sample still answers to: an absolute bound means what it says at any scale."""
+ABSOLUTE_GATES = ("max_abs",)
+"""Gates a negligible sample still answers to: an absolute bound means what it says at any scale."""
 
 
 @dataclass
@@ -107,7 +107,7 @@ class TensorTracker:
             tally.evaluated += 1
             ok = not shape_mismatch and nonfinite_mismatch == 0 and metric_value_ok(tally.gate.metric, value,
                                                                                     tally.gate.threshold)
-            if not ok and nonfinite_mismatch == 0 and tally.gate.metric not in SCALE_FREE_EXEMPT \
+            if not ok and nonfinite_mismatch == 0 and tally.gate.metric not in ABSOLUTE_GATES \
                     and self._negligible_sample(metrics):
                 tally.excused += 1
                 ok = True

@@ -151,8 +151,6 @@ def worst_table(section: LayerSection) -> Table:
     for metric, names in section.worst.items():
         if names:
             table.add(metric, ", ".join(names))
-    if not table.rows:
-        table.add("-", "none: every layer is negligible (max |b - a| within --layer-atol)" if section.layers else "none")
     return table
 
 
