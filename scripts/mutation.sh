@@ -32,6 +32,7 @@ main() {
 
     module="${1:-}"
     extra=()
+    unset fast_rest
     # Per module: the files to mutate, and the in-process tests that exercise them (a test that runs
     # `mi` in a subprocess imports the unmutated code, so it cannot kill a mutant; mutmut runs only the
     # tests that cover the mutated function, so a wider selection costs little beyond the first pass).
@@ -54,6 +55,10 @@ main() {
                   tests/nanbisect/test_walk_back_feeds.py tests/nanbisect/test_walk_back_budget.py
                   tests/nanbisect/test_walk_back_dead_branch.py tests/nanbisect/test_locate_records.py
                   tests/nanbisect/test_layered_vs_expose_all.py tests/nanbisect/test_prebuild.py)
+            # the rest of the engine (regions, describe, rootcause, fullscan, nested, model, repro,
+            # prebuild, job, static, findings) is mostly driven through the workflow: with any other
+            # target the fast selection is every in-process nan-bisect test (some 16 s in all)
+            fast_rest=(tests/nanbisect)
             # worker processes import the unmutated code: the two-worker test cannot kill a mutant
             extra=(--deselect tests/nanbisect/test_nan_bisect_batch.py::test_jsonl_is_the_same_with_two_workers) ;;
         cli)
@@ -71,6 +76,9 @@ main() {
     esac
     shift
     if [ "$#" -gt 0 ]; then targets=("$@"); fi
+    for t in "${targets[@]}"; do  # a target beyond the origin logic: its wider fast selection
+        case "$t" in */analyse.py|*/locate.py|*/values.py|*/batch.py) ;; *) if [ -n "${fast_rest+x}" ]; then fast=("${fast_rest[@]}"); fi ;; esac
+    done
     # MI_MUTATION_TESTS=fast: only the module's unit-level tests, so that every mutant is judged in
     # an hour on a shared machine; then judge that run's survivors with the full selection:
     # MI_MUTATION_SURVIVORS_FROM=<the fast run's scratch dir> scripts/mutation.sh MODULE
