@@ -82,7 +82,7 @@ def _rule_domain(op: str, ins: Sequence[TensorStats], ctx: Context) -> List[Hint
             return [Hint("div-by-zero", f"Pow of zero to a negative exponent: '{x.name}' has {x.zeros} zero(s)")]
     if op in ("Acos", "Asin") and ((x.max or 0) > 1 or (x.min or 0) < -1):
         return [Hint("domain", f"{op} of values outside [-1, 1]: '{x.name}' spans [{_fmt(x.min)}, {_fmt(x.max)}]")]
-    if op == "Acosh" and (x.min or 1) < 1:
+    if op == "Acosh" and x.min is not None and x.min < 1:
         return [Hint("domain", f"Acosh of values below 1: min of '{x.name}' is {_fmt(x.min)}")]
     if op == "Atanh" and ((x.max or 0) >= 1 or (x.min or 0) <= -1):
         return [Hint("domain", f"Atanh of values outside (-1, 1): '{x.name}' spans [{_fmt(x.min)}, {_fmt(x.max)}]")]
