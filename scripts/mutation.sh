@@ -13,6 +13,7 @@
 #                                                                              # after adding tests
 #   MI_MUTATION_RERUN=unjudged ...   # the survivors and the mutants not judged yet (a run stopped early)
 #   MI_MUTATION_JOBS=2 scripts/mutation.sh diff   # parallel mutants (default 1: 2 shared cores here)
+#   MI_MUTATION_ONLY='inspector_cli.nanbisect.locate.x*_explain__mutmut_*' ...   # only these mutants (fnmatch)
 #   MI_MUTATION_TESTS=fast MI_MUTATION_DIR=/tmp/mi-mut-diff-fast scripts/mutation.sh diff   # unit tests only:
 #       every mutant judged in reasonable time; then its survivors with the full selection:
 #   MI_MUTATION_SURVIVORS_FROM=/tmp/mi-mut-diff-fast MI_MUTATION_DIR=/tmp/mi-mut-diff-full scripts/mutation.sh diff
@@ -125,6 +126,9 @@ main() {
         mapfile -t survivors < <(cd "$from" && "${mutmut[@]}" results 2>/dev/null | sed -n "s/^ *\([^ :]*\): \($verdicts\)\$/\1/p")
         if [ "${#survivors[@]}" -eq 0 ]; then echo "no survivors to re-judge in $from" >&2; exit 0; fi
     fi
+    # MI_MUTATION_ONLY='PATTERN ...': judge only the mutants whose names match (mutmut's fnmatch), e.g.
+    # 'inspector_cli.nanbisect.locate.xǁLocatorǁ_explain__mutmut_*' for one function edited since a run
+    if [ "${#survivors[@]}" -eq 0 ] && [ -n "${MI_MUTATION_ONLY:-}" ]; then read -ra survivors <<< "$MI_MUTATION_ONLY"; fi
     echo "mutation testing ($module) in $scratch: ${targets[*]}; tests: ${tests[*]}" >&2
     # mutmut regenerates a re-stamped file's mutants and forgets every verdict in it: keep the last
     # results, so that a rerun of some mutants reports the others as they were (same source only)
