@@ -138,3 +138,29 @@ def test_a_shard_of_one_run_per_sample_goes_sample_by_sample(tmp_path):
                       lambda i, record, error: finished.__setitem__(i, f"{record.status} {record.error}"))
     assert finished == {0: "nonfinite None", 1: "error unreadable", 2: "nonfinite None"}
     assert started == [0, 0, 1, 2]  # the first sample is read to plan, then each in turn
+
+
+def test_a_chunk_major_shard_keeps_the_fp16_ranges_of_every_chunk(tmp_path):
+    model = prepared(tmp_path, ranges_model())
+    x = {0: nm.row(0.9, 0.2, -0.7, 0.0), 1: nm.row(0.5, 0.2, 0.1, 0.3)}
+    wide = FullScanner(model, 1 << 20, all_origins=False, deep=False, fp16=True)
+    tight = FullScanner(model, 40, all_origins=False, deep=False, fp16=True)  # u, t, y: one per run
+    assert len(tight.plan({"x": x[0]}).chunks) == 3
+    records: Dict[int, object] = {}
+    tight.run_shard(["a", "b"], lambda i: {"x": x[i]}, lambda i: None, lambda i, r, e: records.__setitem__(i, r))
+    assert [e.rule for e in records[0].fp16] == ["fp16-overflow", "fp16-underflow"]
+    for i in (0, 1):
+        assert records[i].fp16 == wide.analyse("s", {"x": x[i]}).fp16
+        assert records[i].strategy == "full-scan (3 chunks)"
+
+
+def test_a_shard_whose_samples_all_fail_to_load_reports_each():
+    scanner = FullScanner.__new__(FullScanner)  # never reaches the model: no sample can be read
+    finished: Dict[int, Tuple[str, str, str]] = {}
+
+    def load(index: int) -> Dict[str, np.ndarray]:
+        raise MiError(f"cannot read s{index}")
+
+    scanner.run_shard(["s0", "s1"], load, lambda i: None,
+                      lambda i, r, e: finished.__setitem__(i, (r.sample, r.status, r.error)))
+    assert finished == {0: ("s0", "error", "cannot read s0"), 1: ("s1", "error", "cannot read s1")}
