@@ -89,7 +89,12 @@ def test_the_callers_prepared_model_is_reused_and_never_pickled(tmp_path):
 def test_a_remote_worker_externalises_large_weights_in_its_own_folder(tmp_path, monkeypatch):
     import inspector_cli.nanbisect.model as model
 
-    monkeypatch.setattr(model.PreparedModel.load.__func__, "__defaults__", (-1,))  # every model counts as large
+    load = model.PreparedModel.load.__func__
+
+    def load_every_model_as_large(cls, graph, runtime, externalise_above: int = -1):  # type: ignore[no-untyped-def]
+        return load(cls, graph, runtime, externalise_above)
+
+    monkeypatch.setattr(model.PreparedModel, "load", classmethod(load_every_model_as_large))
     j = job(tmp_path, NanBisectConfig(), externalise=True)
     runner = j.open()
     workdir = runner.prepared.workdir
