@@ -11,7 +11,7 @@ from typing import Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from ..core.graph import ModelGraph
 from ..core.protoutil import outer_names
@@ -50,6 +50,8 @@ class BodyRunner:
                 model.graph.output.append(onnx.ValueInfoProto(name=name))
         self.session = Session(model.SerializeToString(), runtime, label=f"body {body.name}")
         self.output_names = [o.name for o in body.output]
+        # the body's own weights: their statistics (a zero divisor, a corrupted value) explain an origin too
+        self.weights = {t.name: numpy_helper.to_array(t) for t in body.initializer}
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         names = list(dict.fromkeys([*self.output_names, *self.exposed]))
@@ -66,8 +68,9 @@ class BodyRunner:
         node = self.topo.nodes[chosen]
         from .rootcause import hints_for
 
-        env = {**feeds, **values}
-        ins = [tensor_stats(t, env.get(t), "input" if t in feeds else "computed") for t in node.inputs if t]
+        env = {**self.weights, **feeds, **values}
+        ins = [tensor_stats(t, env.get(t), "input" if t in feeds else "initializer" if t in self.weights else "computed")
+               for t in node.inputs if t]
         outs = [tensor_stats(t, values.get(t)) for t in node.outputs if t]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.graph.node_proto(node.name).attribute
                  if a.type in (onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT, onnx.AttributeProto.STRING)}

@@ -155,3 +155,23 @@ def test_other_nodes_and_bodies_that_cannot_run_get_a_note():
     found = run(nm.if_model(), "branch_if", {"cond": np.array(True), "x1": np.ones((1, 4), np.float32)})
     assert found.attribute == "body" and found.node is None
     assert found.note.startswith("the body could not be replayed on its own (")
+
+
+def test_inside_a_branch_of_several_nodes_with_its_own_weight():
+    """then_branch: a = |x1| ('abs_then'), d = a / z with z a weight of the branch itself
+    ('div_then'), t = Identity(d): the origin is the Div, fed a computed value and the outer x1."""
+    then_body = helper.make_graph(
+        [helper.make_node("Abs", ["x1"], ["a"], name="abs_then"), helper.make_node("Div", ["a", "z"], ["d"], name="div_then"),
+         helper.make_node("Identity", ["d"], ["t_out"], name="id_then")],
+        "then_g", [], [vi("t_out", [1, 4])], [init("z", np.array([[0.0, 1.0, 2.0, 4.0]], np.float32))])
+    else_body = helper.make_graph([helper.make_node("Identity", ["x1"], ["e_out"], name="id_else")], "else_g", [],
+                                  [vi("e_out", [1, 4])])
+    model = make_model([helper.make_node("If", ["cond"], ["y"], name="deep_if", then_branch=then_body,
+                                         else_branch=else_body)],
+                       [vi("x1", [1, 4]), vi("cond", [], B)], [vi("y", [1, 4])], opset=17)
+    x1 = np.array([[-2.0, 2.0, -4.0, 8.0]], np.float32)
+    found = run(model, "deep_if", {"cond": np.array(True), "x1": x1})
+    assert (found.attribute, found.node, found.op_type) == ("then_branch", "div_then", "Div")
+    # a = [2, 2, 4, 8] (computed in the branch), z its own weight, one zero: 2 / 0 is Inf
+    assert found.inputs == [stats("a", x1, min=2.0, max=8.0), stats("z", x1, zeros=1, min=0.0, max=4.0, source="initializer")]
+    assert found.hints == [Hint("div-by-zero", "division by zero: divisor 'z' has 1 zero(s) of 4")]
