@@ -101,7 +101,7 @@ def test_a_shard_read_chunk_major_with_a_bad_sample_and_another_shape(tmp_path):
     model = prepared(tmp_path, dynamic_log())
     samples = {0: np.zeros((1, 4), F32), 2: np.ones((2, 4), F32), 3: np.full((1, 4), -1.0, F32)}
     started: List[int] = []
-    finished: Dict[int, Tuple[str, str, object]] = {}
+    finished: Dict[int, Tuple[str, str, str, object]] = {}
 
     def load(index: int) -> Dict[str, np.ndarray]:
         if index == 1:
@@ -110,14 +110,15 @@ def test_a_shard_read_chunk_major_with_a_bad_sample_and_another_shape(tmp_path):
 
     def done(index: int, record, error) -> None:
         assert error is None and index not in finished
-        finished[index] = (record.status, record.strategy, record.origin.node if record.origin else record.error)
+        finished[index] = (record.sample, record.status, record.strategy,
+                           record.origin.node if record.origin else record.error)
 
     scanner = FullScanner(model, 40, all_origins=False, deep=False, fp16=False)  # one tensor per run
     scanner.run_shard(["s0", "s1", "s2", "s3"], load, started.append, done)
-    assert finished == {0: ("nonfinite", "full-scan (4 chunks)", "log"),
-                        1: ("error", "", "sample s1 cannot be read"),
-                        2: ("nonfinite", "full-scan (4 chunks)", "log"),
-                        3: ("nonfinite", "full-scan (4 chunks)", "log")}
+    assert finished == {0: ("s0", "nonfinite", "full-scan (4 chunks)", "log"),
+                        1: ("s1", "error", "", "sample s1 cannot be read"),
+                        2: ("s2", "nonfinite", "full-scan (4 chunks)", "log"),
+                        3: ("s3", "nonfinite", "full-scan (4 chunks)", "log")}
     # chunk-major: s0, s1 (fails), s2 (another shape: put aside), s3 in the first chunk, then s0 and
     # s3 for each of the 3 other chunks, then s2 on its own
     assert started == [0, 1, 2, 3, 0, 3, 0, 3, 0, 3, 2]
@@ -164,3 +165,47 @@ def test_a_shard_whose_samples_all_fail_to_load_reports_each():
     scanner.run_shard(["s0", "s1"], load, lambda i: None,
                       lambda i, r, e: finished.__setitem__(i, (r.sample, r.status, r.error)))
     assert finished == {0: ("s0", "error", "cannot read s0"), 1: ("s1", "error", "cannot read s1")}
+
+
+def test_where_the_inf_becomes_nan_in_a_full_scan(tmp_path):
+    """exp overflows to Inf first ('exp'); Relu keeps it; Inf - Inf at 'sub' makes the NaN."""
+    for budget in (1 << 20, 40):
+        scanner = FullScanner(prepared(tmp_path, nm.inf_then_nan()), budget, all_origins=False, deep=False, fp16=False)
+        record = scanner.analyse("s", {"x": nm.row(1, 2, 10, 3)})
+        assert (record.origin.node, record.origin.nan_birth.node) == ("exp", "sub"), budget
+        assert record.origin.nan_birth.hints[0].rule == "inf-minus-inf"
+
+
+def test_a_model_output_that_partly_underflows_is_lost_silently(tmp_path):
+    """y = x * 1e-5 is an output (nothing reads it): 1e-8 of [1e-5, 1e-8] flushes to 0, harmlessly."""
+    model = make_model([nm.node("Mul", ["x", "k"], "y", "scale")], [vi("x", [1, 4])], [vi("y", [1, 4])],
+                       [init("k", np.array(1e-5, F32))])
+    scanner = FullScanner(prepared(tmp_path, model), 1 << 20, all_origins=False, deep=False, fp16=True)
+    assert scanner.analyse("s", {"x": nm.row(1, 1e-3, 0, 0)}).fp16 == []
+
+
+def test_a_shard_sample_unreadable_at_its_last_read_or_before_the_plan(tmp_path):
+    model = prepared(tmp_path, dynamic_log())
+    reads: Dict[int, int] = {}
+
+    def load(index: int) -> Dict[str, np.ndarray]:
+        reads[index] = reads.get(index, 0) + 1
+        if index == 0 and reads[index] == 5:  # read for each of the 4 chunks, then once more to finish
+            raise MiError("s0 vanished")
+        return {"x": np.ones((1, 4), F32)}
+
+    finished: Dict[int, Tuple[str, str, str]] = {}
+    record = lambda i, r, e: finished.__setitem__(i, (r.sample, r.status, r.error))  # noqa: E731
+    FullScanner(model, 40, all_origins=False, deep=False, fp16=False).run_shard(["s0", "s1"], load, lambda i: None, record)
+    assert finished == {0: ("s0", "error", "s0 vanished"), 1: ("s1", "nonfinite", None)}
+    # one run per sample: the first sample fails before the plan, the second plans; each is reported
+    finished.clear()
+
+    def first_fails(index: int) -> Dict[str, np.ndarray]:
+        if index == 0:
+            raise MiError("s0 unreadable")
+        return {"x": np.ones((1, 4), F32)}
+
+    FullScanner(model, 1 << 20, all_origins=False, deep=False, fp16=False).run_shard(
+        ["s0", "s1"], first_fails, lambda i: None, record)
+    assert finished == {0: ("s0", "error", "s0 unreadable"), 1: ("s1", "nonfinite", None)}
