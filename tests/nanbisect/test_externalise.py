@@ -19,6 +19,8 @@ BIG = np.arange(300, dtype=np.float32).reshape(1, 300) / 7          # 1,200 byte
 SMALL = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)                 # 16 bytes: stays inline
 TYPED = np.linspace(-1, 1, 300, dtype=np.float32).reshape(1, 300)    # 1,200 bytes as float_data
 TINY_TYPED = np.array([[0.5, 0.25, 2.0, 4.0]], np.float32)          # float_data, 16 bytes
+EDGE = np.full((1, 256), 0.5, np.float32)                            # exactly 1,024 bytes: stays inline
+THIRD = np.arange(300, dtype=np.float32).reshape(1, 300) / 3        # 1,200 bytes, the third page
 
 
 def model() -> onnx.ModelProto:
@@ -28,9 +30,14 @@ def model() -> onnx.ModelProto:
              helper.make_node("Mul", ["a", "typed"], ["b"], name="mul_typed"),
              helper.make_node("ReduceSum", ["b"], ["s"], name="sum", keepdims=1),
              helper.make_node("Mul", ["s", "small"], ["c"], name="mul_small"),
-             helper.make_node("Mul", ["c", "tiny"], ["y"], name="mul_tiny")]
-    return make_model(nodes, [vi("x", [1, 300])], [vi("y", [1, 4])],
-                      [numpy_helper.from_array(BIG, "big"), numpy_helper.from_array(SMALL, "small"), typed, tiny])
+             helper.make_node("Mul", ["c", "tiny"], ["y"], name="mul_tiny"),
+             helper.make_node("ReduceSum", ["edge"], ["es"], name="sum_edge", keepdims=1),
+             helper.make_node("ReduceSum", ["third"], ["ts"], name="sum_third", keepdims=1),
+             helper.make_node("Add", ["es", "ts"], ["z"], name="add_sums")]
+    # the small typed one before the large typed one: skipping it must not end the pass
+    return make_model(nodes, [vi("x", [1, 300])], [vi("y", [1, 4]), vi("z", [1, 1])],
+                      [numpy_helper.from_array(BIG, "big"), numpy_helper.from_array(SMALL, "small"), tiny, typed,
+                       numpy_helper.from_array(EDGE, "edge"), numpy_helper.from_array(THIRD, "third")])
 
 
 def expected(x: np.ndarray) -> np.ndarray:
@@ -39,7 +46,7 @@ def expected(x: np.ndarray) -> np.ndarray:
 
 def test_large_weights_go_page_aligned_into_weights_bin(tmp_path):
     proto = model()
-    assert embedded_weight_bytes(proto) == 1200 + 16  # raw_data only: float_data is not counted
+    assert embedded_weight_bytes(proto) == 1200 + 16 + 1024 + 1200  # raw_data only: float_data is not counted
     path = externalise(ModelGraph.from_proto(proto), tmp_path)
     assert path == tmp_path / "model.onnx"
     saved = {t.name: t for t in onnx.load(str(path), load_external_data=False).graph.initializer}
@@ -50,13 +57,16 @@ def test_large_weights_go_page_aligned_into_weights_bin(tmp_path):
         ("location", "weights.bin"), ("offset", "4096"), ("length", "1200")]
     assert saved["big"].data_location == saved["typed"].data_location == TensorProto.EXTERNAL
     assert not saved["big"].HasField("raw_data") and list(saved["typed"].float_data) == []
-    assert saved["small"].data_location == saved["tiny"].data_location == TensorProto.DEFAULT
+    assert [(e.key, e.value) for e in saved["third"].external_data] == [
+        ("location", "weights.bin"), ("offset", "8192"), ("length", "1200")]
+    assert saved["small"].data_location == saved["tiny"].data_location == saved["edge"].data_location == TensorProto.DEFAULT
     assert numpy_helper.to_array(saved["small"]).tolist() == SMALL.tolist()
     assert list(saved["tiny"].float_data) == [0.5, 0.25, 2.0, 4.0]
-    assert embedded_weight_bytes(onnx.load(str(path), load_external_data=False)) == 16
+    assert embedded_weight_bytes(onnx.load(str(path), load_external_data=False)) == 16 + 1024
     data = (tmp_path / "weights.bin").read_bytes()
-    assert len(data) == 4096 + 1200
-    assert data[:1200] == BIG.tobytes() and data[1200:4096] == b"\0" * 2896 and data[4096:] == TYPED.tobytes()
+    assert len(data) == 8192 + 1200
+    assert data[:1200] == BIG.tobytes() and data[1200:4096] == b"\0" * 2896 and data[4096:5296] == TYPED.tobytes()
+    assert data[5296:8192] == b"\0" * 2896 and data[8192:] == THIRD.tobytes()
 
 
 def test_an_externalised_model_computes_the_same(tmp_path):
@@ -80,10 +90,10 @@ def test_an_externalised_model_computes_the_same(tmp_path):
 
 def test_small_weights_stay_embedded(tmp_path):
     graph = load_model(save(model(), tmp_path / "m.onnx"))
-    prepared = PreparedModel.load(graph, RuntimeConfig(), externalise_above=1216)  # exactly the embedded bytes
+    prepared = PreparedModel.load(graph, RuntimeConfig(), externalise_above=3440)  # exactly the embedded bytes
     assert prepared.graph is graph and prepared.workdir is None and prepared.run_path == str(tmp_path / "m.onnx")
     prepared.close()
     assert (tmp_path / "m.onnx").exists()
-    above = PreparedModel.load(load_model(tmp_path / "m.onnx"), RuntimeConfig(), externalise_above=1215)
+    above = PreparedModel.load(load_model(tmp_path / "m.onnx"), RuntimeConfig(), externalise_above=3439)
     assert above.workdir is not None
     above.close()

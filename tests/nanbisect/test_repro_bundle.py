@@ -21,7 +21,7 @@ W = np.array([[0.5, -1.0, 2.0, 0.0]], np.float32)
 
 @pytest.mark.parametrize("name,folder", [
     ("conv/1:0", "conv_1_0"), ("Block.Conv-9", "Block.Conv-9"), ("a  b", "a_b"), (".hidden.", "hidden"),
-    ("__x__", "x"), ("///", "node"), ("", "node"), ("é", "node"), ("_ok_/", "ok"),
+    ("__x__", "x"), ("///", "node"), ("", "node"), ("é", "node"), ("_ok_/", "ok"), ("XrayX", "XrayX"),
 ])
 def test_safe_folder_names(name, folder):
     assert safe_name(name) == folder
@@ -101,3 +101,13 @@ def test_the_bundle_folder(tmp_path):
     # a second origin of the same name (another sample) writes into the same folder
     assert write_bundle(prepared, "target", {"x": x}, folder, sample="s 2.npz", model_label="m.onnx") == target
     assert "captured on sample s 2.npz." in (target / "README.txt").read_text(encoding="utf-8")
+
+
+def test_a_weight_read_first_and_a_computed_input_after_it(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Sub", ["w", "r"], ["t"], name="target"),
+             helper.make_node("Identity", ["t"], ["y"], name="out")]
+    model = make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])], [init("w", W)])
+    prepared = PreparedModel(load_model(save(model, tmp_path / "w.onnx")), RuntimeConfig())
+    alone = one_node_model(prepared, "target", {"r": np.ones((1, 4), np.float32)})
+    assert [t.name for t in alone.graph.initializer] == ["w"] and [i.name for i in alone.graph.input] == ["r"]

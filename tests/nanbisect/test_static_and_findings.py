@@ -98,3 +98,12 @@ def test_findings_of_the_static_pass_and_of_each_group():
     assert [f.tensor for f in findings[3:]] == [None] * 6
     n = build_findings([WeightIssue("w", 1, 0, 3, [f"n{i}" for i in range(5)])], [], Summary())
     assert n[0].message.endswith("read by n0, n1, n2, n3, n4")  # five readers: all named, no "..."
+
+
+def test_every_weight_is_checked_for_fp16_after_ones_it_skips():
+    """Integer, empty and all-NaN weights come first here: the big one after them is still found."""
+    model = make_model([helper.make_node("Identity", ["x"], ["y"], name="id")], [vi("x", [1])], [vi("y", [1])],
+                       [init("n", np.array([10 ** 6], np.int64)), init("e", np.zeros(0, np.float32)),
+                        init("allnan", np.array([NAN], np.float32)), init("big", np.array([1e5], np.float32))])
+    assert fp16_unsafe_weights(ModelGraph.from_proto(model)) == [
+        "weight 'big' holds values up to |x| = 100000, beyond the fp16 range (65504): it becomes Inf when converted"]
