@@ -93,3 +93,23 @@ def test_an_input_that_holds_the_bad_values_is_the_origin():
     assert input_origin(origin(inf_only), "s").hints[0].message.startswith("input 'x' of sample s already holds 3 Inf value(s) ")
     nan_only = TensorStats("x", "float32", [4], 4, nan=1, source="input")
     assert input_origin(origin(nan_only), "s").hints[0].message.startswith("input 'x' of sample s already holds 1 NaN value(s) ")
+
+
+def test_a_transition_reads_the_values_and_outputs_of_its_node(tmp_path):
+    """Sub(a, b): Inf - Inf only when both Inf have the same sign (the values say which); an Inf
+    out of finite inputs is an overflow (the output's statistics say so)."""
+    nodes = [helper.make_node("Neg", ["x"], ["a"], name="neg"), helper.make_node("Abs", ["x"], ["b"], name="abs"),
+             helper.make_node("Sub", ["a", "b"], ["y"], name="sub")]
+    prepared = PreparedModel(load_model(save(make_model(nodes, [vi("x", [1, 2])], [vi("y", [1, 2])]), tmp_path / "s.onnx")),
+                             RuntimeConfig())
+    position = prepared.topo.position["y"]
+
+    def transition(a, b, y) -> Transition:
+        values = {"a": np.array([a], np.float32), "b": np.array([b], np.float32), "y": np.array([y], np.float32)}
+        return describe_transition(prepared, position, ValueLookup(prepared, {}, values=values))
+
+    assert transition([np.inf, 1], [np.inf, 1], [np.nan, 0]).hints == [
+        Hint("inf-minus-inf", "Inf - Inf: both 'a' and 'b' hold Inf")]
+    assert transition([np.inf, 1], [-np.inf, 1], [np.inf, 0]).hints == []  # inf - (-inf) = inf: no NaN made here
+    assert transition([3e38, 1], [-3e38, 1], [np.inf, 0]).hints == [
+        Hint("overflow", "float32 overflow: the result exceeds 3.40282e+38 (inputs reach |x| = 3e+38)")]

@@ -99,5 +99,6 @@ def test_a_remote_worker_externalises_large_weights_in_its_own_folder(tmp_path, 
     runner = j.open()
     workdir = runner.prepared.workdir
     assert workdir is not None and os.path.isdir(workdir) and runner.prepared.label == "the model"
+    assert runner.prepared.runtime == RuntimeConfig()
     runner.close()
     assert not os.path.exists(workdir)
