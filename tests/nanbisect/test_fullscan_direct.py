@@ -209,3 +209,27 @@ def test_a_shard_sample_unreadable_at_its_last_read_or_before_the_plan(tmp_path)
     FullScanner(model, 1 << 20, all_origins=False, deep=False, fp16=False).run_shard(
         ["s0", "s1"], first_fails, lambda i: None, record)
     assert finished == {0: ("s0", "error", "s0 unreadable"), 1: ("s1", "nonfinite", None)}
+
+
+def test_what_a_full_scan_record_holds_and_leaves_out(tmp_path):
+    # masked Log NaN (not searched without --deep), a real Sqrt NaN; one origin kept without --all
+    model = prepared(tmp_path, nm.masked(with_real=True))
+    feeds = {"x": nm.row(-1, 2, 3, 4)}
+    plain = FullScanner(model, 1 << 20, all_origins=False, deep=False, fp16=False).analyse("s", feeds)
+    assert (plain.status, plain.origin.node, plain.origins, plain.masked, plain.fp16) == ("nonfinite", "sqrt", [], [], [])
+    assert plain.origin.nan_birth is None  # the origin made the NaN itself
+    assert plain.inputs_nonfinite == {}
+    deep = FullScanner(model, 1 << 20, all_origins=True, deep=True, fp16=False).analyse("s", feeds)
+    assert [o.node for o in deep.origins] == ["sqrt"] and [m.node for m in deep.masked] == ["log"]
+    assert not deep.masked[0].reaches_outputs
+
+
+def test_an_inf_fed_in_becomes_nan_at_the_first_node(tmp_path):
+    """y = x - x at position 0: the input's Inf is the origin, the Sub (position 0) makes the NaN."""
+    model = prepared(tmp_path, make_model([nm.node("Sub", ["x", "x"], "y", "sub")], [vi("x", [1, 4])], [vi("y", [1, 4])]))
+    record = FullScanner(model, 1 << 20, all_origins=False, deep=False, fp16=False).analyse("s", {"x": nm.row(np.inf, 1, np.nan, 2)})
+    assert (record.origin.node, record.origin.op_type, record.origin.nan_birth) == ("x", "(input)", None)  # NaN fed in too
+    assert record.inputs_nonfinite == {"x": {"nan": 1, "inf": 1}}
+    inf_only = FullScanner(model, 1 << 20, all_origins=False, deep=False, fp16=False).analyse("s", {"x": nm.row(np.inf, 1, 3, 2)})
+    assert (inf_only.origin.node, inf_only.origin.nan_birth.node) == ("x", "sub")
+    assert inf_only.inputs_nonfinite == {"x": {"nan": 0, "inf": 1}}
