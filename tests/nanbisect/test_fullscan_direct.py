@@ -233,3 +233,10 @@ def test_an_inf_fed_in_becomes_nan_at_the_first_node(tmp_path):
     inf_only = FullScanner(model, 1 << 20, all_origins=False, deep=False, fp16=False).analyse("s", {"x": nm.row(np.inf, 1, 3, 2)})
     assert (inf_only.origin.node, inf_only.origin.nan_birth.node) == ("x", "sub")
     assert inf_only.inputs_nonfinite == {"x": {"nan": 0, "inf": 1}}
+
+
+def test_each_sample_shape_has_its_own_plan(tmp_path):
+    """At 64 bytes a run exposes two [1, 4] float tensors (16 bytes, counted twice) but one [2, 4]."""
+    scanner = FullScanner(prepared(tmp_path, dynamic_log()), 64, all_origins=False, deep=False, fp16=False)
+    assert scanner.analyse("a", {"x": np.ones((1, 4), F32)}).strategy == "full-scan (2 chunks)"
+    assert scanner.analyse("b", {"x": np.ones((2, 4), F32)}).strategy == "full-scan (4 chunks)"
