@@ -175,3 +175,19 @@ def test_inside_a_branch_of_several_nodes_with_its_own_weight():
     # a = [2, 2, 4, 8] (computed in the branch), z its own weight, one zero: 2 / 0 is Inf
     assert found.inputs == [stats("a", x1, min=2.0, max=8.0), stats("z", x1, zeros=1, min=0.0, max=4.0, source="initializer")]
     assert found.hints == [Hint("div-by-zero", "division by zero: divisor 'z' has 1 zero(s) of 4")]
+
+
+def test_a_loop_with_a_condition_and_no_carried_value():
+    """Loop 'log_loop' (trip count, condition, nothing carried): its body logs the outer x into a
+    scan output; a false condition runs no iteration, a true one finds the Log at iteration 0."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="cond_id"),
+         helper.make_node("Log", ["x"], ["l"], name="log_body")],
+        "log_body_g", [vi("i", [], I64), vi("cond_in", [], B)], [vi("cond_out", [], B), vi("l", [1, 4])])
+    model = make_model([helper.make_node("Loop", ["trips", "c0"], ["l_all"], name="log_loop", body=body)],
+                       [vi("x", [1, 4]), vi("c0", [], B)], [vi("l_all", None)], [init("trips", np.array(3, np.int64))])
+    known = {"trips": np.array(3, np.int64), "x": nm.row(1, -1, 2, 3), "c0": np.array(False)}
+    assert run(model, "log_loop", known) == NestedOrigin(attribute="body", note="no iteration replayed alone produced NaN/Inf")
+    known["c0"] = np.array(True)
+    found = run(model, "log_loop", known)
+    assert (found.node, found.iteration, found.hints[0].rule) == ("log_body", 0, "log-nonpositive")
