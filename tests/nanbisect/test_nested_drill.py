@@ -191,3 +191,45 @@ def test_a_loop_with_a_condition_and_no_carried_value():
     known["c0"] = np.array(True)
     found = run(model, "log_loop", known)
     assert (found.node, found.iteration, found.hints[0].rule) == ("log_body", 0, "log-nonpositive")
+
+
+def masked_branches() -> onnx.ModelProto:
+    """then_branch: Log(x) ('log_then', NaN for x < 0) masked by Where(IsNaN) before the output,
+    then x / zero ('div_then', Inf) which reaches it; else_branch: the masked Log alone."""
+    def masked(tag: str) -> list:
+        return [helper.make_node("Log", ["x"], [f"l_{tag}"], name=f"log_{tag}"),
+                helper.make_node("IsNaN", [f"l_{tag}"], [f"n_{tag}"], name=f"isnan_{tag}"),
+                helper.make_node("Where", [f"n_{tag}", "zero", f"l_{tag}"], [f"w_{tag}"], name=f"where_{tag}")]
+
+    then_body = helper.make_graph(
+        masked("then") + [helper.make_node("Div", ["x", "zero"], ["d"], name="div_then"),
+                          helper.make_node("Add", ["w_then", "d"], ["t_out"], name="add_then")],
+        "then_g", [], [vi("t_out", [1, 4])])
+    else_body = helper.make_graph(masked("else"), "else_g", [], [vi("w_else", [1, 4])])
+    return make_model([helper.make_node("If", ["cond"], ["y"], name="masked_if", then_branch=then_body,
+                                        else_branch=else_body)],
+                      [vi("x", [1, 4]), vi("cond", [], B)], [vi("y", [1, 4])],
+                      [init("zero", np.array(0.0, np.float32))], opset=17)
+
+
+def test_the_body_origin_that_reaches_the_output_comes_before_a_masked_one():
+    known = {"cond": np.array(True), "x": nm.row(-1, 2, 3, 4), "zero": np.array(0.0, np.float32)}
+    assert run(masked_branches(), "masked_if", known).node == "div_then"
+    # nothing reaches the else_branch's output: the masked Log is still named
+    known["cond"] = np.array(False)
+    found = run(masked_branches(), "masked_if", known)
+    assert (found.attribute, found.node) == ("else_branch", "log_else")
+
+
+def test_a_body_hint_that_needs_the_values_gets_them():
+    """MatMul of [+Inf, -Inf] by ones sums +Inf and -Inf: only the values show both signs."""
+    then_body = helper.make_graph([helper.make_node("MatMul", ["p", "q"], ["t_out"], name="matmul_then")],
+                                  "then_g", [], [vi("t_out", [1, 1])])
+    else_body = helper.make_graph([helper.make_node("Identity", ["q"], ["e_out"], name="id_else")], "else_g", [],
+                                  [vi("e_out", [2, 1])])
+    model = make_model([helper.make_node("If", ["cond"], ["y"], name="mm_if", then_branch=then_body,
+                                         else_branch=else_body)],
+                       [vi("p", [1, 2]), vi("q", [2, 1]), vi("cond", [], B)], [vi("y", None)], opset=17)
+    found = run(model, "mm_if", {"cond": np.array(True), "p": np.array([[np.inf, -np.inf]], np.float32),
+                                 "q": np.ones((2, 1), np.float32)})
+    assert [h.rule for h in found.hints] == ["nonfinite-input", "inf-minus-inf"]
