@@ -18,8 +18,10 @@ from ..errors import ModelLoadError, UsageError
 from .external_data import check_external_data, external_data_problems, rebase_symlinked_data  # noqa: F401 (re-exported)
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
-from .protoutil import external_tensors, fully_declared, infer_tensor_info, iter_subgraphs, value_info_to_tensor
+from .protoutil import (add_initializer_types, external_tensors, fully_declared, infer_tensor_info, iter_subgraphs,
+                        value_info_to_tensor)
 from .topology import NodeInfo, NotText, assign_node_names, subgraph_flags, topological_nodes  # noqa: F401 (NodeInfo re-exported)
+from .typefork import PendingTypes, start as start_type_child
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
@@ -39,6 +41,8 @@ class ModelGraph:
     data_folder: Optional[Path] = field(default=None, repr=False)
     """Where external-data locations are resolved when not the model's own folder (a model reached
     through symlinks: `core/external_data.rebase_symlinked_data`)."""
+    _pending_types: Optional[PendingTypes] = field(default=None, repr=False)
+    """A child process computing the tensor types since the load (`load_model(early_types=True)`)."""
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -121,6 +125,12 @@ class ModelGraph:
     # ---- tensor types and shapes ----------------------------------------------------------------
     def tensor_info(self, name: str) -> TensorInfo:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
+        if self._tensor_info is None and self._pending_types is not None:
+            pending, self._pending_types = self._pending_types, None
+            info = pending.result()  # None: the child did not deliver; computed below, as without it
+            if info is not None:
+                add_initializer_types(self.model.graph, info)
+                self._tensor_info = info
         if self._tensor_info is None:
             # a model saved with every node output typed needs no inference, hence no weight-less copy
             # either (0.2-0.3 s at 50,000 nodes); the node outputs come from the topology's tuples
@@ -137,6 +147,9 @@ class ModelGraph:
     def set_tensor_info(self, info: Dict[str, TensorInfo]) -> None:
         """Install tensor types computed elsewhere instead of running shape inference ({} types nothing:
         for graphs whose contrib ops defeat ONNX shape inference)."""
+        if self._pending_types is not None:
+            self._pending_types.cancel()
+            self._pending_types = None
         self._tensor_info = info
 
     def node_proto(self, name: str) -> onnx.NodeProto:
@@ -160,24 +173,37 @@ class ModelGraph:
 
 
 # ---- loading ------------------------------------------------------------------------------------
-def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
+def load_model(path: "str | os.PathLike[str]", early_types: bool = False) -> ModelGraph:
     """Load an ONNX model by path, checking that external data stays inside the model's folder.
 
     Weights stored as external data are not read into memory: they stay references that
     onnxruntime resolves against the model's folder. Raises `UsageError` for a path that does not
     exist or is a directory, `ModelLoadError` for a file that is not a usable ONNX model.
+
+    `early_types`: for a caller that will ask for the tensor types; on Linux a child process computes
+    them while the graph is indexed (`core/typefork.py`; same types, same errors).
     """
     model_path = Path(path)
     if not model_path.exists():
         raise UsageError(f"{model_path}: no such file", hint="check the model path")
     if model_path.is_dir():
         raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
-    prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
+    if not early_types:
+        prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     model = parse_model_file(model_path)
     stored = external_tensors(model.graph)  # one pass over every node for both the guard and the rebase
     check_external_data(model, model_path, stored)
-    graph = ModelGraph.from_proto(model, model_path)
-    graph.data_folder = rebase_symlinked_data(model, model_path, stored)
+    pending = start_type_child(model, len(model.graph.node)) if early_types else None
+    if early_types:
+        prefetch_sha256(model_path)  # after the fork: the child must start with one thread
+    try:
+        graph = ModelGraph.from_proto(model, model_path)
+        graph.data_folder = rebase_symlinked_data(model, model_path, stored)
+    except BaseException:
+        if pending is not None:
+            pending.cancel()
+        raise
+    graph._pending_types = pending
     return graph
 
 

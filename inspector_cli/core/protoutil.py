@@ -187,6 +187,14 @@ def fully_declared(graph: onnx.GraphProto, outputs: Optional[Iterable[str]] = No
 def infer_tensor_info(model: onnx.ModelProto, declared: Optional[bool] = None) -> Dict[str, TensorInfo]:
     """Declared value infos, initializers, then ONNX shape inference; inference never fails us.
     `declared`: `fully_declared(model.graph)` when the caller knows it already."""
+    info = value_types(model, declared)
+    add_initializer_types(model.graph, info)
+    return info
+
+
+def value_types(model: onnx.ModelProto, declared: Optional[bool] = None) -> Dict[str, TensorInfo]:
+    """`infer_tensor_info` without the initializers: the value infos, graph inputs and outputs, after
+    inference unless `declared` (what `core/typefork.py`'s child computes and sends back)."""
     info: Dict[str, TensorInfo] = {}
     graph = model.graph
     if not (fully_declared(graph) if declared is None else declared):
@@ -196,9 +204,22 @@ def infer_tensor_info(model: onnx.ModelProto, declared: Optional[bool] = None) -
             graph = model.graph
     for items in (graph.value_info, graph.input, graph.output):
         _tensor_infos(items, info)
+    return info
+
+
+def light_value_types(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
+    """`value_types` as `ModelGraph.tensor_info` computes them: no inference for a fully declared model,
+    else inference on the weight-less copy (`core/light.py`)."""
+    from .light import light_copy
+
+    declared = fully_declared(model.graph)
+    return value_types(model if declared else light_copy(model), declared)
+
+
+def add_initializer_types(graph: onnx.GraphProto, info: Dict[str, TensorInfo]) -> None:
+    """The initializers' (type, dims) into `info`, last: they win over any value info of the same name."""
     new = object.__new__
-    for init in model.graph.initializer:
+    for init in graph.initializer:
         ti = new(TensorInfo)
         ti.__dict__.update(name=init.name, elem_type=init.data_type, shape=tuple(init.dims))
         info[init.name] = ti
-    return info
