@@ -8,6 +8,10 @@ import onnx
 
 from .types import Dim, TensorInfo
 from .wire import read_varint  # noqa: F401 (re-exported: the one varint reader, onnx-free in wire.py)
+from .wiretypes import read_value_types
+
+# what `onnx.shape_inference.infer_shapes` calls (model bytes, check_type, strict_mode, data_prop -> bytes)
+from onnx.onnx_cpp2py_export.shape_inference import infer_shapes as _infer_shapes_bytes  # noqa: E402  isort: skip
 
 
 def iter_subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -147,30 +151,31 @@ def _dim_value(d: onnx.TensorShapeProto.Dimension) -> Dim:
     return 0 if d.WhichOneof("value") == "dim_value" else None
 
 
-def _tensor_infos(value_infos: Sequence[onnx.ValueInfoProto], info: Dict[str, TensorInfo]) -> None:
-    """`value_info_to_tensor` over many value infos into `info` (a declared type wins over an untyped
-    entry), written for 50,000-tensor graphs: TensorInfo filled without its frozen `__init__`, and each
-    distinct type read once, found again by its serialised bytes (a few dozen distinct types among
-    50,000 tensors; reading the dims field by field cost 0.3-0.4 s)."""
-    new = object.__new__
+def _read_type(key: bytes) -> Tuple[int, Optional[Tuple[Dim, ...]]]:
+    """(element type, shape) of one serialised TypeProto, as `value_info_to_tensor` reads it (an unset
+    tensor_type, a sequence or a map: element type 0, no shape)."""
+    tensor_type = onnx.TypeProto.FromString(key).tensor_type
+    shape = None
+    if tensor_type.HasField("shape"):
+        shape = tuple([d.dim_value or _dim_value(d) for d in tensor_type.shape.dim])
+    return tensor_type.elem_type, shape
+
+
+def _type_table(value_infos: Sequence[onnx.ValueInfoProto], table: Dict[str, Tuple[int, Optional[Tuple[Dim, ...]]]]
+                ) -> None:
+    """name -> (element type, shape) of many value infos into `table` (a declared type wins over an
+    untyped entry), each distinct type read once, found again by its serialised bytes (a few dozen
+    distinct types among 50,000 tensors). `core/wiretypes.py` fills the same table from the bytes."""
     known: Dict[bytes, Tuple[int, Optional[Tuple[Dim, ...]]]] = {}
     for vi in value_infos:
         name = vi.name
-        vtype = vi.type
-        key = vtype.SerializeToString()
+        key = vi.type.SerializeToString()
         read = known.get(key)
         if read is None:
-            tensor_type = vtype.tensor_type  # unset (sequence, map): elem_type 0, no shape, as TensorInfo(name)
-            shape = None
-            if tensor_type.HasField("shape"):
-                shape = tuple([d.dim_value or _dim_value(d) for d in tensor_type.shape.dim])
-            read = known[key] = (tensor_type.elem_type, shape)
-        elem_type, shape = read
-        if not elem_type and name in info:
+            read = known[key] = _read_type(key)
+        if not read[0] and name in table:
             continue
-        ti = new(TensorInfo)
-        ti.__dict__.update(name=name, elem_type=elem_type, shape=shape)
-        info[name] = ti
+        table[name] = read
 
 
 def fully_declared(graph: onnx.GraphProto, outputs: Optional[Iterable[str]] = None) -> bool:
@@ -194,26 +199,44 @@ def infer_tensor_info(model: onnx.ModelProto, declared: Optional[bool] = None) -
 
 def value_types(model: onnx.ModelProto, declared: Optional[bool] = None) -> Dict[str, TensorInfo]:
     """`infer_tensor_info` without the initializers: the value infos, graph inputs and outputs, after
-    inference unless `declared` (what `core/typefork.py`'s child computes and sends back)."""
+    inference unless `declared`."""
     info: Dict[str, TensorInfo] = {}
-    graph = model.graph
-    if not (fully_declared(graph) if declared is None else declared):
-        try:
-            graph = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True).graph
-        except Exception:  # inference is a best effort; unknown tensors are typed by onnxruntime later
-            graph = model.graph
-    for items in (graph.value_info, graph.input, graph.output):
-        _tensor_infos(items, info)
+    new = object.__new__
+    for name, (elem_type, shape) in value_type_table(model, declared).items():
+        ti = new(TensorInfo)  # frozen dataclass filled directly: 50,000 tensors
+        ti.__dict__.update(name=name, elem_type=elem_type, shape=shape)
+        info[name] = ti
     return info
 
 
-def light_value_types(model: onnx.ModelProto) -> Dict[str, TensorInfo]:
-    """`value_types` as `ModelGraph.tensor_info` computes them: no inference for a fully declared model,
+def value_type_table(model: onnx.ModelProto, declared: Optional[bool] = None
+                     ) -> Dict[str, Tuple[int, Optional[Tuple[Dim, ...]]]]:
+    """name -> (element type, shape) of `value_types` (what `core/typefork.py`'s child sends back).
+    Inference's serialised answer is read by `core/wiretypes.py` (the same table, without a protobuf
+    object per value info), or parsed when that reader declines it."""
+    graph = model.graph
+    if not (fully_declared(graph) if declared is None else declared):
+        try:  # `onnx.shape_inference.infer_shapes` without parsing its answer as a whole ModelProto
+            data = _infer_shapes_bytes(model.SerializeToString(), False, False, True)
+            read = read_value_types(data, _read_type)
+            if read is not None:
+                return read
+            graph = onnx.load_from_string(data).graph
+        except Exception:  # inference is a best effort; unknown tensors are typed by onnxruntime later
+            graph = model.graph
+    table: Dict[str, Tuple[int, Optional[Tuple[Dim, ...]]]] = {}
+    for items in (graph.value_info, graph.input, graph.output):
+        _type_table(items, table)
+    return table
+
+
+def light_value_types(model: onnx.ModelProto) -> Dict[str, Tuple[int, Optional[Tuple[Dim, ...]]]]:
+    """`value_type_table` as `ModelGraph.tensor_info` computes them: no inference for a fully declared model,
     else inference on the weight-less copy (`core/light.py`)."""
     from .light import light_copy
 
     declared = fully_declared(model.graph)
-    return value_types(model if declared else light_copy(model), declared)
+    return value_type_table(model if declared else light_copy(model), declared)
 
 
 def add_initializer_types(graph: onnx.GraphProto, info: Dict[str, TensorInfo]) -> None:

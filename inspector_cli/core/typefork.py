@@ -53,13 +53,13 @@ class PendingTypes:
         if status != 0:
             return None
         try:
-            names, elem_types, shapes = marshal.loads(b"".join(chunks))
+            names, types = marshal.loads(b"".join(chunks))
         except (EOFError, ValueError, TypeError):
             return None
         info: Dict[str, TensorInfo] = {}
         new = object.__new__
-        for name, elem_type, shape in zip(names, elem_types, shapes):
-            ti = new(TensorInfo)  # frozen dataclass filled directly, as `protoutil._tensor_infos` does
+        for name, (elem_type, shape) in zip(names, types):
+            ti = new(TensorInfo)  # frozen dataclass filled directly, as `protoutil.value_types` does
             ti.__dict__.update(name=name, elem_type=elem_type, shape=shape)
             info[name] = ti
         return info
@@ -131,10 +131,10 @@ def _child(model: "object", read_fd: int, write_fd: int) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
         from .protoutil import light_value_types
 
-        info = light_value_types(model)  # type: ignore[arg-type]
-        values = list(info.values())
-        payload = marshal.dumps(([ti.name for ti in values], [ti.elem_type for ti in values],
-                                 [ti.shape for ti in values]))
+        table = light_value_types(model)  # type: ignore[arg-type]
+        # the (element type, shape) tuples are shared between the tensors of one type: marshal writes
+        # each once and refers to it after (a few dozen types among 50,000 tensors)
+        payload = marshal.dumps((list(table), list(table.values())))
         view = memoryview(payload)
         while view:
             view = view[os.write(write_fd, view):]

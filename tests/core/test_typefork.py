@@ -16,6 +16,7 @@ import onnx
 import pytest
 
 from inspector_cli.core.graph import load_model
+from inspector_cli.core.types import TensorInfo
 from inspector_cli.errors import ModelLoadError
 from inspector_cli.core.light import light_copy
 from inspector_cli.core.protoutil import add_initializer_types, infer_tensor_info, light_value_types
@@ -32,13 +33,14 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_childs_part_plus_the_initializers_is_the_in_process_result(encoder: Path) -> None:
+def test_the_childs_table_plus_the_initializers_is_the_in_process_result(encoder: Path) -> None:
     model = onnx.load(str(encoder))
-    info = light_value_types(model)
+    info = {name: TensorInfo(name, elem_type, shape) for name, (elem_type, shape) in light_value_types(model).items()}
     add_initializer_types(model.graph, info)
     expected = infer_tensor_info(light_copy(model))
     assert list(info.items()) == list(expected.items())  # same entries, same order
     assert info["last_hidden_state"].shape == ("batch", "seq", 16)
+    assert info["embeddings.word"] == TensorInfo("embeddings.word", 1, (64, 16))
 
 
 _SCRIPT = textwrap.dedent("""
