@@ -60,6 +60,10 @@ def inspect(ctx: click.Context, model: str, depth: int, find: Optional[str], nod
     try:
         result = inspect_model(model, config, table_only=_table_only(ctx, params))
     finally:
+        # the model's objects go to the oldest generation unscanned (freeze, then unfreeze): re-enabled
+        # with them all still in the youngest, the collector's next pass scanned every one (0.2-0.3 s)
+        gc.freeze()
+        gc.unfreeze()
         if collecting:
             gc.enable()
     return emit(ctx, result, inspect_view, fmt=params["fmt"])

@@ -127,9 +127,11 @@ class ModelGraph:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
         if self._tensor_info is None and self._pending_types is not None:
             pending, self._pending_types = self._pending_types, None
+            initializers: Dict[str, TensorInfo] = {}
+            add_initializer_types(self.model.graph, initializers)  # while the child may still be working
             info = pending.result()  # None: the child did not deliver; computed below, as without it
             if info is not None:
-                add_initializer_types(self.model.graph, info)
+                info.update(initializers)  # last, as `infer_tensor_info` adds them
                 self._tensor_info = info
         if self._tensor_info is None:
             # a model saved with every node output typed needs no inference, hence no weight-less copy
@@ -191,12 +193,14 @@ def load_model(path: "str | os.PathLike[str]", early_types: bool = False) -> Mod
     if not early_types:
         prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
     model = parse_model_file(model_path)
-    stored = external_tensors(model.graph)  # one pass over every node for both the guard and the rebase
-    check_external_data(model, model_path, stored)
+    # the child starts before the external-data guard: shape inference reads no external data (onnx's
+    # C++ refuses to: "Cannot parse data from external tensors"), and a refused model stops the child
     pending = start_type_child(model, len(model.graph.node)) if early_types else None
     if early_types:
         prefetch_sha256(model_path)  # after the fork: the child must start with one thread
     try:
+        stored = external_tensors(model.graph)  # one pass over every node for both the guard and the rebase
+        check_external_data(model, model_path, stored)
         graph = ModelGraph.from_proto(model, model_path)
         graph.data_folder = rebase_symlinked_data(model, model_path, stored)
     except BaseException:

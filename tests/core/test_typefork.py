@@ -98,19 +98,41 @@ def test_types_from_the_child_or_its_fallback_equal_the_in_process_types(encoder
     assert out["children_left"] is False  # reaped
 
 
-@linux_only
-def test_a_load_that_fails_after_the_fork_reports_as_before_and_stops_the_child(tmp_path: Path, encoder: Path) -> None:
-    # a top-level node name that is not UTF-8 is found by the topology, after the fork
+def _not_utf8_node_name(encoder: Path, folder: Path) -> Path:
+    """A top-level node name that is not UTF-8: found by the topology, after the fork."""
     data = encoder.read_bytes()
     name = b"\x1a\x10embeddings/Shape"  # NodeProto.name (field 3, 16 bytes)
     assert data.count(name) == 1
-    path = tmp_path / "bad.onnx"
+    path = folder / "bad.onnx"
     path.write_bytes(data.replace(name, b"\x1a\x10embeddings/\xbd\xbdape"))
+    return path
+
+
+def _data_outside_the_folder(encoder: Path, folder: Path) -> Path:
+    """An external-data location outside the model's folder: refused by the guard, after the fork."""
+    model = onnx.load(str(encoder))
+    onnx.save(model, str(folder / "ext.onnx"), save_as_external_data=True, location="w.bin", size_threshold=0)
+    model = onnx.load(str(folder / "ext.onnx"), load_external_data=False)
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = "../w.bin"
+    onnx.save(model, str(folder / "ext.onnx"))
+    return folder / "ext.onnx"
+
+
+@linux_only
+@pytest.mark.parametrize("broken, message", [
+    (_not_utf8_node_name, "not a valid ONNX protobuf (node 1's name is not UTF-8 text) (the file is corrupt)"),
+    (_data_outside_the_folder, "tensor 'embeddings.word': external data location '../w.bin' resolves outside the model's "
+                               "folder"),
+])
+def test_a_load_that_fails_after_the_fork_reports_as_before_and_stops_the_child(tmp_path: Path, encoder: Path,
+                                                                                broken, message: str) -> None:
+    path = broken(encoder, tmp_path)
     out = _run("plain", path)
     assert out["started"] == [True]
-    assert out["error"] == (f"ModelLoadError: {path}: not a valid ONNX protobuf (node 1's name is not UTF-8 text) "
-                            "(the file is corrupt)")
+    assert out["error"].startswith(f"ModelLoadError: {path}: {message}")
     with pytest.raises(ModelLoadError) as in_process:
         load_model(path)
-    assert out["error"] == f"ModelLoadError: {in_process.value}"
+    assert out["error"] == f"ModelLoadError: {in_process.value}"  # the in-process message, whole
     assert "types" not in out and out["children_left"] is False
