@@ -18,7 +18,7 @@ from ..errors import ModelLoadError, UsageError
 from .external_data import check_external_data, external_data_problems, rebase_symlinked_data  # noqa: F401 (re-exported)
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
-from .protoutil import (add_initializer_types, external_tensors, fully_declared, infer_tensor_info, iter_subgraphs,
+from .protoutil import (AttributeKinds, add_initializer_types, attribute_kinds, external_tensors, fully_declared, infer_tensor_info, iter_subgraphs,
                         value_info_to_tensor)
 from .topology import NodeInfo, NotText, assign_node_names, subgraph_flags, topological_nodes  # noqa: F401 (NodeInfo re-exported)
 from .typefork import PendingTypes, start as start_type_child
@@ -46,9 +46,11 @@ class ModelGraph:
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def from_proto(cls, model: onnx.ModelProto, path: Optional[Path] = None) -> "ModelGraph":
+    def from_proto(cls, model: onnx.ModelProto, path: Optional[Path] = None,
+                   kinds: Optional[AttributeKinds] = None) -> "ModelGraph":
+        """`kinds`: `protoutil.attribute_kinds(model.graph)` when the caller holds it."""
         graph = cls(model=model, path=path)
-        flags = subgraph_flags(model.graph)
+        flags = subgraph_flags(model.graph, kinds)
         graph.renamed_nodes = assign_node_names(model.graph, flags=flags)
         try:
             graph.nodes, graph.cycle_nodes = topological_nodes(model.graph, graph.renamed_nodes, flags)
@@ -192,16 +194,16 @@ def load_model(path: "str | os.PathLike[str]", early_types: bool = False) -> Mod
         raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
     if not early_types:
         prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
-    model = parse_model_file(model_path)
+    model, kinds = _parse(model_path)
     # the child starts before the external-data guard: shape inference reads no external data (onnx's
     # C++ refuses to: "Cannot parse data from external tensors"), and a refused model stops the child
     pending = start_type_child(model, len(model.graph.node)) if early_types else None
     if early_types:
         prefetch_sha256(model_path)  # after the fork: the child must start with one thread
     try:
-        stored = external_tensors(model.graph)  # one pass over every node for both the guard and the rebase
+        stored = external_tensors(model.graph, kinds)  # one pass for both the guard and the rebase
         check_external_data(model, model_path, stored)
-        graph = ModelGraph.from_proto(model, model_path)
+        graph = ModelGraph.from_proto(model, model_path, kinds)
         graph.data_folder = rebase_symlinked_data(model, model_path, stored)
     except BaseException:
         if pending is not None:
@@ -213,6 +215,11 @@ def load_model(path: "str | os.PathLike[str]", early_types: bool = False) -> Mod
 
 def parse_model_file(model_path: Path) -> onnx.ModelProto:
     """Parse a file as a ModelProto, turning every way it can be broken into one ModelLoadError."""
+    return _parse(model_path)[0]
+
+
+def _parse(model_path: Path) -> Tuple[onnx.ModelProto, AttributeKinds]:
+    """`parse_model_file`, and the top-level nodes' attribute kinds it reads (for the guard and topology)."""
     size = model_path.stat().st_size
     if size == 0:
         raise ModelLoadError(f"{model_path}: the file is empty", hint="re-export or re-copy the model")
@@ -224,7 +231,8 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
             f"{model_path}: not a valid ONNX protobuf ({reason})",
             hint="the file is truncated or is not an ONNX model",
         ) from exc
-    bad_text = _non_utf8_name(model)
+    kinds = attribute_kinds(model.graph) if model.HasField("graph") else []
+    bad_text = _non_utf8_name(model, kinds=kinds)
     if bad_text is not None:
         raise ModelLoadError(f"{model_path}: not a valid ONNX protobuf ({bad_text} is not UTF-8 text)",
                              hint="the file is corrupt")
@@ -234,17 +242,17 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
             f"{len(model.graph.node)} nodes, {len(model.opset_import)} opset imports)",
             hint="the file is not an ONNX model or is truncated",
         )
-    return model
+    return model, kinds
 
 
-def _all_text(model: onnx.ModelProto) -> bool:
+def _all_text(model: onnx.ModelProto, kinds: Optional[AttributeKinds] = None) -> bool:
     """True when every name of the model outside its top-level nodes is `str`: one C-level join per
     field kind raises TypeError on the first `bytes` (a per-name isinstance test cost 0.35 s at 50,000
     nodes). The top-level nodes' names are checked by `ModelGraph.from_proto`, which reads them anyway."""
     try:
         "".join([vi.name for items in (model.graph.input, model.graph.output, model.graph.value_info,
                                        model.graph.initializer) for vi in items])
-        for graph in iter_subgraphs(model.graph):
+        for graph in iter_subgraphs(model.graph, kinds):
             nodes = graph.node
             "".join([vi.name for items in (graph.input, graph.output, graph.value_info, graph.initializer)
                      for vi in items])
@@ -256,11 +264,11 @@ def _all_text(model: onnx.ModelProto) -> bool:
     return True
 
 
-def _non_utf8_name(model: onnx.ModelProto, quick: bool = True) -> Optional[str]:
+def _non_utf8_name(model: onnx.ModelProto, quick: bool = True, kinds: Optional[AttributeKinds] = None) -> Optional[str]:
     """Where a string field holds bytes that are not UTF-8 (protobuf then hands back `bytes`, and
     every later use of the name would fail), or None. `quick` leaves the top-level nodes to
     `ModelGraph.from_proto`."""
-    if quick and _all_text(model):
+    if quick and _all_text(model, kinds):
         return None
     for graph in [model.graph, *iter_subgraphs(model.graph)]:
         for kind, items in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info),

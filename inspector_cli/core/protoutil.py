@@ -14,9 +14,28 @@ from .wiretypes import read_value_types
 from onnx.onnx_cpp2py_export.shape_inference import infer_shapes as _infer_shapes_bytes  # noqa: E402  isort: skip
 
 
-def iter_subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """Every graph nested in If/Loop/Scan attributes, at any depth."""
-    for node in graph.node:
+AttributeKinds = List[Tuple[int, onnx.NodeProto, Tuple[int, ...]]]
+"""(position, node, its attributes' types) of each node of a graph that has attributes, in file order."""
+_GRAPH_KINDS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+_TENSOR_KINDS = (onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS, onnx.AttributeProto.SPARSE_TENSOR,
+                 onnx.AttributeProto.SPARSE_TENSORS)
+
+
+def attribute_kinds(graph: onnx.GraphProto) -> AttributeKinds:
+    """The nodes of `graph` (top level only) that have attributes, with the attributes' types: read once
+    by `load_model` for the UTF-8 check, the external-data guard and the topology's subgraph flags,
+    which each walked every node's attributes (~0.1 s a walk at 50,000 nodes)."""
+    return [(i, node, tuple([a.type for a in attrs])) for i, node in enumerate(graph.node)
+            for attrs in (node.attribute,) if attrs]
+
+
+def _with_kinds(kinds: AttributeKinds, wanted: Tuple[int, ...]) -> List[onnx.NodeProto]:
+    return [node for _, node, types in kinds if any(t in wanted for t in types)]
+
+
+def iter_subgraphs(graph: onnx.GraphProto, kinds: Optional[AttributeKinds] = None) -> Iterator[onnx.GraphProto]:
+    """Every graph nested in If/Loop/Scan attributes, at any depth (`kinds`: `attribute_kinds(graph)`)."""
+    for node in graph.node if kinds is None else _with_kinds(kinds, _GRAPH_KINDS):
         if not node.attribute:  # most nodes: a length check instead of making attribute wrappers
             continue
         for attr in node.attribute:
@@ -39,17 +58,23 @@ def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                     yield attr.t
 
 
-def iter_all_tensors(graph: onnx.GraphProto, initializers: bool = True) -> Iterator[Tuple[str, onnx.TensorProto]]:
+def iter_all_tensors(graph: onnx.GraphProto, initializers: bool = True, kinds: Optional[AttributeKinds] = None
+                     ) -> Iterator[Tuple[str, onnx.TensorProto]]:
     """(where, tensor) for every place a TensorProto can carry data, at any depth: initializers,
     sparse initializers (values and indices), and node attributes of type TENSOR, TENSORS,
     SPARSE_TENSOR and SPARSE_TENSORS (Constant's value/sparse_value among them), in the main graph
     and every subgraph. The external-data guard walks this, so no place escapes it. `initializers=False`
-    leaves out the top-level graph's initializers (`external_tensors` reads them apart)."""
+    leaves out the top-level graph's initializers (`external_tensors` reads them apart). `kinds`:
+    `attribute_kinds(graph)`, when the caller holds it."""
     # the top-level nodes are read once (a 50,000-node graph: ~0.05 s a pass); only the nodes with
     # attributes are visited again, for subgraphs and tensors, in the order of the old two passes
-    with_attributes = [node for node in graph.node if node.attribute]
+    if kinds is None:
+        with_attributes = [node for node in graph.node if node.attribute]
+        with_tensors = with_subgraphs = with_attributes
+    else:  # only the nodes whose attributes can hold a graph, or a tensor: the same items, in order
+        with_subgraphs, with_tensors = _with_kinds(kinds, _GRAPH_KINDS), _with_kinds(kinds, _TENSOR_KINDS)
     subgraphs: List[onnx.GraphProto] = []
-    for node in with_attributes:
+    for node in with_subgraphs:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
                 subgraphs.append(attr.g)
@@ -58,7 +83,7 @@ def iter_all_tensors(graph: onnx.GraphProto, initializers: bool = True) -> Itera
                 for sub in attr.graphs:
                     subgraphs.append(sub)
                     subgraphs.extend(iter_subgraphs(sub))
-    yield from _graph_tensors(graph, with_attributes, initializers)
+    yield from _graph_tensors(graph, with_tensors, initializers)
     for sub in subgraphs:
         yield from _graph_tensors(sub, sub.node)
 
@@ -90,13 +115,15 @@ def _graph_tensors(g: onnx.GraphProto, nodes: Iterable[onnx.NodeProto],
                     yield where, sparse.indices
 
 
-def external_tensors(graph: onnx.GraphProto) -> List[Tuple[str, onnx.TensorProto]]:
+def external_tensors(graph: onnx.GraphProto, kinds: Optional[AttributeKinds] = None
+                     ) -> List[Tuple[str, onnx.TensorProto]]:
     """The (where, tensor) of `iter_all_tensors` stored as external data, in its order. The top-level
     initializers are tested in one comprehension: one generator step each cost 0.1-0.3 s per pass at
     50,000 nodes (33,000 initializers), and loading makes two passes (guard, symlink rebase)."""
     external = onnx.TensorProto.EXTERNAL
     found = [("initializer", t) for t in graph.initializer if t.data_location == external]
-    found.extend(item for item in iter_all_tensors(graph, initializers=False) if item[1].data_location == external)
+    found.extend(item for item in iter_all_tensors(graph, initializers=False, kinds=kinds)
+                 if item[1].data_location == external)
     return found
 
 
