@@ -22,12 +22,28 @@ import marshal
 import os
 import signal
 import sys
-from typing import Dict, List, Optional
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, Optional
 
 from .types import TensorInfo
 
 FORK_MIN_NODES = 2000
 """Smaller models infer in a few dozen milliseconds: not worth a fork (~5-20 ms of page tables)."""
+
+_WHILE_WAITING: List[Callable[[], None]] = []
+
+
+@contextmanager
+def while_waiting(task: Callable[[], None]) -> Iterator[None]:
+    """Inside the block, run `task` (once, errors ignored) if the process waits for a types child: for
+    work the caller does anyway after the block, such as importing its renderer (time the parent would
+    spend idle while the child finishes)."""
+    _WHILE_WAITING.append(task)
+    try:
+        yield
+    finally:
+        if task in _WHILE_WAITING:
+            _WHILE_WAITING.remove(task)
 
 
 class PendingTypes:
@@ -43,6 +59,12 @@ class PendingTypes:
         or None when the child did not deliver them whole (the caller then computes them itself)."""
         if self._pid <= 0:
             return None
+        while _WHILE_WAITING:
+            task = _WHILE_WAITING.pop(0)
+            try:
+                task()
+            except Exception:  # noqa: BLE001 - the caller does the same work later, where errors surface
+                pass
         chunks: List[bytes] = []
         try:
             with os.fdopen(self._fd, "rb", closefd=True) as pipe:

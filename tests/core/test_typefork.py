@@ -61,11 +61,13 @@ _SCRIPT = textwrap.dedent("""
         def fail(model):
             raise RuntimeError("inference broke")
         protoutil.light_value_types = fail  # in the child only: the parent's path does not call it
-    out = {"started": started}
+    out = {"started": started, "ran": []}
     try:
-        graph = load_model(path, early_types=True)
-        out["types"] = [[k, v.elem_type, list(v.shape) if v.shape is not None else None]
-                        for k, v in graph.all_tensor_info().items()]
+        with typefork.while_waiting(lambda: out["ran"].append(len(started))):
+            graph = load_model(path, early_types=True)
+            out["types"] = [[k, v.elem_type, list(v.shape) if v.shape is not None else None]
+                            for k, v in graph.all_tensor_info().items()]
+        out["left"] = len(typefork._WHILE_WAITING)
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
     try:
@@ -96,6 +98,7 @@ def test_types_from_the_child_or_its_fallback_equal_the_in_process_types(encoder
     assert out["started"] == [True]  # the child was forked...
     assert out["types"] == _in_process(encoder)  # ...and its types (or the fallback's) are the same, in order
     assert out["children_left"] is False  # reaped
+    assert out["ran"] == [1] and out["left"] == 0  # the waiting task ran once, after the fork, and is gone
 
 
 def _not_utf8_node_name(encoder: Path, folder: Path) -> Path:
