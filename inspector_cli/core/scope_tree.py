@@ -266,6 +266,7 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
             leaf.flops_unknown += 1
         else:
             leaf.flops += flops
+    del scope_at  # it calls itself through its closure cell: a cycle holding every scope, cleared
     _sum_up(list(scope_of.values()))
     return ScopeTree(root=root, node_path=paths, source=source, dynamic_dims=dynamic,
                      node_flops=node_flops, node_bytes=node_bytes, depth=depth, scope_count=scope_count)

@@ -165,3 +165,6 @@ def attach_transparent(graph: ModelGraph, paths: Dict[str, Path]) -> None:
                 producer = next((graph.producer[t] for t in node.inputs if t in graph.producer), None)
                 path = paths.get(producer.name, ()) if producer is not None else ()
             paths[node.name] = path
+    # `served` calls itself through its closure cell, a cycle holding the graph: cleared, the graph is
+    # freed when its last user lets go instead of by the cyclic collector (which `mi inspect` pauses)
+    del served
