@@ -147,21 +147,18 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
             cut = {name: get_short(path, path) for name, path in paths.items()}
     root = Scope(path=(), kind="root")
     scope_of: Dict[Path, Scope] = {(): root}
-    get_scope = scope_of.get
-
-    def scope_at(path: Path) -> Scope:
-        # parents are made before children, as the sums below need; most new scopes have a parent already
-        parent = get_scope(path[:-1]) or scope_at(path[:-1])
-        scope = _new_scope(path, kinds.get(path, "name"))
-        scope_of[path] = parent.children[path[-1]] = scope
-        return scope
-
     # what needs no tensor type first (the scopes, in the order their first nodes come, and their
     # boundaries), so it overlaps the types' child process (core/typefork.py) when there is one
     for node in graph.nodes:
         path = cut[node.name]
-        if path not in scope_of:
-            scope_at(path)
+        if path in scope_of:
+            continue
+        missing = [path]  # parents are made before children, as the sums below need
+        while missing[-1][:-1] not in scope_of:
+            missing.append(missing[-1][:-1])
+        for made in reversed(missing):
+            scope = _new_scope(made, kinds.get(made, "name"))
+            scope_of[made] = scope_of[made[:-1]].children[made[-1]] = scope
     has_constants = any(node.op_type == "Constant" for node in graph.nodes)  # not one proto read when none
     constants = [proto for proto in graph.model.graph.node if proto.op_type == "Constant" and proto.attribute
                  and proto.attribute[0].name == "value"] if has_constants else []
@@ -266,7 +263,6 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
             leaf.flops_unknown += 1
         else:
             leaf.flops += flops
-    del scope_at  # it calls itself through its closure cell: a cycle holding every scope, cleared
     _sum_up(list(scope_of.values()))
     return ScopeTree(root=root, node_path=paths, source=source, dynamic_dims=dynamic,
                      node_flops=node_flops, node_bytes=node_bytes, depth=depth, scope_count=scope_count)
