@@ -49,15 +49,26 @@ def while_waiting(task: Callable[[], None]) -> Iterator[None]:
 class PendingTypes:
     """The child computing a model's value types: `result()` once, or `cancel()`."""
 
-    __slots__ = ("_pid", "_fd", "__weakref__")
+    __slots__ = ("_pid", "_fd", "_owner", "__weakref__")
 
     def __init__(self, pid: int, fd: int) -> None:
-        self._pid, self._fd = pid, fd
+        self._pid, self._fd, self._owner = pid, fd, os.getpid()
+
+    def __reduce__(self) -> tuple:
+        # a copy (or a pickle sent to another process) must not read the pipe or signal the child: it
+        # gets a spent handle, and its types are computed where it is used
+        return (PendingTypes, (-1, -1))
+
+    def __copy__(self) -> "PendingTypes":
+        return PendingTypes(-1, -1)
+
+    def __deepcopy__(self, memo: dict) -> "PendingTypes":
+        return PendingTypes(-1, -1)
 
     def result(self) -> Optional[Dict[str, TensorInfo]]:
         """The child's value types (value infos, graph inputs and outputs, in the in-process order),
         or None when the child did not deliver them whole (the caller then computes them itself)."""
-        if self._pid <= 0:
+        if self._pid <= 0 or self._owner != os.getpid():
             return None
         while _WHILE_WAITING:
             task = _WHILE_WAITING.pop(0)
@@ -65,17 +76,20 @@ class PendingTypes:
                 task()
             except Exception:  # noqa: BLE001 - the caller does the same work later, where errors surface
                 pass
-        chunks: List[bytes] = []
         try:
             with os.fdopen(self._fd, "rb", closefd=True) as pipe:
                 self._fd = -1
-                chunks.append(pipe.read())
-        finally:
-            status = self._reap()
-        if status != 0:
+                data = pipe.read()
+        except OSError:  # the pipe is gone: compute in-process
+            self.cancel()
+            return None
+        except BaseException:  # Ctrl-C while waiting: the child (which ignores SIGINT) goes first
+            self.cancel()
+            raise
+        if self._reap() != 0:
             return None
         try:
-            names, types = marshal.loads(b"".join(chunks))
+            names, types = marshal.loads(data)
         except (EOFError, ValueError, TypeError):
             return None
         info: Dict[str, TensorInfo] = {}
@@ -88,6 +102,8 @@ class PendingTypes:
 
     def cancel(self) -> None:
         """Stop the child (its types are not needed, or the load failed)."""
+        if self._owner != os.getpid():
+            return  # a forked copy of the parent (executor workers): the child is not this process's
         if self._pid > 0:
             try:
                 os.kill(self._pid, signal.SIGKILL)

@@ -65,6 +65,11 @@ _SCRIPT = textwrap.dedent("""
     try:
         with typefork.while_waiting(lambda: out["ran"].append(len(started))):
             graph = load_model(path, early_types=True)
+            if case == "copied":  # copies get a spent handle: they never read the pipe nor signal the child
+                import copy, pickle
+                spent = [copy.copy(graph._pending_types), copy.deepcopy(graph._pending_types),
+                         pickle.loads(pickle.dumps(graph._pending_types))]
+                out["copies"] = [p.result() for p in spent]
             out["types"] = [[k, v.elem_type, list(v.shape) if v.shape is not None else None]
                             for k, v in graph.all_tensor_info().items()]
         out["left"] = len(typefork._WHILE_WAITING)
@@ -92,13 +97,15 @@ def _in_process(path: Path) -> list:
 
 
 @linux_only
-@pytest.mark.parametrize("case", ["plain", "killed", "failing"])
+@pytest.mark.parametrize("case", ["plain", "killed", "failing", "copied"])
 def test_types_from_the_child_or_its_fallback_equal_the_in_process_types(encoder: Path, case: str) -> None:
     out = _run(case, encoder)
     assert out["started"] == [True]  # the child was forked...
     assert out["types"] == _in_process(encoder)  # ...and its types (or the fallback's) are the same, in order
     assert out["children_left"] is False  # reaped
     assert out["ran"] == [1] and out["left"] == 0  # the waiting task ran once, after the fork, and is gone
+    if case == "copied":
+        assert out["copies"] == [None, None, None]
 
 
 def _not_utf8_node_name(encoder: Path, folder: Path) -> Path:
