@@ -126,3 +126,14 @@ def test_an_unpaired_tensor_says_why_or_that_nothing_was_found() -> None:
         ("y", "Neg", "its inputs have no counterpart (the graphs differ upstream)"),
     ]
     assert [(u.tensor, u.op, u.reason) for u in m.unpaired_b] == [("y2", "Sin", "no counterpart in the reference")]
+
+
+def test_a_pair_found_by_an_alias_across_a_reshape_is_a_name_pair() -> None:
+    # B flattens r0 into 'r' (same elements, same order: looked through, and not a method of its own)
+    a = graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+               helper.make_node("Neg", ["r"], ["y"], name="neg")], ["x"], ["y"])
+    b = graph([helper.make_node("Relu", ["x"], ["r0"], name="relu0"),
+               helper.make_node("Flatten", ["r0"], ["r"], name="flat", axis=1),
+               helper.make_node("Neg", ["r"], ["y"], name="neg")], ["x"], ["y"])
+    pairs = by_a(match_tensors(a, b, inputs=[("x", "x")]))
+    assert (pairs["r"].b, pairs["r"].method, pairs["r"].located_by) == ("r0", "name", "name")
