@@ -89,12 +89,13 @@ def test_a_quantisation_nothing_reads_is_read_where_it_is() -> None:
 
 
 def test_a_mul_of_a_cast_graph_input_is_not_an_integer_rescale() -> None:
-    # the int -> float Cast computes something (not looked through); the Mul follows it in one chain
+    # the int -> float Cast computes something (not looked through), read twice: the Mul heads a chain
     g = sem([helper.make_node("Cast", ["n"], ["f"], name="cast", to=TensorProto.FLOAT),
-             helper.make_node("Mul", ["f", "s"], ["y"], name="mul")],
-            [vi("n", [2], TensorProto.INT32)], ["y"], [init("s", np.array(2.0, np.float32))])
+             helper.make_node("Mul", ["f", "s"], ["y"], name="mul"),
+             helper.make_node("Neg", ["f"], ["z"], name="neg")],
+            [vi("n", [2], TensorProto.INT32)], ["y", "z"], [init("s", np.array(2.0, np.float32))])
     chain = g.chain_of["y"]
-    assert (chain.ops(), chain.kind, chain.inputs) == ("Cast+Mul", None, ("n",))
+    assert (chain.ops(), chain.kind, chain.inputs) == ("Mul", None, ("f",))
 
 
 def test_a_follower_does_not_join_a_split_or_a_graph_output() -> None:
