@@ -96,6 +96,7 @@ def test_a_mul_of_a_cast_graph_input_is_not_an_integer_rescale() -> None:
             [vi("n", [2], TensorProto.INT32)], ["y", "z"], [init("s", np.array(2.0, np.float32))])
     chain = g.chain_of["y"]
     assert (chain.ops(), chain.kind, chain.inputs) == ("Mul", None, ("f",))
+    assert g.chain_of["f"].ops() == "Cast"  # a Cast that is not looked through is a chain of its own
 
 
 def test_a_follower_does_not_join_a_split_or_a_graph_output() -> None:
