@@ -49,7 +49,7 @@ def measure(cmd: List[str], *, cwd: Path = ROOT, env: Optional[Mapping[str, str]
             watch: Optional[Path] = None) -> Dict[str, Any]:
     """One whole process: `wall` and `cpu` seconds, peak `rss_mib`, exit `code`, its `output`
     (stdout and stderr), and with `watch` the line count of that file every 10 ms (`seen`)."""
-    full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}  # `env` may set PYTHONPATH too
     if watch is not None:
         full_env["MI_BENCH_WATCH"] = str(watch)
     done = subprocess.run([sys.executable, "-c", LAUNCHER, *map(str, cmd)], cwd=cwd, env=full_env,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import mmap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from .types import Dim, TensorInfo
 from .wire import read_varint
@@ -157,13 +157,41 @@ def _value_info(buf: "bytes | mmap.mmap", start: int, end: int) -> TensorInfo:
     return TensorInfo(name, elem_type, shape)
 
 
-def _initializer_name(buf: "bytes | mmap.mmap", start: int, end: int) -> str:
+_WALK_LIMIT = 64
+"""Fields of one initializer walked in Python before `_initializer_names` falls back to a C-level find."""
+
+
+class _LongTensor(Exception):
+    """An initializer with more than `_WALK_LIMIT` fields (weights stored unpacked, one field each)."""
+
+
+def _initializer_name(buf: "bytes | mmap.mmap", start: int, end: int, limit: int = 0) -> str:
+    """TensorProto.name (field 8; the last one given wins, as protobuf reads it). With `limit`, raise
+    `_LongTensor` after that many fields instead of walking on."""
     name = ""
-    for number, wire, value, stop in _fields(buf, start, end):
+    for count, (number, wire, value, stop) in enumerate(_fields(buf, start, end), 1):
         if number == 8:
             _expect(wire, 2)
             name = _text(buf, value, stop)
+        if count == limit:
+            raise _LongTensor
     return name
+
+
+def _initializer_names(buf: "bytes | mmap.mmap", at: List[Tuple[int, int]], wanted: List[bytes]) -> Set[str]:
+    """The names among the initializers at `at` that may equal a graph input's name. An initializer is
+    a handful of fields (dims, type, name, raw_data, skipped by its length): walking them reads a few
+    bytes, where searching the range for the names would read every weight byte (100 MB for
+    ResNet-50). Weights stored unpacked (one field per value) would make the walk long: those ranges
+    are searched for the wanted names first, and walked only when one occurs."""
+    names: Set[str] = set()
+    for start, end in at:
+        try:
+            names.add(_initializer_name(buf, start, end, _WALK_LIMIT))
+        except _LongTensor:
+            if any(buf.find(w, start, end) >= 0 for w in wanted):
+                names.add(_initializer_name(buf, start, end))
+    return names
 
 
 def _graph(buf: "bytes | mmap.mmap", start: int, end: int) -> Tuple[str, List[TensorInfo], List[TensorInfo]]:
@@ -181,13 +209,8 @@ def _graph(buf: "bytes | mmap.mmap", start: int, end: int) -> Tuple[str, List[Te
         elif number in (11, 12):
             _expect(wire, 2)
             (inputs if number == 11 else outputs).append(_value_info(buf, value, stop))
-    # An initializer named like an input holds that name's bytes: only those are read field by field
-    # (a C-level find per initializer instead of a Python walk of every initializer's fields).
-    wanted = [t.name.encode("utf-8") for t in inputs if t.name]
-    initializers = {_initializer_name(buf, a, b) for a, b in initializer_at
-                    if any(buf.find(w, a, b) >= 0 for w in wanted)}
-    if any(not t.name for t in inputs) and initializer_at:
-        initializers |= {_initializer_name(buf, a, b) for a, b in initializer_at}  # '' is in every range
+    wanted = [t.name.encode("utf-8") for t in inputs]  # b"" (an unnamed input) is found in every range
+    initializers = _initializer_names(buf, initializer_at, wanted) if inputs else set()
     return name, [t for t in inputs if t.name not in initializers], outputs
 
 

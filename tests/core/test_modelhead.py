@@ -110,3 +110,34 @@ def _strip_opsets(data: bytes) -> bytes:
 def test_a_missing_file_gives_none(tmp_path: Path) -> None:
     assert read_model_head(tmp_path / "nope.onnx") is None
 
+
+
+def _unpacked_tensor(names: "list[str]", values: int) -> bytes:
+    """A TensorProto written by hand with `values` floats unpacked (one field each, as some writers
+    do; onnx packs them) and its name field(s) after the data."""
+    import struct
+
+    from inspector_cli.core.lazyload import _encode_varint
+
+    data = _encode_varint(1 << 3) + _encode_varint(values)  # dims: [values]
+    data += _encode_varint(2 << 3) + _encode_varint(TensorProto.FLOAT)
+    data += b"".join(_encode_varint((4 << 3) | 5) + struct.pack("<f", float(i)) for i in range(values))
+    return data + b"".join(_field(8, name.encode()) for name in names)
+
+
+def test_initializers_with_unpacked_weights_are_read_by_name(tmp_path: Path) -> None:
+    """An initializer of more fields than the walk's limit is searched first, then read exactly: an
+    input named like it is not an input, whatever the order or repetition of its name fields."""
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add"), helper.make_node("Add", ["y", "v"], ["z"], name="b")]
+    model = make_model(nodes, [vi("x", [100]), vi("w", [100]), vi("v", [100])], [vi("z", [100])], [])
+    graph = model.graph.SerializeToString()
+    graph += _field(5, _unpacked_tensor(["w"], 100))  # name after 100 data fields
+    graph += _field(5, _unpacked_tensor(["zz", "v"], 100))  # named twice: the last name wins
+    graph += _field(5, _unpacked_tensor(["big"], 200))  # not an input
+    model.ClearField("graph")
+    path = tmp_path / "unpacked.onnx"
+    path.write_bytes(model.SerializeToString() + _field(7, graph))
+    head = read_model_head(path)
+    assert head is not None
+    assert [t.name for t in head.inputs] == ["x"]
+    assert _head(path) == _facts(path)
