@@ -71,6 +71,7 @@ def test_chains_align_from_their_ends_down_to_a_head(ops_a: List[str], ops_b: Li
     (["Conv", "BatchNormalization", "Relu"], ["Conv", "Relu"], 0.0, []),
     # an Add a non-absorbing head cannot have folded
     (["Add", "Add", "Add"], ["Add", "Add"], 0.2, ["Add dropped by a Add"]),
+    (["Add", "Add", "Add"], ["Add"], 0.4, ["Add dropped by a Add", "Add dropped by a Add"]),
     # an activation missing on either side, nothing to explain it
     (["Conv", "Relu"], ["Conv"], 0.2, ["Relu missing on one side"]),
     (["Conv"], ["Conv", "Relu"], 0.2, ["Relu missing on one side"]),

@@ -137,3 +137,5 @@ def test_a_pair_found_by_an_alias_across_a_reshape_is_a_name_pair() -> None:
                helper.make_node("Neg", ["r"], ["y"], name="neg")], ["x"], ["y"])
     pairs = by_a(match_tensors(a, b, inputs=[("x", "x")]))
     assert (pairs["r"].b, pairs["r"].method, pairs["r"].located_by) == ("r0", "name", "name")
+    # neither is an output nor quantised: each read where it is
+    assert (pairs["r"].view_a, pairs["r"].view_b) == (TensorView("r", "r"), TensorView("r0", "r0"))
