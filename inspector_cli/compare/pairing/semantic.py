@@ -167,8 +167,9 @@ class SemanticGraph:
                     or (not ins and op != "RandomNormal"):
                 add_static(o for o in node.outputs if o)
             kind = transparent(node) if op in TRANSPARENT else None
-            index = 0
-            for out in node.outputs:
+            # by position: only the first output is the value passed through (a Dropout's mask,
+            # its output omitted, is not)
+            for index, out in enumerate(node.outputs):
                 if not out:
                     continue
                 if kind is not None and index == 0:
@@ -180,7 +181,6 @@ class SemanticGraph:
                 else:
                     canon[out] = out
                     kinds[out] = empty
-                index += 1
         for name in self._initializers:
             canon.setdefault(name, name)
             kinds.setdefault(name, empty)
