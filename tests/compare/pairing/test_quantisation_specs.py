@@ -73,3 +73,17 @@ def test_a_split_of_quantised_integers_is_quantised_alike_and_its_outputs_are_it
             [vi("x", [4])], [vi("s0", [2], U8), vi("s1", [2], U8)])
     assert g.quant_of["s0"] == g.quant_of["s1"] == QuantSpec("sc", "zp", 1)
     assert g.chain_of["s1"] is g.chain_of["s0"]
+
+
+def test_a_maxpool_of_integers_quantises_its_values_not_its_indices() -> None:
+    g = sem([helper.make_node("QuantizeLinear", ["x", "sc", "zp"], ["q"], name="q"),
+             helper.make_node("MaxPool", ["q"], ["p", "idx"], name="pool", kernel_shape=[2])],
+            [vi("x", [1, 1, 4])], [vi("p", [1, 1, 3], U8), vi("idx", [1, 1, 3], TensorProto.INT64)])
+    assert g.quant_of["p"] == QuantSpec("sc", "zp", 1)
+    assert "idx" not in g.quant_of
+
+
+def test_a_qoperator_output_without_its_zero_point_input() -> None:
+    node = helper.make_node("QLinearSigmoid", ["n", "sc", "zp", "sc2"], ["y"], name="qsig", domain="com.microsoft")
+    g = sem([node], [vi("n", [2], U8)], [vi("y", [2], U8)])
+    assert g.quant_of["y"] == QuantSpec("sc2", None, 1)

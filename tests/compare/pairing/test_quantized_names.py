@@ -97,3 +97,9 @@ def test_extra_outputs_of_a_split_pair_as_chain_ends_not_fused() -> None:
     pairs = {p.a: p for p in match_tensors(split("x", "a"), split("in", "b"), inputs=[("x", "in")]).pairs}
     assert [(t, pairs[t].b, pairs[t].method) for t in ("a0", "a1")] == [("a0", "b0", "structural"),
                                                                         ("a1", "b1", "structural")]
+
+
+def test_only_names_ending_in_quantized_are_read_as_another_tensors_name() -> None:
+    # 'probabilities' is quantised and 9 characters longer than 'prob': no name of 'prob' for all that
+    _, pair = match_tensors(reference(), qoperator("probabilities"), inputs=[("x", "in")]).pairs
+    assert (pair.b, pair.located_by) == ("probabilities", "structure")
