@@ -203,16 +203,6 @@ class SemanticGraph:
                     found.setdefault(node.name, node)
         return sorted(found.values(), key=lambda n: n.order)
 
-    def semantic_inputs(self, node: NodeInfo) -> Tuple[str, ...]:
-        out: List[str] = []
-        for tensor in node.inputs:
-            if not tensor:
-                continue
-            root = self.canonical(tensor)
-            if self.is_data(root):
-                out.append(root)
-        return tuple(out)
-
     # ---- quantisation -------------------------------------------------------------------------------
     def _quantisation(self) -> None:
         for node in self.graph.nodes:
@@ -296,7 +286,7 @@ class SemanticGraph:
         return frozenset(self.graph.output_names)
 
     def _build_chains(self) -> None:
-        # the hot loop of pairing at 50,000 nodes: canonical(), is_data() and semantic_inputs()
+        # the hot loop of pairing at 50,000 nodes: canonical(), is_data() and the data inputs of a node
         # inlined over locals, the data test memoised per tensor (static, inputs, types and
         # quantisation are final here), the follower test only for follower op types
         graph_outputs = self.output_set
