@@ -150,6 +150,10 @@ def model_rows(bench: Bench, name: str, paths: Dict[str, Path], kinds: Sequence[
             bench.paired(f"{base}/compare-layers-256", big,
                          lambda r, n: mi(r, "-q", "compare", fp32, other, "--inputs", paths["data256"], "--layers",
                                          "all", "--json", out), "RSS flat 8->256", None, None, rss=True)
+        # what exposing every layer costs onnxruntime alone (no diff): the floor under any `--layers all`
+        # that reads every tensor from the session
+        bench.paired(f"{base}/expose-all", floors, lambda r, n: [*WORK, "exposed", fp32, other, data[n]],
+                     "reference", None, None, mi_row=False)
         # whole process only: the naive script is slow (float64 copies of every tensor)
         bench.paired(f"{base}/naive-script", {min(counts): floors[min(counts)]},
                      lambda r, n: [*WORK, "naive", fp32, other, data[n]], "reference", None, None, mi_row=False)

@@ -4,6 +4,7 @@
     python scripts/bench_speed_work.py floor A.onnx [B.onnx ...] DATA   plain inference: sessions + runs
     python scripts/bench_speed_work.py checker MODEL                    check_model(full_check=True) + one session
     python scripts/bench_speed_work.py naive A B DATA                   expose every tensor, numpy diff, streamed
+    python scripts/bench_speed_work.py exposed A B DATA                 expose every tensor, no diff (inference only)
     python scripts/bench_speed_work.py plan A B                         50k-node planning: pairing + chains (seconds)
     python scripts/bench_speed_work.py nan_data MODEL DATA OUT N BAD    N samples; BAD=1: sample N/2 overflows
     python scripts/bench_speed_work.py big NODES OUT_DIR                generated encoder (fp32 + fp16) of ~NODES nodes
@@ -94,6 +95,18 @@ def naive(a: str, b: str, data: str) -> None:
             worst[name] = min(worst.get(name, 1.0), cos)
             float(np.abs(d).max()), float(np.sqrt(d @ d / max(d.size, 1)))
     print(json.dumps({"pairs": len(worst)}))
+
+
+def exposed(*args: str) -> None:
+    """Inference alone with every tensor exposed as an output (no diff): what reading every layer
+    costs onnxruntime before any metric is computed (exposing a tensor keeps its node from being
+    fused, e.g. DequantizeLinear -> Conv -> QuantizeLinear into QLinearConv)."""
+    *models, data = args
+    sessions = [_exposed(path)[0] for path in models]
+    for path in _feeds(data):
+        feeds = _load(path)
+        for session in sessions:
+            session.run(None, feeds)
 
 
 def plan(a: str, b: str) -> None:
@@ -196,5 +209,5 @@ def external(out: str) -> None:
 
 
 if __name__ == "__main__":
-    {"floor": floor, "checker": checker, "naive": naive, "plan": plan, "nan_data": nan_data, "big": big,
+    {"floor": floor, "checker": checker, "naive": naive, "exposed": exposed, "plan": plan, "nan_data": nan_data, "big": big,
      "pick": pick, "external": external}[sys.argv[1]](*sys.argv[2:])

@@ -16,3 +16,5 @@ class AppState:
     """Tables: every column (the terminal shows the essential ones by default)."""
     columns: Tuple[str, ...] = ()
     """Tables: extra columns to show by name (e.g. shape, max rel)."""
+    suite_step: bool = False
+    """A step of `mi run`: the suite result keeps the command's whole result (never a table-only one)."""

@@ -8,14 +8,15 @@ import click
 
 from ._options import model_argument, report_options
 from ._output import check_report_paths, emit
+from ._state import AppState
 
 
 def _table_only(ctx: click.Context, params: Any) -> bool:
     """Whether the result is only printed as tables: no report file, no JSON on stdout, and not a step
     of `mi run` (whose suite result holds each step's whole result)."""
     reports = ("json_path", "html_path", "junit_path", "model_explorer_path")
-    top_level = ctx.parent is not None and ctx.parent.parent is None
-    return top_level and params.get("fmt") in ("table", "markdown", "csv") and not any(params.get(r) for r in reports)
+    step = isinstance(ctx.obj, AppState) and ctx.obj.suite_step
+    return not step and params.get("fmt") in ("table", "markdown", "csv") and not any(params.get(r) for r in reports)
 
 
 @click.command("inspect")

@@ -80,7 +80,8 @@ def run(ctx: click.Context, suite_path: str, only: Tuple[str, ...], skip: Tuple[
         raise ConfigError(first.message, hint=f"{first.hint}; {more}" if first.hint else more) if len(errors) > 1 \
             else first
     quiet_steps = state.quiet or fmt != "table" or json_path == "-"
-    step_state = AppState(quiet=quiet_steps, verbose=state.verbose, no_color=state.no_color, debug=state.debug)
+    step_state = AppState(quiet=quiet_steps, verbose=state.verbose, no_color=state.no_color, debug=state.debug,
+                          suite_step=True)
 
     def echo(line: str) -> None:
         if not state.quiet:
