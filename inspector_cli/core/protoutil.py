@@ -10,8 +10,23 @@ from .types import Dim, TensorInfo
 from .wire import read_varint  # noqa: F401 (re-exported: the one varint reader, onnx-free in wire.py)
 from .wiretypes import read_value_types
 
-# what `onnx.shape_inference.infer_shapes` calls (model bytes, check_type, strict_mode, data_prop -> bytes)
-from onnx.onnx_cpp2py_export.shape_inference import infer_shapes as _infer_shapes_bytes  # noqa: E402  isort: skip
+try:  # what `onnx.shape_inference.infer_shapes` calls (model bytes, check_type, strict_mode, data_prop -> bytes)
+    from onnx.onnx_cpp2py_export.shape_inference import infer_shapes as _infer_shapes_bytes  # isort: skip
+except ImportError:  # pragma: no cover - an onnx without this binding: the public call below
+    _infer_shapes_bytes = None
+
+
+def _inferred_bytes(data: bytes) -> bytes:
+    """The serialised model `onnx.shape_inference.infer_shapes(data, check_type=False, strict_mode=False,
+    data_prop=True)` returns, without its parse into a ModelProto where onnx's binding allows (a private
+    module: any other onnx falls back to the public call)."""
+    if _infer_shapes_bytes is not None:
+        try:
+            return _infer_shapes_bytes(data, False, False, True)
+        except TypeError:  # another signature in another onnx release
+            pass
+    return onnx.shape_inference.infer_shapes(data, check_type=False, strict_mode=False,
+                                             data_prop=True).SerializeToString()
 
 
 AttributeKinds = List[Tuple[int, onnx.NodeProto, Tuple[int, ...]]]
@@ -244,7 +259,7 @@ def value_type_table(model: onnx.ModelProto, declared: Optional[bool] = None
     graph = model.graph
     if not (fully_declared(graph) if declared is None else declared):
         try:  # `onnx.shape_inference.infer_shapes` without parsing its answer as a whole ModelProto
-            data = _infer_shapes_bytes(model.SerializeToString(), False, False, True)
+            data = _inferred_bytes(model.SerializeToString())
             read = read_value_types(data, _read_type)
             if read is not None:
                 return read

@@ -73,3 +73,16 @@ def test_unusual_bytes_read_as_protobuf_reads_them_or_are_declined() -> None:
     assert list(read_value_types(as_protobuf["the graph twice (merged)"], _read_type) or {}) == ["h", "k"]
     declined = {"a name not UTF-8": _model_bytes(_field(1, b"\xff") + _field(2, typed)), "truncated": good[:-1]}
     assert {case: read_value_types(data, _read_type) for case, data in declined.items()} == dict.fromkeys(declined)
+
+
+def test_the_public_inference_gives_the_same_types(monkeypatch) -> None:
+    """Without onnx's private binding (another onnx release), the public call gives the same table."""
+    from inspector_cli.core import protoutil
+    from inspector_cli.testing.models import build_cnn
+
+    model = build_cnn()
+    del model.graph.value_info[:]
+    private = protoutil.light_value_types(model)
+    monkeypatch.setattr(protoutil, "_infer_shapes_bytes", None)
+    public = protoutil.light_value_types(model)
+    assert public == private and len(private) > len(model.graph.input) + len(model.graph.output)
