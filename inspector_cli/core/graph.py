@@ -18,8 +18,10 @@ from ..errors import ModelLoadError, UsageError
 from .external_data import check_external_data, external_data_problems, rebase_symlinked_data  # noqa: F401 (re-exported)
 from .filehash import prefetch as prefetch_sha256
 from .light import light_copy
-from .protoutil import external_tensors, fully_declared, infer_tensor_info, iter_subgraphs, value_info_to_tensor
+from .protoutil import (AttributeKinds, add_initializer_types, attribute_kinds, external_tensors, fully_declared, infer_tensor_info, iter_subgraphs,
+                        value_info_to_tensor)
 from .topology import NodeInfo, NotText, assign_node_names, subgraph_flags, topological_nodes  # noqa: F401 (NodeInfo re-exported)
+from .typefork import PendingTypes, start as start_type_child
 from .types import TensorInfo
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
@@ -39,12 +41,16 @@ class ModelGraph:
     data_folder: Optional[Path] = field(default=None, repr=False)
     """Where external-data locations are resolved when not the model's own folder (a model reached
     through symlinks: `core/external_data.rebase_symlinked_data`)."""
+    _pending_types: Optional[PendingTypes] = field(default=None, repr=False)
+    """A child process computing the tensor types since the load (`load_model(early_types=True)`)."""
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def from_proto(cls, model: onnx.ModelProto, path: Optional[Path] = None) -> "ModelGraph":
+    def from_proto(cls, model: onnx.ModelProto, path: Optional[Path] = None,
+                   kinds: Optional[AttributeKinds] = None) -> "ModelGraph":
+        """`kinds`: `protoutil.attribute_kinds(model.graph)` when the caller holds it."""
         graph = cls(model=model, path=path)
-        flags = subgraph_flags(model.graph)
+        flags = subgraph_flags(model.graph, kinds)
         graph.renamed_nodes = assign_node_names(model.graph, flags=flags)
         try:
             graph.nodes, graph.cycle_nodes = topological_nodes(model.graph, graph.renamed_nodes, flags)
@@ -121,6 +127,14 @@ class ModelGraph:
     # ---- tensor types and shapes ----------------------------------------------------------------
     def tensor_info(self, name: str) -> TensorInfo:
         """Type and shape of any tensor, from the model's declarations and ONNX shape inference."""
+        if self._tensor_info is None and self._pending_types is not None:
+            pending, self._pending_types = self._pending_types, None
+            initializers: Dict[str, TensorInfo] = {}
+            add_initializer_types(self.model.graph, initializers)  # while the child may still be working
+            info = pending.result()  # None: the child did not deliver; computed below, as without it
+            if info is not None:
+                info.update(initializers)  # last, as `infer_tensor_info` adds them
+                self._tensor_info = info
         if self._tensor_info is None:
             # a model saved with every node output typed needs no inference, hence no weight-less copy
             # either (0.2-0.3 s at 50,000 nodes); the node outputs come from the topology's tuples
@@ -137,6 +151,9 @@ class ModelGraph:
     def set_tensor_info(self, info: Dict[str, TensorInfo]) -> None:
         """Install tensor types computed elsewhere instead of running shape inference ({} types nothing:
         for graphs whose contrib ops defeat ONNX shape inference)."""
+        if self._pending_types is not None:
+            self._pending_types.cancel()
+            self._pending_types = None
         self._tensor_info = info
 
     def node_proto(self, name: str) -> onnx.NodeProto:
@@ -160,29 +177,49 @@ class ModelGraph:
 
 
 # ---- loading ------------------------------------------------------------------------------------
-def load_model(path: "str | os.PathLike[str]") -> ModelGraph:
+def load_model(path: "str | os.PathLike[str]", early_types: bool = False) -> ModelGraph:
     """Load an ONNX model by path, checking that external data stays inside the model's folder.
 
     Weights stored as external data are not read into memory: they stay references that
     onnxruntime resolves against the model's folder. Raises `UsageError` for a path that does not
     exist or is a directory, `ModelLoadError` for a file that is not a usable ONNX model.
+
+    `early_types`: for a caller that will ask for the tensor types; on Linux a child process computes
+    them while the graph is indexed (`core/typefork.py`; same types, same errors).
     """
     model_path = Path(path)
     if not model_path.exists():
         raise UsageError(f"{model_path}: no such file", hint="check the model path")
     if model_path.is_dir():
         raise UsageError(f"{model_path}: is a directory, not an .onnx file", hint="pass the model file itself")
-    prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
-    model = parse_model_file(model_path)
-    stored = external_tensors(model.graph)  # one pass over every node for both the guard and the rebase
-    check_external_data(model, model_path, stored)
-    graph = ModelGraph.from_proto(model, model_path)
-    graph.data_folder = rebase_symlinked_data(model, model_path, stored)
+    if not early_types:
+        prefetch_sha256(model_path)  # for the result's ModelRef, on the idle core meanwhile
+    model, kinds = _parse(model_path)
+    # the child starts before the external-data guard: shape inference reads no external data (onnx's
+    # C++ refuses to: "Cannot parse data from external tensors"), and a refused model stops the child
+    pending = start_type_child(model, len(model.graph.node)) if early_types else None
+    if early_types:
+        prefetch_sha256(model_path)  # after the fork: the child must start with one thread
+    try:
+        stored = external_tensors(model.graph, kinds)  # one pass for both the guard and the rebase
+        check_external_data(model, model_path, stored)
+        graph = ModelGraph.from_proto(model, model_path, kinds)
+        graph.data_folder = rebase_symlinked_data(model, model_path, stored)
+    except BaseException:
+        if pending is not None:
+            pending.cancel()
+        raise
+    graph._pending_types = pending
     return graph
 
 
 def parse_model_file(model_path: Path) -> onnx.ModelProto:
     """Parse a file as a ModelProto, turning every way it can be broken into one ModelLoadError."""
+    return _parse(model_path)[0]
+
+
+def _parse(model_path: Path) -> Tuple[onnx.ModelProto, AttributeKinds]:
+    """`parse_model_file`, and the top-level nodes' attribute kinds it reads (for the guard and topology)."""
     size = model_path.stat().st_size
     if size == 0:
         raise ModelLoadError(f"{model_path}: the file is empty", hint="re-export or re-copy the model")
@@ -194,7 +231,8 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
             f"{model_path}: not a valid ONNX protobuf ({reason})",
             hint="the file is truncated or is not an ONNX model",
         ) from exc
-    bad_text = _non_utf8_name(model)
+    kinds = attribute_kinds(model.graph) if model.HasField("graph") else []
+    bad_text = _non_utf8_name(model, kinds=kinds)
     if bad_text is not None:
         raise ModelLoadError(f"{model_path}: not a valid ONNX protobuf ({bad_text} is not UTF-8 text)",
                              hint="the file is corrupt")
@@ -204,17 +242,17 @@ def parse_model_file(model_path: Path) -> onnx.ModelProto:
             f"{len(model.graph.node)} nodes, {len(model.opset_import)} opset imports)",
             hint="the file is not an ONNX model or is truncated",
         )
-    return model
+    return model, kinds
 
 
-def _all_text(model: onnx.ModelProto) -> bool:
+def _all_text(model: onnx.ModelProto, kinds: Optional[AttributeKinds] = None) -> bool:
     """True when every name of the model outside its top-level nodes is `str`: one C-level join per
     field kind raises TypeError on the first `bytes` (a per-name isinstance test cost 0.35 s at 50,000
     nodes). The top-level nodes' names are checked by `ModelGraph.from_proto`, which reads them anyway."""
     try:
         "".join([vi.name for items in (model.graph.input, model.graph.output, model.graph.value_info,
                                        model.graph.initializer) for vi in items])
-        for graph in iter_subgraphs(model.graph):
+        for graph in iter_subgraphs(model.graph, kinds):
             nodes = graph.node
             "".join([vi.name for items in (graph.input, graph.output, graph.value_info, graph.initializer)
                      for vi in items])
@@ -226,11 +264,11 @@ def _all_text(model: onnx.ModelProto) -> bool:
     return True
 
 
-def _non_utf8_name(model: onnx.ModelProto, quick: bool = True) -> Optional[str]:
+def _non_utf8_name(model: onnx.ModelProto, quick: bool = True, kinds: Optional[AttributeKinds] = None) -> Optional[str]:
     """Where a string field holds bytes that are not UTF-8 (protobuf then hands back `bytes`, and
     every later use of the name would fail), or None. `quick` leaves the top-level nodes to
     `ModelGraph.from_proto`."""
-    if quick and _all_text(model):
+    if quick and _all_text(model, kinds):
         return None
     for graph in [model.graph, *iter_subgraphs(model.graph)]:
         for kind, items in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info),

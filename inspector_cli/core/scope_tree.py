@@ -145,6 +145,26 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
         if short:
             get_short = short.get
             cut = {name: get_short(path, path) for name, path in paths.items()}
+    root = Scope(path=(), kind="root")
+    scope_of: Dict[Path, Scope] = {(): root}
+    # what needs no tensor type first (the scopes, in the order their first nodes come, and their
+    # boundaries), so it overlaps the types' child process (core/typefork.py) when there is one
+    for node in graph.nodes:
+        path = cut[node.name]
+        if path in scope_of:
+            continue
+        missing = [path]  # parents are made before children, as the sums below need
+        while missing[-1][:-1] not in scope_of:
+            missing.append(missing[-1][:-1])
+        for made in reversed(missing):
+            scope = _new_scope(made, kinds.get(made, "name"))
+            scope_of[made] = scope_of[made[:-1]].children[made[-1]] = scope
+    has_constants = any(node.op_type == "Constant" for node in graph.nodes)  # not one proto read when none
+    constants = [proto for proto in graph.model.graph.node if proto.op_type == "Constant" and proto.attribute
+                 and proto.attribute[0].name == "value"] if has_constants else []
+    _mark_boundaries(graph, cut, scope_of, graph.initializer_names.union(
+        [out for proto in constants for out in proto.output]))
+
     info = graph.all_tensor_info()
     get_info = info.get
     dynamic = False
@@ -161,17 +181,6 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
         shapes[tensor] = shape
         return shape
 
-    root = Scope(path=(), kind="root")
-    scope_of: Dict[Path, Scope] = {(): root}
-    get_scope = scope_of.get
-
-    def scope_at(path: Path) -> Scope:
-        # parents are made before children, as the sums below need; most new scopes have a parent already
-        parent = get_scope(path[:-1]) or scope_at(path[:-1])
-        scope = _new_scope(path, kinds.get(path, "name"))
-        scope_of[path] = parent.children[path[-1]] = scope
-        return scope
-
     # initializers' (type, dims) are in the tensor info already (written last, from the proto): reading
     # 33,000 protos again cost 0.1-0.5 s at 50,000 nodes; installed info without them reads the protos
     known = [get_info(name) for name in graph.initializer_names]
@@ -179,12 +188,10 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
         param_sizes = {ti.name: (ti.elem_type, ti.shape) for ti in known}  # type: ignore[union-attr]
     else:
         param_sizes = {t.name: (t.data_type, tuple(t.dims)) for t in graph.model.graph.initializer}
-    has_constants = any(node.op_type == "Constant" for node in graph.nodes)  # not one proto read when none
-    for proto in graph.model.graph.node if has_constants else ():
-        if proto.op_type == "Constant" and proto.attribute and proto.attribute[0].name == "value":
-            tensor = proto.attribute[0].t
-            for out in proto.output:
-                param_sizes[out] = (tensor.data_type, tuple(tensor.dims))
+    for proto in constants:
+        tensor = proto.attribute[0].t
+        for out in proto.output:
+            param_sizes[out] = (tensor.data_type, tuple(tensor.dims))
     claimed: set = set()
     counted: Dict[object, Tuple[int, bool]] = {}  # shape -> _elements(shape): few distinct shapes, 50,000 outputs
     node_flops: Dict[str, Optional[int]] = {}
@@ -242,8 +249,7 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
         node_flops[name] = flops
         node_bytes[name] = act
         # numbers go to the leaf only; parents get their children's sums once, below (not depth x nodes)
-        path = cut[name]
-        leaf = get_scope(path) or scope_at(path)
+        leaf = scope_of[cut[name]]
         if leaf.first < 0 and op not in TRANSPARENT:
             leaf.first = node.order  # weight DQs are ready first in topological order: not a position
         leaf.own.append((node.order, name))
@@ -258,7 +264,6 @@ def build_scope_tree(graph: ModelGraph, depth: Optional[int] = None) -> ScopeTre
         else:
             leaf.flops += flops
     _sum_up(list(scope_of.values()))
-    _mark_boundaries(graph, cut, scope_of, set(param_sizes))
     return ScopeTree(root=root, node_path=paths, source=source, dynamic_dims=dynamic,
                      node_flops=node_flops, node_bytes=node_bytes, depth=depth, scope_count=scope_count)
 

@@ -144,24 +144,28 @@ def scope_name(path: Path) -> str:
 def attach_transparent(graph: ModelGraph, paths: Dict[str, Path]) -> None:
     """Give Q/DQ and Constant nodes the scope of the first real node they feed (else of their producer)."""
     resolved: Dict[str, Path] = {}
-
-    def served(node: NodeInfo, seen: int = 0) -> Optional[Path]:
-        if node.op_type not in TRANSPARENT:
-            return paths.get(node.name)
-        if node.name in resolved or seen > 8:
-            return resolved.get(node.name)
-        for out in node.outputs:
-            for consumer in graph.consumers.get(out, []):
-                found = served(consumer, seen + 1)
-                if found is not None:
-                    resolved[node.name] = found
-                    return found
-        return None
-
     for node in graph.nodes:
         if node.op_type in TRANSPARENT:
-            path = served(node)
+            path = _served(graph, paths, resolved, node)
             if path is None:
                 producer = next((graph.producer[t] for t in node.inputs if t in graph.producer), None)
                 path = paths.get(producer.name, ()) if producer is not None else ()
             paths[node.name] = path
+
+
+def _served(graph: ModelGraph, paths: Dict[str, Path], resolved: Dict[str, Path], node: NodeInfo,
+            seen: int = 0) -> Optional[Path]:
+    """The scope of the first real node `node` feeds (`attach_transparent`). A module function, not a
+    closure: a closure calling itself is a reference cycle, which held the graph until the cyclic
+    collector ran (`mi inspect` pauses it), so a loaded model was not freed when its users let go."""
+    if node.op_type not in TRANSPARENT:
+        return paths.get(node.name)
+    if node.name in resolved or seen > 8:
+        return resolved.get(node.name)
+    for out in node.outputs:
+        for consumer in graph.consumers.get(out, []):
+            found = _served(graph, paths, resolved, consumer, seen + 1)
+            if found is not None:
+                resolved[node.name] = found
+                return found
+    return None

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 import onnx
 
-from .protoutil import implicit_inputs
+from .protoutil import AttributeKinds, implicit_inputs
 
 _GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 
@@ -54,9 +54,16 @@ def has_subgraph(node: onnx.NodeProto) -> bool:
     return any(attr.type == _GRAPH or attr.type == _GRAPHS for attr in node.attribute)
 
 
-def subgraph_flags(graph: onnx.GraphProto) -> List[bool]:
-    """`has_subgraph` of every node of `graph`, read once for naming and ordering."""
-    return [has_subgraph(p) for p in graph.node]
+def subgraph_flags(graph: onnx.GraphProto, kinds: Optional[AttributeKinds] = None) -> List[bool]:
+    """`has_subgraph` of every node of `graph`, read once for naming and ordering (from `kinds`,
+    `protoutil.attribute_kinds(graph)`, when the caller holds it)."""
+    if kinds is None:
+        return [has_subgraph(p) for p in graph.node]
+    flags = [False] * len(graph.node)
+    for i, _, types in kinds:
+        if _GRAPH in types or _GRAPHS in types:
+            flags[i] = True
+    return flags
 
 
 def assign_node_names(graph: onnx.GraphProto, prefix: str = "", flags: Optional[List[bool]] = None) -> Dict[str, str]:

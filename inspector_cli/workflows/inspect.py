@@ -33,7 +33,7 @@ def inspect_model(model: "str | ModelGraph", config: Optional[InspectConfig] = N
     the tables show is the same (not for --diff, which aligns whole trees)."""
     config = config or InspectConfig()
     mode = _mode(config)
-    graph = model if isinstance(model, ModelGraph) else load_model(model)
+    graph = model if isinstance(model, ModelGraph) else load_model(model, early_types=True)
     table_only = table_only and mode != "diff"
     tree = build_scope_tree(graph, depth=config.depth if table_only else None)
     fields = dict(
@@ -61,7 +61,7 @@ def inspect_model(model: "str | ModelGraph", config: Optional[InspectConfig] = N
         return dataclasses.replace(result, pattern=config.node, matches=[node_facts(graph, tree, config.node)])
     if mode == "diff":
         assert config.diff is not None
-        other = load_model(config.diff)
+        other = load_model(config.diff, early_types=True)
         other_tree = build_scope_tree(other)
         return dataclasses.replace(
             result, models=result.models + [ModelRef.of(other, role="other")],

@@ -167,8 +167,9 @@ class SemanticGraph:
                     or (not ins and op != "RandomNormal"):
                 add_static(o for o in node.outputs if o)
             kind = transparent(node) if op in TRANSPARENT else None
-            index = 0
-            for out in node.outputs:
+            # by position: only the first output is the value passed through (a Dropout's mask,
+            # its output omitted, is not)
+            for index, out in enumerate(node.outputs):
                 if not out:
                     continue
                 if kind is not None and index == 0:
@@ -180,7 +181,6 @@ class SemanticGraph:
                 else:
                     canon[out] = out
                     kinds[out] = empty
-                index += 1
         for name in self._initializers:
             canon.setdefault(name, name)
             kinds.setdefault(name, empty)
@@ -202,16 +202,6 @@ class SemanticGraph:
                 if self._transparent(node) is None or node.inputs[0] != name:
                     found.setdefault(node.name, node)
         return sorted(found.values(), key=lambda n: n.order)
-
-    def semantic_inputs(self, node: NodeInfo) -> Tuple[str, ...]:
-        out: List[str] = []
-        for tensor in node.inputs:
-            if not tensor:
-                continue
-            root = self.canonical(tensor)
-            if self.is_data(root):
-                out.append(root)
-        return tuple(out)
 
     # ---- quantisation -------------------------------------------------------------------------------
     def _quantisation(self) -> None:
@@ -296,7 +286,7 @@ class SemanticGraph:
         return frozenset(self.graph.output_names)
 
     def _build_chains(self) -> None:
-        # the hot loop of pairing at 50,000 nodes: canonical(), is_data() and semantic_inputs()
+        # the hot loop of pairing at 50,000 nodes: canonical(), is_data() and the data inputs of a node
         # inlined over locals, the data test memoised per tensor (static, inputs, types and
         # quantisation are final here), the follower test only for follower op types
         graph_outputs = self.output_set
