@@ -50,8 +50,9 @@ class BodyRunner:
                 model.graph.output.append(onnx.ValueInfoProto(name=name))
         self.session = Session(model.SerializeToString(), runtime, label=f"body {body.name}")
         self.output_names = [o.name for o in body.output]
-        # the body's own weights: their statistics (a zero divisor, a corrupted value) explain an origin too
-        self.weights = {t.name: numpy_helper.to_array(t) for t in body.initializer}
+        # the body's own weights: their statistics (a zero divisor, a corrupted value) explain an origin too;
+        # read only for the origin's inputs (a Loop body may hold large weights), never from external files
+        self.initializers = {t.name: t for t in body.initializer if t.data_location != onnx.TensorProto.EXTERNAL}
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         names = list(dict.fromkeys([*self.output_names, *self.exposed]))
@@ -68,8 +69,9 @@ class BodyRunner:
         node = self.topo.nodes[chosen]
         from .rootcause import hints_for
 
-        env = {**self.weights, **feeds, **values}
-        ins = [tensor_stats(t, env.get(t), "input" if t in feeds else "initializer" if t in self.weights else "computed")
+        weights = {t: numpy_helper.to_array(self.initializers[t]) for t in node.inputs if t in self.initializers}
+        env = {**weights, **feeds, **values}
+        ins = [tensor_stats(t, env.get(t), "input" if t in feeds else "initializer" if t in weights else "computed")
                for t in node.inputs if t]
         outs = [tensor_stats(t, values.get(t)) for t in node.outputs if t]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.graph.node_proto(node.name).attribute
