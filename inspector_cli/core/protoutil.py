@@ -8,7 +8,7 @@ import onnx
 
 from .types import Dim, TensorInfo
 from .wire import read_varint  # noqa: F401 (re-exported: the one varint reader, onnx-free in wire.py)
-from .wiretypes import read_value_types
+from .wiretypes import fill_type_table, read_value_types
 
 try:  # what `onnx.shape_inference.infer_shapes` calls (model bytes, check_type, strict_mode, data_prop -> bytes)
     from onnx.onnx_cpp2py_export.shape_inference import infer_shapes as _infer_shapes_bytes  # isort: skip
@@ -208,16 +208,7 @@ def _type_table(value_infos: Sequence[onnx.ValueInfoProto], table: Dict[str, Tup
     """name -> (element type, shape) of many value infos into `table` (a declared type wins over an
     untyped entry), each distinct type read once, found again by its serialised bytes (a few dozen
     distinct types among 50,000 tensors). `core/wiretypes.py` fills the same table from the bytes."""
-    known: Dict[bytes, Tuple[int, Optional[Tuple[Dim, ...]]]] = {}
-    for vi in value_infos:
-        name = vi.name
-        key = vi.type.SerializeToString()
-        read = known.get(key)
-        if read is None:
-            read = known[key] = _read_type(key)
-        if not read[0] and name in table:
-            continue
-        table[name] = read
+    fill_type_table(((vi.name, vi.type.SerializeToString()) for vi in value_infos), table, _read_type)
 
 
 def fully_declared(graph: onnx.GraphProto, outputs: Optional[Iterable[str]] = None) -> bool:

@@ -13,7 +13,7 @@ appears once. A type given twice would be merged by ONNX's schema and replaced b
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
@@ -54,17 +54,22 @@ def read_value_types(data: bytes, read_type: Callable[[bytes], TypeRead]) -> Opt
     try:
         graph = _MODEL.FromString(data).graph
         table: Dict[str, TypeRead] = {}
-        known: Dict[bytes, TypeRead] = {}
-        for items in (graph.value_info, graph.input, graph.output):
-            for entry in items:
-                name = entry.name.decode()
-                key = entry.type
-                read = known.get(key)
-                if read is None:
-                    read = known[key] = read_type(key)
-                if not read[0] and name in table:
-                    continue
-                table[name] = read
+        fill_type_table(((entry.name.decode(), entry.type) for items in (graph.value_info, graph.input, graph.output)
+                         for entry in items), table, read_type)
     except (UnicodeDecodeError, DecodeError):
         return None
     return table
+
+
+def fill_type_table(entries: Iterable[Tuple[str, bytes]], table: Dict[str, TypeRead],
+                    read_type: Callable[[bytes], TypeRead]) -> None:
+    """(name, serialised TypeProto) pairs into `table`, each distinct type read once (a few dozen among
+    50,000 tensors); an untyped entry does not replace a typed one. The one loop behind both readers."""
+    known: Dict[bytes, TypeRead] = {}
+    for name, key in entries:
+        read = known.get(key)
+        if read is None:
+            read = known[key] = read_type(key)
+        if not read[0] and name in table:
+            continue
+        table[name] = read
