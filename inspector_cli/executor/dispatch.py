@@ -3,11 +3,16 @@
 Items are numbered in input order as shards are drawn; shards wait in a queue for a free worker;
 an item that was running when its worker died is retried once on its own, then recorded as an
 error; outcomes are released strictly in input order, whatever order workers finish in.
+
+An engine that cannot tell which of several lost calls was running (Ray: a reply can be lost with
+the process that sent it) charges every item lost, as not `certain`: each is re-run `alone` (the
+engine then gives it a worker with nothing else in flight), and only a death that leaves no doubt
+makes an item an error. So an innocent item is never recorded as an error for its neighbour's crash.
 """
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Set
 
 from .base import Outcome, Shard, WorkItem
 
@@ -29,6 +34,8 @@ class Dispatch:
         self.exhausted = False
         self.capacity = (QUEUED_SHARDS + 1) * max(workers, 1)
         self.retries = retries
+        self.alone: Set[int] = set()
+        """Items charged with a death, re-run with nothing else in flight on their worker."""
 
     def refill(self) -> None:
         """Draw shards from the input until enough are queued for every worker."""
@@ -73,12 +80,18 @@ class Dispatch:
         if seqs:
             self.pending.appendleft(seqs)
 
-    def crashed(self, seq: int, who: str, why: str) -> None:
-        """Item `seq` was running when its worker died: retried alone, or recorded as an error."""
+    def needs_alone(self, seqs: List[int]) -> bool:
+        """Whether this shard must be the only one in flight on its worker (see `crashed`)."""
+        return len(seqs) == 1 and seqs[0] in self.alone
+
+    def crashed(self, seq: int, who: str, why: str, certain: bool = True) -> None:
+        """Item `seq` was (`certain`) or may have been running when its worker died: retried alone, or,
+        when certain and out of retries, recorded as an error."""
         self.tries[seq] += 1
-        if self.tries[seq] > self.retries:
+        if certain and self.tries[seq] > self.retries:
             self.results[seq] = Outcome(self.items[seq].key, None,
                                         f"{who} died ({why}) while running this item, {self.tries[seq]} time(s)",
                                         attempts=self.tries[seq])
         else:
+            self.alone.add(seq)
             self.pending.appendleft([seq])

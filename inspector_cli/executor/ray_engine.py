@@ -7,9 +7,12 @@ path itself. Each shard's values come back as soon as it is done; the driver yie
 input order, exactly as the other engines, so JSONL logs and merged results are the same bytes.
 
 Worker loss (the actor's process is killed, or its node goes away) is noticed when its calls fail.
-Shards it had not started are re-queued untouched. The shard it was running is re-run item by
-item, each counting one attempt, so an item that kills a worker again is known exactly and, after
-`retries` retries, recorded as an error; the run goes on with fresh actors.
+Calls that finished before the death count. Every call lost with the actor is re-run item by item,
+each item counting one attempt: which of them was running cannot be known, since a call that had
+returned loses its reply too when the process dies before sending it (seen under load: the next
+item killed the actor a millisecond later). An item so charged runs alone on an actor with nothing
+else in flight, so a second death is its own: after `retries` retries it is recorded as an error;
+the run goes on with fresh actors.
 
 Ray is imported lazily (`mi --help` stays fast) and is an optional extra; `connection.py` finds or
 starts the cluster.
@@ -157,9 +160,7 @@ class RayExecutor(Executor):
             if work.finished:
                 return
             for actor in self._actors:
-                while actor.ready and work.pending and len(actor.inflight) < QUEUED_SHARDS:
-                    seqs = work.take()
-                    actor.inflight.append((actor.handle.run.remote(work.payload(seqs)), seqs))
+                self._feed(actor, work)
             while len(self._actors) < self.workers and work.more_work:
                 self.restarts += 1
                 self._spawn(job_ref)
@@ -182,6 +183,18 @@ class RayExecutor(Executor):
                             raise ExecutorError(f"Ray workers die at start-up ({death})", hint=INSTALL_HINT)
                 else:
                     self._settle_run(actor, ref, work)
+
+    @staticmethod
+    def _feed(actor: _Actor, work: Dispatch) -> None:
+        """Send the actor shards until `QUEUED_SHARDS` are in flight; an item charged with a death goes
+        only to an idle actor, and nothing follows it, so if the actor dies again the item killed it."""
+        while actor.ready and work.pending and len(actor.inflight) < QUEUED_SHARDS:
+            if any(work.needs_alone(seqs) for _, seqs in actor.inflight):
+                return
+            if actor.inflight and work.needs_alone(work.pending[0]):
+                return
+            seqs = work.take()
+            actor.inflight.append((actor.handle.run.remote(work.payload(seqs)), seqs))
 
     def _settle_open(self, actor: _Actor) -> Optional[str]:
         """Why the actor died while starting or opening the job; None when it is ready."""
@@ -218,35 +231,28 @@ class RayExecutor(Executor):
         self._record(done, seqs, work)
 
     def _bury(self, actor: _Actor, why: str, work: Dispatch) -> None:
-        """An actor died. Its calls run in order: those that finished before the death count; the first
-        that did not was running, and is re-run item by item (one attempt each); the rest re-queued."""
+        """An actor died. Its calls that finished before the death count; every other call's items are
+        charged one attempt and re-run alone. Certain (error after the retries) only when one item was lost."""
         ray = self.ray
         inflight = list(actor.inflight)
         self._drop(actor)
         if inflight:
             # Every call of a dead actor resolves soon, with its value (finished before the death) or
             # failed. Reading them at once (timeout 0) took a finished call whose reply had not reached
-            # the driver yet for the running one: under load an innocent item was charged the crash
-            # of the next one and, the second time, recorded as an error.
+            # the driver yet for the running one.
             ray.wait([ref for ref, _ in inflight], num_returns=len(inflight), timeout=SETTLE_SECONDS)
-        running: Optional[List[int]] = None
-        queued: List[List[int]] = []
+        lost: List[int] = []
         for ref, seqs in inflight:
-            if running is not None:
-                queued.append(seqs)
-                continue
             try:
                 done = pickle.loads(ray.get(ref, timeout=0))
-            except Exception:  # noqa: BLE001 - lost with the actor (or not finished): this one was running
-                running = seqs
+            except Exception:  # noqa: BLE001 - lost with the actor: running, not started, or its reply lost
+                lost.extend(seqs)
                 continue
             self._record(done, seqs, work)
-        for seqs in reversed(queued):
-            work.requeue(seqs)
         if self.memory_limit:  # the watchdog ends the process with no word to Ray: say what may have happened
             why += f"; stopped if it passed its memory limit of {self.memory_limit >> 20} MiB"
-        for seq in reversed(running or []):
-            work.crashed(seq, "the Ray worker", why)
+        for seq in reversed(lost):  # each re-queued first, so they keep their input order
+            work.crashed(seq, "the Ray worker", why, certain=len(lost) == 1)
 
     @staticmethod
     def _record(done: List[Tuple[int, Any, Optional[str]]], seqs: List[int], work: Dispatch) -> None:

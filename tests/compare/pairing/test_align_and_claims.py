@@ -14,8 +14,7 @@ from inspector_cli.compare.pairing.semantic import SemanticGraph
 from inspector_cli.core.graph import ModelGraph
 
 from ...fixtures.helpers import init, make_model, vi
-
-W = np.ones((2, 3, 1, 1), np.float32)
+from .chains import W, append_step
 
 
 def sem(nodes: List[onnx.NodeProto], outputs: List[str], inits=(), x: str = "x") -> SemanticGraph:
@@ -28,14 +27,7 @@ def conv_chain(ops: List[str], x: str, prefix: str) -> SemanticGraph:
     nodes, t, inits = [], x, [init("w", W)]
     for op in ops:
         out = prefix + op.lower()
-        if op == "Conv":
-            nodes.append(helper.make_node("Conv", [t, "w"], [out], name=out))
-        elif op == "BatchNormalization":
-            for p, v in (("sc", 1.0), ("b", 0.0), ("mu", 0.0), ("var", 1.0)):
-                inits.append(init(p, np.full(2, v, np.float32)))
-            nodes.append(helper.make_node(op, [t, "sc", "b", "mu", "var"], [out], name=out))
-        else:
-            nodes.append(helper.make_node(op, [t], [out], name=out))
+        append_step(op, t, out, nodes, inits)
         t = out
     return sem(nodes, [t], inits, x)
 

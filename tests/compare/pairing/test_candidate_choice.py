@@ -15,8 +15,7 @@ from inspector_cli.compare.pairing.semantic import SemanticGraph
 from inspector_cli.core.graph import ModelGraph
 
 from ...fixtures.helpers import init, make_model, vi
-
-W = np.ones((2, 3, 1, 1), np.float32)
+from .chains import W, append_step
 
 
 def chain_graph(ops: Sequence[str], x: str = "x", prefix: str = "t", shape: Optional[List[int]] = None,
@@ -27,16 +26,7 @@ def chain_graph(ops: Sequence[str], x: str = "x", prefix: str = "t", shape: Opti
     nodes, inits, t = [], [init("w", W), init("c", np.array(1.0, np.float32))], x
     for k, op in enumerate(ops):
         out = f"{prefix}{k}"
-        if op == "Conv":
-            nodes.append(helper.make_node("Conv", [t, "w"], [out], name=out))
-        elif op == "BatchNormalization":
-            for p, v in (("sc", 1.0), ("b", 0.0), ("mu", 0.0), ("var", 1.0)):
-                inits.append(init(p, np.full(2, v, np.float32)))
-            nodes.append(helper.make_node(op, [t, "sc", "b", "mu", "var"], [out], name=out))
-        elif op == "Add":
-            nodes.append(helper.make_node("Add", [t, "c"], [out], name=out))
-        else:
-            nodes.append(helper.make_node(op, [t], [out], name=out))
+        append_step(op, t, out, nodes, inits)
         t = out
     model = make_model(nodes, [vi(x, None if x_shape is None else list(x_shape))], [vi(t, shape)], inits)
     return SemanticGraph.build(ModelGraph.from_proto(model))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 
 from inspector_cli.compare.pairing.score import _activation_explained, _fusion_penalty
 from inspector_cli.compare.pairing.semantic import SemanticGraph
