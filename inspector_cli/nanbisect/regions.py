@@ -129,9 +129,6 @@ class RegionLayout:
     def size(self) -> int:
         return len(self.region.positions)
 
-    def produced(self) -> List[str]:
-        return list(self.born)
-
     def frontier(self, cut: int) -> List[str]:
         """Tensors alive across the cut after local index `cut` (ordered by birth)."""
         return [t for t, b in self.born.items() if b <= cut < self.last_use[t]]
