@@ -33,6 +33,8 @@ def visible(text: Any) -> str:
     Idempotent (the escapes are printable), so applying it at several layers is harmless.
     """
     value = text if isinstance(text, str) else str(text)
+    if value.isascii() and value.isprintable():  # the usual name, decided in C (every cell of a table passes here)
+        return value
     return _UNSAFE.sub(_escape, value) if _UNSAFE.search(value) else value
 
 
