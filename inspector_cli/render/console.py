@@ -19,7 +19,7 @@ STYLES = {OK: "green", FAIL: "bold red", WARN: "yellow", MUTED: "dim"}
 CI_WIDTH = 120  # width when stdout is not a terminal (CI logs, pipes), unless COLUMNS says otherwise
 PLAIN_ROWS = 200
 """Tables of more rows are drawn without rich when they need no colour and fit (`plain_lines`): rich
-lays out every cell of a table, ~0.3 ms a row, so `probe --list` of a 50,000-node model spent its
+lays out every cell of a table, 0.3-1 ms a row, so `probe --list` of a 50,000-node model spent its
 time drawing."""
 
 
@@ -55,7 +55,8 @@ def rich_table(table: Table) -> RichTable:
 def plain_lines(table: Table, width: int) -> Optional[List[str]]:
     """The lines rich draws for `table` (as `rich_table`, no colour), when that needs no wrapping:
     every cell one terminal cell per character, no column empty, the table within `width`; else None."""
-    texts = [[visible(c) for c in table.columns]] + [[c.text for c in row] + [""] * (len(table.columns) - len(row)) for row in table.rows]
+    blanks = [""] * len(table.columns)
+    texts = [[visible(c) for c in table.columns]] + [[c.text for c in row] + blanks[len(row):] for row in table.rows]
     for line in texts:
         for text in line:
             if (not text.isascii() and cell_len(text) != len(text)) or text[-1:].isspace():
