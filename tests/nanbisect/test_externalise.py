@@ -97,3 +97,25 @@ def test_small_weights_stay_embedded(tmp_path):
     above = PreparedModel.load(load_model(tmp_path / "m.onnx"), RuntimeConfig(), externalise_above=3439)
     assert above.workdir is not None
     above.close()
+
+
+def test_a_weight_already_external_is_left_and_the_pass_goes_on(tmp_path):
+    # A model that mixes external and embedded weights: the external one keeps its reference, and the
+    # large embedded ones after it are still moved out (a `break` there left them embedded: mutant 16).
+    proto = model()
+    first = proto.graph.initializer[0]
+    assert first.name == "big"
+    first.ClearField("raw_data")
+    first.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "elsewhere.bin"), ("offset", "0"), ("length", "1200")):
+        entry = first.external_data.add()
+        entry.key, entry.value = key, value
+    path = externalise(ModelGraph.from_proto(proto), tmp_path)
+    saved = {t.name: t for t in onnx.load(str(path), load_external_data=False).graph.initializer}
+    assert [(e.key, e.value) for e in saved["big"].external_data] == [
+        ("location", "elsewhere.bin"), ("offset", "0"), ("length", "1200")]
+    assert [(e.key, e.value) for e in saved["typed"].external_data] == [
+        ("location", "weights.bin"), ("offset", "0"), ("length", "1200")]
+    assert [(e.key, e.value) for e in saved["third"].external_data] == [
+        ("location", "weights.bin"), ("offset", "4096"), ("length", "1200")]
+    assert (tmp_path / "weights.bin").read_bytes()[4096:] == THIRD.tobytes()
