@@ -233,10 +233,16 @@ def infer_tensor_info(model: onnx.ModelProto, declared: Optional[bool] = None) -
 def value_types(model: onnx.ModelProto, declared: Optional[bool] = None) -> Dict[str, TensorInfo]:
     """`infer_tensor_info` without the initializers: the value infos, graph inputs and outputs, after
     inference unless `declared`."""
+    return tensor_infos(value_type_table(model, declared).items())
+
+
+def tensor_infos(types: Iterable[Tuple[str, Tuple[int, Optional[Tuple[Dim, ...]]]]]) -> Dict[str, TensorInfo]:
+    """A TensorInfo per (name, (element type, shape)), in order: the frozen dataclass filled directly
+    (50,000 tensors). For `value_types` and the types `core/typefork.py`'s child sends back."""
     info: Dict[str, TensorInfo] = {}
     new = object.__new__
-    for name, (elem_type, shape) in value_type_table(model, declared).items():
-        ti = new(TensorInfo)  # frozen dataclass filled directly: 50,000 tensors
+    for name, (elem_type, shape) in types:
+        ti = new(TensorInfo)
         ti.__dict__.update(name=name, elem_type=elem_type, shape=shape)
         info[name] = ti
     return info

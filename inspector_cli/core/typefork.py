@@ -25,6 +25,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, List, Optional
 
+from .protoutil import tensor_infos
 from .types import TensorInfo
 
 FORK_MIN_NODES = 2000
@@ -92,13 +93,7 @@ class PendingTypes:
             names, types = marshal.loads(data)
         except (EOFError, ValueError, TypeError):
             return None
-        info: Dict[str, TensorInfo] = {}
-        new = object.__new__
-        for name, (elem_type, shape) in zip(names, types):
-            ti = new(TensorInfo)  # frozen dataclass filled directly, as `protoutil.value_types` does
-            ti.__dict__.update(name=name, elem_type=elem_type, shape=shape)
-            info[name] = ti
-        return info
+        return tensor_infos(zip(names, types))
 
     def cancel(self) -> None:
         """Stop the child (its types are not needed, or the load failed)."""
