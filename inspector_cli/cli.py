@@ -17,7 +17,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import click
 
 from .commands._state import AppState
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, MiError, describe_error
+from .core.interrupts import sigterm_as_interrupt, terminated
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, MiError, describe_error
 from .render.safe import visible
 from .version import __version__
 
@@ -90,13 +91,40 @@ class MiGroup(click.Group):
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = hoist_global_options(self, list(sys.argv[1:] if args is None else args))
-        with library_warnings(quiet=_quiet_flag(argv)):
-            code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
-                                                                 standalone_mode=False, **extra),
-                               debug="--debug" in argv)
+        with sigterm_as_interrupt():
+            with library_warnings(quiet=_quiet_flag(argv)):
+                code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
+                                                                     standalone_mode=False, **extra),
+                                   debug="--debug" in argv)
+            if code == EXIT_INTERRUPTED and terminated():
+                code = EXIT_TERMINATED
+            code = end_background_work(code, exit_now=standalone_mode)
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def end_background_work(code: int, *, exit_now: bool) -> int:
+    """Join the background threads still inside onnxruntime (`core.background`) before the process
+    may exit: an interpreter finalised under them aborts (status 134, issue 28). Bounded: past the
+    bound, or at a second Ctrl-C/SIGTERM while waiting, a process run as `mi` ends at once through
+    `os._exit` (outputs flushed; reports are already complete, written atomically), which cannot
+    abort; an in-process caller gets the code and keeps its threads."""
+    from .core import background
+
+    try:
+        if background.drain():
+            return code
+    except KeyboardInterrupt:  # Terminated too: asked twice, stop now
+        code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
+    if exit_now:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
+                pass
+        os._exit(code)
+    return code
 
 
 def _quiet_flag(argv: List[str]) -> bool:
@@ -200,7 +228,10 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
     except click.ClickException as exc:  # FileError and friends: a usage problem
         exc.show()
         return EXIT_USAGE
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Terminated into Abort too
+        if terminated():
+            click.echo("Terminated (SIGTERM); reports already written are complete.", err=True)
+            return EXIT_TERMINATED
         click.echo("Interrupted; reports already written are complete.", err=True)
         return EXIT_INTERRUPTED
     except Exception as exc:  # MiError: the user's problem; anything else a bug. One line, unless --debug
@@ -231,7 +262,8 @@ def cli(ctx: click.Context, config_path: Optional[str], verbose: int, quiet: boo
     """model-inspector: diagnostics for ONNX models (compare, validate, probe, nan-bisect, profile, report).
 
     Exit codes: 0 ran and every gate passed; 1 a gate failed or a defect was found; 2 usage or
-    config error; 3 the model or inputs could not be analysed; 4 internal error; 130 interrupted.
+    config error; 3 the model or inputs could not be analysed; 4 internal error; 130 interrupted
+    (Ctrl-C); 143 terminated (SIGTERM).
     """
     ctx.obj = AppState(quiet=quiet, verbose=verbose, no_color=no_color, debug=debug, config_path=config_path,
                        wide=wide, columns=tuple(c.strip() for c in columns.split(",") if c.strip()))

@@ -12,6 +12,8 @@ EXIT_USAGE = 2
 EXIT_CANNOT_ANALYSE = 3
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+"""SIGTERM (a cancelled CI job, `timeout`, `kill`): handled like Ctrl-C, reported as 128 + 15 as a shell does."""
 
 
 class MiError(Exception):

@@ -62,6 +62,9 @@ def check_writable(path: Union[str, Path], flag: str = "") -> None:
     label = f"{flag} " if flag else ""
     if target.is_dir():
         raise UsageError(f"{label}{target}: is a directory", hint="give a file path")
+    blocking = next((p for p in [parent, *parent.parents] if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise UsageError(f"{label}{target}: {blocking} is a file, not a folder", hint="give a path in a folder")
     if not parent.exists():
         raise UsageError(f"{label}{target}: folder {parent} does not exist")
     if not os.access(parent, os.W_OK):

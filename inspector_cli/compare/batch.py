@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
@@ -21,6 +20,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..batching import ItemFailure, batch_runtime, check_executor, fixed_shards, lost_samples_finding, shared_samples
+from ..core import background
 from ..core.inputs import SampleRef, SampleSet
 from ..core.io_match import NameMatching
 from ..core.runner import RuntimeConfig, Session, open_session, open_sessions
@@ -56,8 +56,9 @@ class ReducedSample:
 
 
 class EarlySessions:
-    """Both sessions of an outputs-only comparison, built from the model files on daemon threads
-    while this thread imports onnx and reads both graphs (issue 16: on two cores the builds, ~0.1-1 s
+    """Both sessions of an outputs-only comparison, built from the model files on background threads
+    (`core.background`: joined before the process exits, whatever error ends the run) while this
+    thread imports onnx and reads both graphs (issue 16: on two cores the builds, ~0.1-1 s
     each, overlap the planning instead of following it). onnxruntime reads the files itself, as
     `Session(path)` in `mi validate` does; the planning's checks (external data inside the model's
     folder, pairing) still run first and decide: these sessions are used only once they passed.
@@ -67,11 +68,8 @@ class EarlySessions:
 
     def __init__(self, paths: Sequence[Path], runtimes: Sequence[RuntimeConfig], labels: Sequence[str]) -> None:
         self._sessions: List[Optional[Session]] = [None] * len(paths)
-        self._threads = [threading.Thread(target=self._build, args=(i, path, runtime, label), daemon=True,
-                                          name="mi-early-session")  # daemon: an error exit never waits
+        self._threads = [background.start(self._build, i, path, runtime, label, name="mi-early-session")
                          for i, (path, runtime, label) in enumerate(zip(paths, runtimes, labels))]
-        for thread in self._threads:
-            thread.start()
 
     def _build(self, index: int, path: Path, runtime: RuntimeConfig, label: str) -> None:
         try:

@@ -13,6 +13,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InferenceError
+from . import failpoints
 from .runner import Session, _first_line
 from .types import TensorMap
 
@@ -41,6 +42,7 @@ class BoundRunner:
         self.runs = 0
 
     def run(self, feeds: Mapping[str, np.ndarray], sample: str = "") -> TensorMap:
+        failpoints.hit("capture")
         self.runs += 1
         if not self.reuse:
             return self.session.run(feeds, self.names, sample=sample)

@@ -14,20 +14,35 @@ from .protoutil import external_tensors
 
 
 
+# What is wrong with an external-data reference; validate reports each kind as its own rule.
+MISSING = "missing"    # MI108: no location, no such file, or a file shorter than the tensor needs
+OUTSIDE = "outside"    # MI109: a location that leaves the model's folder, or holds a NUL byte
+MALFORMED = "malformed"  # MI110: an offset or length that is not a non-negative integer
+
+
 def external_data_problems(model: onnx.ModelProto, model_path: Path,
                            stored: Optional[List[Tuple[str, onnx.TensorProto]]] = None) -> List[Tuple[str, str]]:
     """(tensor name, problem) for every external-data reference that is unsafe or missing, in every
     place a tensor can be stored (`iter_all_tensors`: sparse initializers and subgraph attributes
-    too). Problems that make reading unsafe say 'unsafe' (validate reports them as MI109). `stored`:
-    `external_tensors(model.graph)` when the caller holds it (a pass over every node saved)."""
+    too). `stored`: `external_tensors(model.graph)` when the caller holds it (a pass over every node
+    saved)."""
+    return [(name, text) for name, _, text in external_data_defects(model, model_path, stored)]
+
+
+def external_data_defects(model: onnx.ModelProto, model_path: Path,
+                          stored: Optional[List[Tuple[str, onnx.TensorProto]]] = None) -> List[Tuple[str, str, str]]:
+    """(tensor name, kind, problem) for every bad external-data reference: kind is `MISSING`,
+    `OUTSIDE` or `MALFORMED`, so each is reported as the defect it is (a non-numeric offset is not
+    a path problem)."""
     folder = _Folder(model_path)
-    problems: List[Tuple[str, str]] = []
-    files: Dict[str, Tuple[Optional[str], int]] = {}  # location -> (problem, size): resolved once per file
+    problems: List[Tuple[str, str, str]] = []
+    files: Dict[str, Tuple[Optional[Tuple[str, str]], int]] = {}  # location -> (problem, size): once per file
     for where, tensor in external_tensors(model.graph) if stored is None else stored:
         name = tensor.name or f"<unnamed {where}>"
         problem = _external_problem(tensor, folder, files)
         if problem:
-            problems.append((name, problem if where == "initializer" else f"{problem} ({where})"))
+            kind, text = problem
+            problems.append((name, kind, text if where == "initializer" else f"{text} ({where})"))
     return problems
 
 
@@ -53,38 +68,60 @@ class _Folder:
 
 
 def _external_problem(tensor: onnx.TensorProto, folder: _Folder,
-                      files: Dict[str, Tuple[Optional[str], int]]) -> Optional[str]:
+                      files: Dict[str, Tuple[Optional[Tuple[str, str]], int]]) -> Optional[Tuple[str, str]]:
     info = {e.key: e.value for e in tensor.external_data}
     location = info.get("location", "")
     if not location:
-        return "external data without a location"
+        return MISSING, "external data without a location"
     if "\x00" in location:
         # A NUL cuts a C string short: 'w.bin\0/../../etc/passwd' may name another file to a reader.
-        return f"external data location {location!r} holds a NUL byte (unsafe; refused)"
+        return OUTSIDE, f"external data location {location!r} holds a NUL byte (unsafe; refused)"
     numbers = {}
     for key in ("offset", "length"):
         text = info.get(key, "") or "0"
         if not text.isdigit():  # digits only: no sign, no spaces, no '1e3'
-            return f"external data {key} {text!r} is not a non-negative integer (unsafe; refused)"
+            return MALFORMED, f"external data {key} {text!r} is not a non-negative integer (refused)"
         numbers[key] = int(text)
     if location not in files:  # the lazy loader's 8,000 references at 50,000 nodes all name one file
         files[location] = _file_problem(location, folder)
     problem, size = files[location]
     if problem:
         return problem
+    expected = _stored_bytes(tensor)
+    if "length" in info and expected is not None and numbers["length"] != expected:
+        return MALFORMED, (f"external data length {numbers['length']} does not match the tensor's "
+                           f"{expected} bytes ({onnx.TensorProto.DataType.Name(tensor.data_type).lower()} "
+                           f"{list(tensor.dims)})")
     end = numbers["offset"] + numbers["length"]
     if end > size:
-        return f"external data file '{location}' is shorter ({size} bytes) than the tensor needs ({end})"
+        return MISSING, f"external data file '{location}' is shorter ({size} bytes) than the tensor needs ({end})"
     return None
 
 
-def _file_problem(location: str, folder: _Folder) -> Tuple[Optional[str], int]:
+# bits per element of the fixed-size element types (strings have no fixed size: not checked)
+_ELEMENT_BITS = {1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64,
+                 14: 64, 15: 128, 16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2}
+
+
+def _stored_bytes(tensor: onnx.TensorProto) -> Optional[int]:
+    """The bytes a tensor of this element type and shape stores (4-bit types packed two a byte), or
+    None for a type without a fixed size."""
+    bits = _ELEMENT_BITS.get(tensor.data_type)
+    if bits is None:
+        return None
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    return (count * bits + 7) // 8
+
+
+def _file_problem(location: str, folder: _Folder) -> Tuple[Optional[Tuple[str, str]], int]:
     """(problem, size in bytes) of an external-data file named relative to the model's folder."""
     target = None if os.path.isabs(location) else folder.target(location)
     if target is None:
-        return f"external data location '{location}' resolves outside the model's folder {folder}", 0
+        return (OUTSIDE, f"external data location '{location}' resolves outside the model's folder {folder}"), 0
     if not target.is_file():
-        return f"external data file '{location}' not found in {folder}", 0
+        return (MISSING, f"external data file '{location}' not found in {folder}"), 0
     return None, target.stat().st_size
 
 
@@ -121,12 +158,16 @@ def rebase_symlinked_data(model: onnx.ModelProto, model_path: Path,
 def check_external_data(model: onnx.ModelProto, model_path: Path,
                         stored: Optional[List[Tuple[str, onnx.TensorProto]]] = None) -> None:
     """Raise `ModelLoadError` naming the first unsafe or missing external-data reference."""
-    problems = external_data_problems(model, model_path, stored)
+    problems = external_data_defects(model, model_path, stored)
     if problems:
-        name, problem = problems[0]
+        name, kind, problem = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ModelLoadError(f"{model_path}: tensor '{name}': {problem}{more}",
-                             hint="external data must live inside the model's folder; refusing to read it")
+        raise ModelLoadError(f"{model_path}: tensor '{name}': {problem}{more}", hint=_HINTS[kind])
+
+
+_HINTS = {OUTSIDE: "external data must live inside the model's folder; refusing to read it",
+          MISSING: "copy the external data file(s) with the model, keeping their relative paths",
+          MALFORMED: "the model's external_data entries are corrupt; re-save the model with onnx"}
 
 
 def _is_inside(target: Path, folder: Path) -> bool:

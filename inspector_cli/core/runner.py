@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 import numpy as np
 
 from ..errors import InferenceError, UsageError
+from . import failpoints
 from .ortlog import log_severity
 from .types import TensorInfo, TensorMap, numpy_dtype_from_ort
 
@@ -210,6 +211,7 @@ class Session:
         providers = resolve_providers(runtime.providers)
         try:
             model_arg = source if isinstance(source, bytes) else str(source)
+            failpoints.hit("session")
             self._session = ort.InferenceSession(model_arg, sess_options=options, providers=providers)
         except Exception as exc:
             raise InferenceError(f"{label}: onnxruntime could not load the model: {_first_line(exc)}",

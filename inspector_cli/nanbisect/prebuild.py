@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
+from ..core import background
 from ..core.runner import Session
 from .regions import FLOAT_TYPES, Region
 
@@ -59,7 +60,8 @@ def stand_in_values(locator: "Locator", names: Tuple[str, ...]) -> Dict[str, np.
 
 
 class Prebuilder:
-    """At most one speculative session, built in a daemon thread; sessions are built one at a time
+    """At most one speculative session, built on a background thread (`core.background`: joined
+    before the process exits, since it runs inside onnxruntime); sessions are built one at a time
     (one proto is never read by two builds at once)."""
 
     def __init__(self) -> None:
@@ -79,7 +81,7 @@ class Prebuilder:
                 future.set_exception(exc)
 
         self.key, self.future = key, future
-        threading.Thread(target=build, name="mi-nan-prebuild", daemon=True).start()
+        background.start(build, name="mi-nan-prebuild")
 
     def take(self, key: Key, factory: Callable[[], Session]) -> Session:
         """The prebuilt session when `key` is the predicted one (waiting for it), else a new one."""

@@ -47,6 +47,10 @@ _RULES = [
     ("MI109", "ExternalDataOutside", E, "External data outside the model's folder",
      "An external-data location is absolute or climbs out of the model's folder (../). mi refuses to "
      "read it (a model must not make tools read arbitrary files); re-save with the data beside the model."),
+    ("MI110", "ExternalDataMalformed", E, "External data offset or length is not a number",
+     "An external-data entry's offset or length is not a non-negative integer (text, a sign, an "
+     "exponent): the file cannot be read at a defined place, so mi refuses it. The file is where it "
+     "should be; the model's external_data entries are corrupt: re-save the model with onnx."),
     # ---- MI2xx checker and shapes ----------------------------------------------------------------
     ("MI201", "CheckerError", E, "onnx.checker rejects the model",
      "onnx.checker.check_model reports a violation of the ONNX specification (bad attribute, bad "

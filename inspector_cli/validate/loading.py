@@ -13,7 +13,8 @@ from typing import Optional, Tuple
 
 import onnx
 
-from ..core.graph import external_data_problems, parse_model_file
+from ..core.external_data import MALFORMED, MISSING, OUTSIDE, external_data_defects
+from ..core.graph import parse_model_file
 from ..core.protoutil import iter_subgraphs, read_varint
 from ..errors import ModelLoadError
 from .context import Reporter
@@ -61,11 +62,13 @@ def load_checked(path: Path, reporter: Reporter) -> Optional[Loaded]:
             reporter.report("MI106", f"IR version {model.ir_version} is older than opset {_default_opset(model)} "
                                      f"requires (IR >= {needed})", hint=f"set model.ir_version = {needed}",
                             ir_version=model.ir_version, required=needed)
-    for tensor, problem in external_data_problems(model, path):
-        rule = "MI109" if "outside" in problem or "unsafe" in problem else "MI108"
-        reporter.report(rule, f"tensor '{tensor}': {problem}", tensor=tensor)
+    for tensor, kind, problem in external_data_defects(model, path):
+        reporter.report(EXTERNAL_DATA_RULES[kind], f"tensor '{tensor}': {problem}", tensor=tensor)
         loaded.weights_readable = False
     return loaded
+
+
+EXTERNAL_DATA_RULES = {MISSING: "MI108", OUTSIDE: "MI109", MALFORMED: "MI110"}
 
 
 def _invalid_text(model: onnx.ModelProto) -> Optional[str]:

@@ -16,6 +16,7 @@ from ..core.inputs import SampleSet, open_samples
 from ..errors import MiError, UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
 from ..executor.factory import make_executor
+from ..core import failpoints
 from ..core.interrupts import deferred_interrupt
 from ..nanbisect.batch import JsonlLog, Summary, check_jsonl
 from ..nanbisect.config import NanBisectConfig, Simulate
@@ -159,6 +160,8 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
                 log.write(record)
                 summary.add(record)
             progress(count, len(todo), outcome.key)
+            if count == 2:
+                failpoints.hit("batch")
     except KeyboardInterrupt:
         interrupted = True
         executor.abort()

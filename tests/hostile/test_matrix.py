@@ -1,20 +1,26 @@
-"""The bad-input matrix (issue 15): each hostile input with its exact exit code and message.
+"""The bad-input matrix (issues 15, 28): each hostile input with its exact exit code and message.
 
-Every case runs `mi` in-process and asserts: the exit code; for exit 2/3 exactly one `Error:` line
-on stderr holding the expected text; no traceback; no raw escape character on stdout or stderr;
-and every file of the world (models, samples, configs) byte-identical afterwards.
+Every case runs `mi` as a real process (`python -m inspector_cli`: the status the OS reports, so an
+abort at interpreter exit or a death by signal is seen, as a CI gate sees it) and asserts: the exit
+status; for exit 2/3 exactly one `Error:` line on stderr holding the expected text; no traceback; no
+raw escape character on stdout or stderr; and every file of the world (models, samples, configs)
+byte-identical afterwards. The processes run two at a time (`PARALLEL`): each case has its own
+working folder, and nothing a case asserts depends on the others.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import pytest
 
-from ..fixtures.helpers import invoke
+from ..fixtures.subproc import Ran, assert_status, run_mi
 from .world import build_world
+
+PARALLEL = 2
 
 
 @dataclass(frozen=True)
@@ -178,9 +184,12 @@ CASES = [
     Case("ext-sparse-nan-bisect", ["nan-bisect", "{ext_sparse}"], 3, "(sparse initializer)"),
     Case("ext-nul-validate", ["validate", "{ext_nul}"], 1, "MI109"),
     Case("ext-nul-compare", ["compare", "{ext_nul}", "{m}"], 3, "holds a NUL byte (unsafe; refused)"),
-    Case("ext-offset-validate", ["validate", "{ext_offset}"], 1, "MI109"),
+    Case("ext-offset-validate", ["validate", "{ext_offset}"], 1, "MI110"),
     Case("ext-offset-profile", ["profile", "{ext_offset}"], 3, "external data offset 'abc' is not a non-negative integer"),
-    Case("ext-length-validate", ["validate", "{ext_length}"], 1, "MI109"),
+    Case("ext-offset-compare-hint", ["compare", "{m}", "{ext_offset}"], 3,
+         "is not a non-negative integer (refused) (the model's external_data entries are corrupt"),
+    Case("ext-length-validate", ["validate", "{ext_length}"], 1, "MI110"),
+    Case("ext-short-validate", ["validate", "{ext_short}"], 1, "MI110"),
     Case("ext-length-probe", ["probe", "{ext_length}"], 3, "external data length '-5' is not a non-negative integer"),
     Case("ext-subgraph-constant-validate", ["validate", "{ext_subgraph}"], 1, "MI109"),
     Case("ext-subgraph-constant-nan-bisect", ["nan-bisect", "{ext_subgraph}"], 3,
@@ -189,9 +198,8 @@ CASES = [
          "non_utf8.onnx: not a valid ONNX protobuf (tensor name b'\\x80\\x80' of node 0 is not UTF-8 text)"),
     Case("non-utf8-name-validate", ["validate", "{non_utf8}"], 1, "MI102"),
     Case("ext-length-mismatch-probe", ["probe", "{ext_short}"], 3,
-         "ext_short.onnx: onnxruntime could not load the model: Exception during initialization: "
-         "ResolveExternalDataInfoForTensorProto TensorProto: w external data size mismatch. Computed size: 16, "
-         "external_data.length: 8", _trimmed),
+         "ext_short.onnx: tensor 'w': external data length 8 does not match the tensor's 16 bytes (float [1, 4])",
+         _trimmed),
     # ---- models onnxruntime cannot load (item 16) ---------------------------------------------
     Case("ort-duplicate-nan-bisect-q", ["-q", "nan-bisect", "{dup}"], 3, "Duplicate definition of name (t)"),
     Case("ort-duplicate-json-stdout", ["nan-bisect", "{dup}", "--json", "-"], 3, "Duplicate definition of name (t)"),
@@ -262,6 +270,45 @@ CASES = [
     Case("names-profile-csv", ["profile", "{evil}", "--runs", "2", "--format", "csv", "--val-range", "inp:1,2"], 0,
          "top kernels", _no_raw_controls),
     Case("names-unknown-pattern-error-line", ["probe", "{evil}", "-s", "re:^zz\x1b"], 2, "matches no tensor"),
+    # ---- every command's early errors, as a process (issue 28) ---------------------------------
+    # compare builds both sessions on background threads while it plans: an error meanwhile must
+    # still end the process with its code (it aborted with status 134)
+    Case("early-empty-inputs-compare", ["compare", "{big}", "{big2}", "-i", "{empty_dir}"], 3,
+         "empty: no input samples found"),
+    Case("early-empty-inputs-compare-q", ["-q", "compare", "{big}", "{big2}", "-i", "{empty_dir}", "--json",
+                                          "{out}/r.json"], 3, "empty: no input samples found"),
+    Case("early-empty-inputs-probe", ["probe", "{big}", "-i", "{empty_dir}"], 3, "empty: no input samples found"),
+    Case("early-empty-inputs-nan-bisect", ["nan-bisect", "{big}", "-i", "{empty_dir}"], 3,
+         "empty: no input samples found"),
+    Case("early-empty-inputs-profile", ["profile", "{big}", "-i", "{empty_dir}"], 3, "empty: no input samples found"),
+    Case("early-missing-inputs-compare", ["compare", "{big}", "{big2}", "-i", "{out}/nowhere"], 2, "nowhere"),
+    Case("early-synthetic-over-budget-compare", ["compare", "{big}", "{big2}", "--shape", "x:99999999x2048"], 3,
+         "a synthetic sample needs 762.9 GB (float32), more than the memory budget"),
+    Case("early-shape-static-dim-compare", ["compare", "{big}", "{big2}", "--shape", "x:1x99999999999"], 2,
+         "dimension 1 is 99999999999, but the model fixes it at 2048"),
+    Case("early-shape-static-dim-nan-bisect", ["nan-bisect", "{big}", "--shape", "x:1x99999999999"], 2,
+         "dimension 1 is 99999999999, but the model fixes it at 2048"),
+    Case("early-shape-static-dim-profile", ["profile", "{big}", "--shape", "x:1x99999999999"], 2,
+         "dimension 1 is 99999999999, but the model fixes it at 2048"),
+    Case("early-unknown-input-compare", ["compare", "{big}", "{big2}", "--shape", "nosuch:1x2048"], 2, "nosuch"),
+    Case("early-unknown-layer-compare", ["compare", "{m}", "{m2}", "--layers", "nosuch"], 2,
+         "pattern 'nosuch' matches no tensor"),
+    Case("early-unknown-tensor-probe", ["probe", "{m}", "-s", "nosuch"], 2, "pattern 'nosuch' matches no tensor"),
+    Case("early-unloadable-a-compare", ["compare", "{junk}", "{big}"], 3, "junk.onnx: not a valid ONNX protobuf"),
+    Case("early-unloadable-b-compare", ["compare", "{big}", "{junk}"], 3, "junk.onnx: not a valid ONNX protobuf"),
+    Case("early-unloadable-probe", ["probe", "{junk}"], 3, "junk.onnx: not a valid ONNX protobuf"),
+    Case("early-unloadable-nan-bisect", ["nan-bisect", "{junk}"], 3, "junk.onnx: not a valid ONNX protobuf"),
+    Case("early-unloadable-profile", ["profile", "{junk}"], 3, "junk.onnx: not a valid ONNX protobuf"),
+    Case("early-unloadable-inspect", ["inspect", "{junk}"], 3, "junk.onnx: not a valid ONNX protobuf"),
+    Case("early-unloadable-validate", ["validate", "{junk}"], 1, "MI10"),
+    Case("early-report-through-file-compare", ["compare", "{big}", "{big2}", "--json", "{ok}/r.json"], 2,
+         "ok.yaml is a file, not a folder"),
+    Case("early-report-through-file-probe", ["probe", "{m}", "--html", "{ok}/r.html"], 2, "ok.yaml is a file"),
+    Case("early-report-through-file-nan-bisect", ["nan-bisect", "{m}", "--json", "{ok}/r.json"], 2, "ok.yaml is a file"),
+    Case("early-report-through-file-profile", ["profile", "{m}", "--json", "{ok}/r.json"], 2, "ok.yaml is a file"),
+    Case("early-report-through-file-validate", ["validate", "{m}", "--html", "{ok}/r.html"], 2, "ok.yaml is a file"),
+    Case("early-report-through-file-inspect", ["inspect", "{m}", "--json", "{ok}/r.json"], 2, "ok.yaml is a file"),
+    Case("early-report-missing-input-report", ["report", "{out}/nowhere.json"], 2, "nowhere.json"),
     # ---- zero-node model (item 15) and stderr noise (item 19) ---------------------------------
     Case("zero-node-profile", ["profile", "{zero}", "--runs", "2"], 0, "PASS"),
     Case("zero-node-probe-all", ["probe", "{zero}"], 0, "1 tensor(s) probed"),
@@ -284,15 +331,32 @@ def _snapshot(folder: Path) -> Dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: Dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # probe's history folder and any stray output land here
+@pytest.fixture(scope="module")
+def runs(world: Dict[str, Path], tmp_path_factory) -> Dict[str, Tuple[Ran, Path]]:
+    """Every case run once as a process (two at a time), with the world's files hashed before and after."""
     before = _snapshot(world["dir"])
-    fields = {name: str(path) for name, path in world.items()} | {"out": str(tmp_path)}
-    result = invoke([arg.format(**fields) for arg in case.argv], exit_code=None)
-    stdout, stderr = result.stdout, result.stderr
-    assert result.exit_code == case.code, f"exit {result.exit_code}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    base = tmp_path_factory.mktemp("cases")
+
+    def one(case: Case) -> Tuple[Ran, Path]:
+        out = base / case.id
+        out.mkdir()  # the case's working folder: probe's history and any stray output land here
+        fields = {name: str(path) for name, path in world.items()} | {"out": str(out)}
+        return run_mi([arg.format(**fields) for arg in case.argv], cwd=out), out
+
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        done = dict(zip((c.id for c in CASES), pool.map(one, CASES)))
+    done["__world_changed__"] = ({k for k in before.keys() | _snapshot(world["dir"]).keys()
+                                  if before.get(k) != _snapshot(world["dir"]).get(k)}, base)  # type: ignore[assignment]
+    return done
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case: Case, runs: Dict[str, Tuple[Ran, Path]]) -> None:
+    ran, out = runs[case.id]
+    stdout, stderr = ran.stdout, ran.stderr
+    assert_status(ran, case.code)
     assert "Traceback" not in stdout + stderr and "Internal error" not in stderr
+    assert "terminate called" not in stderr and "Aborted" not in stderr
     assert "\x1b" not in stdout + stderr
     if case.code in (2, 3):
         errors = [line for line in stderr.splitlines() if line.startswith("Error:")]
@@ -301,8 +365,12 @@ def test_bad_input(case: Case, world: Dict[str, Path], tmp_path: Path, monkeypat
     else:
         assert case.message in stdout + stderr
     if case.check is not None:
-        case.check(stdout, stderr, tmp_path)
-    assert _snapshot(world["dir"]) == before  # no model, sample or config touched
+        case.check(stdout, stderr, out)
+
+
+def test_no_case_touched_the_world(runs: Dict[str, Tuple[Ran, Path]]) -> None:
+    changed, _ = runs["__world_changed__"]
+    assert not changed  # no model, sample or config written by any case
 
 
 def test_the_matrix_has_at_least_60_cases() -> None:

@@ -49,6 +49,15 @@ def build_models(folder: Path) -> Dict[str, Path]:
     put("zero", make_model([], [vi("x", [1, 4])], [vi("x", [1, 4])]))
     put("huge", make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [1000000, 1000000])],
                            [vi("y", [1000000, 1000000])]))
+    # a model whose session takes a while to build (16 MB of weights, 8 MatMuls): an early error in
+    # compare meets the sessions still being built on background threads (issue 28: exit 134)
+    weight = init("W", np.random.default_rng(0).standard_normal((2048, 2048)).astype(np.float32))
+    chain = [helper.make_node("MatMul", ["x" if i == 0 else f"t{i - 1}", "W"], [f"t{i}"], name=f"mm{i}")
+             for i in range(8)]
+    put("big", make_model(chain, [vi("x", ["N", 2048])], [vi("t7", ["N", 2048])], [weight]))
+    put("big2", make_model(chain, [vi("x", ["N", 2048])], [vi("t7", ["N", 2048])], [weight]))
+    (folder / "junk.onnx").write_bytes(b"junk, not a protobuf")
+    paths["junk"] = folder / "junk.onnx"
     put("dyn", make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", ["N", 4])], [vi("y", ["N", 4])]))
     # external-data attacks: every place a TensorProto can live
     (folder / "w.bin").write_bytes(b"\0" * 64)
@@ -107,6 +116,8 @@ def build_samples(folder: Path) -> Dict[str, Path]:
     for i in range(2):
         np.savez(good / f"s{i:03d}.npz", x=np.full((1, 4), i, np.float32))
     paths["good_dir"] = good
+    paths["empty_dir"] = folder / "empty"
+    paths["empty_dir"].mkdir()
     paths["good_npz"] = good / "s000.npz"
     raw = (good / "s000.npz").read_bytes()
     for name, data in {"trunc10": raw[:10], "trunc_half": raw[: len(raw) // 2]}.items():

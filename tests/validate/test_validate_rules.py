@@ -31,6 +31,9 @@ CASES = {
     "MI107": Case(no_opset, ["parsed but has no opset_import"]),
     "MI108": Case(external("weights.bin", create=False), ["tensor 'w'", "'weights.bin' not found"], tensor="w"),
     "MI109": Case(external("../outside.bin", create=True), ["tensor 'w'", "outside the model's folder"], tensor="w"),
+    # issue 28: a corrupt offset is not a path problem (it was reported as MI109)
+    "MI110": Case(external("w.bin", create=True, offset="abc"), ["tensor 'w'", "offset 'abc' is not a non-negative"],
+                  tensor="w"),
     # checker and shapes
     "MI201": Case(saved(make_model([node("Relu", ["x"], ["y"], "relu", foo=1)], [vi("x", [1, 4])], [vi("y", [1, 4])])),
                   ["Unrecognized attribute: foo"], node="relu"),
