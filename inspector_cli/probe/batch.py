@@ -20,6 +20,7 @@ from ..core.binding import BoundRunner
 from ..core.capture import CaptureTarget
 from ..core.graph import ModelGraph, load_model
 from ..core.inputs import SampleRef, SampleSet
+from ..core.masks import MaskAnalysis, find_masks
 from ..core.runner import RuntimeConfig, open_session
 from ..core.types import TensorMap
 from ..errors import UsageError
@@ -126,6 +127,9 @@ class ProbeBlockRunner(Runner):
         self.workspace = Workspace()
         self.held = HeldSessions(graph, job.runtime, len(job.chunks))
         self.block_start = 0
+        self.masks = find_masks(graph)
+        self.chunks = [mask_chunk(self.masks, graph, chunk) for chunk in job.chunks]
+        """Each chunk with the tensors its masks' positions need (captured, not probed)."""
 
     def consumers(self) -> Consumers:
         """Fresh trackers, quantiser checks and plugins for one block."""
@@ -166,14 +170,26 @@ class ProbeBlockRunner(Runner):
                 report(block.start + (done * len(block.refs)) // runs, None, sample)
 
         follow = list(getattr(samples, "follow", ()))  # outputs such samples need back (not probed unless selected)
-        chunks = [list(dict.fromkeys([*chunk, *follow])) for chunk in self.job.chunks]
+        chunks = [list(dict.fromkeys([*chunk, *follow])) for chunk in self.chunks]
         runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, chunks, samples, self.consumers,
-                                 self.nodes, self.triggers, progress=progress)
+                                 self.nodes, self.triggers, progress=progress, masks=self.masks)
         hit = runner.run()
         return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted)
 
     def close(self) -> None:
         self.held = HeldSessions(self.graph, self.job.runtime, 0)
+
+
+def mask_chunk(masks: MaskAnalysis, graph: ModelGraph, chunk: Sequence[str]) -> List[str]:
+    """`chunk` plus what telling its masked values apart needs: the tensors their positions are carried
+    from, and the input of each probed Softmax output that ends a mask (its fully masked rows)."""
+    if not masks:
+        return list(chunk)
+    softmax = masks.softmax_inputs()
+    extra = [softmax[graph.producer[t].name] for t in chunk
+             if t in graph.producer and graph.producer[t].name in softmax]
+    extra += masks.needs([*chunk, *extra])
+    return list(dict.fromkeys([*chunk, *extra]))
 
 
 def merge_consumers(into: Consumers, other: Consumers) -> None:
