@@ -4,19 +4,28 @@ It needs no inference, so it is reported at once, before any sample runs.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 from onnx import AttributeProto, numpy_helper
 
 from ..core.graph import ModelGraph, load_external_tensor
+from ..core.masks import MaskAnalysis
 from ..core.weights import nonfinite_initializers
 from ..results.nan_bisect import WeightIssue
 from .values import FP16_MAX
 
 
-def nonfinite_weights(graph: ModelGraph) -> List[WeightIssue]:
-    """Initializers and top-level Constant values holding NaN/Inf, with the nodes reading them."""
+def nonfinite_weights(graph: ModelGraph, masks: Optional[MaskAnalysis] = None) -> List[WeightIssue]:
+    """Initializers and top-level Constant values holding NaN/Inf, with the nodes reading them; the
+    fills of `masks` (a -Inf an attention mask sets on purpose, core/masks.py) are no defect."""
+    issues = _nonfinite_weights(graph)
+    if masks:
+        issues = [w for w in issues if w.nan or not masks.is_fill(w.tensor)]
+    return issues
+
+
+def _nonfinite_weights(graph: ModelGraph) -> List[WeightIssue]:
     issues = [WeightIssue(tensor=w.tensor, nan=w.nan, inf=w.inf, size=w.size, consumers=list(w.consumers))
               for w in nonfinite_initializers(graph)]
     for node in graph.nodes:
