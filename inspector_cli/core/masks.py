@@ -164,6 +164,11 @@ class MaskAnalysis:
         masked, _ = self.masked_count(tensor, value, values, cache)
         return bad > 0 and masked == bad
 
+    def intended(self, tensor: str, value: np.ndarray, values: Values,
+                 cache: Optional[Dict[str, Optional[np.ndarray]]] = None) -> bool:
+        """Is every non-finite value of `tensor` intended: a fill constant, or only masked values?"""
+        return self.is_fill(tensor) or self.only_masked(tensor, value, values, cache)
+
     def fully_masked_rows(self, softmax: str, value: np.ndarray, values: Values,
                           cache: Optional[Dict[str, Optional[np.ndarray]]] = None) -> int:
         """Rows of a Softmax's input (along its axis) that are -inf at every position, all masked:

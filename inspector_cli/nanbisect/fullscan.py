@@ -42,8 +42,7 @@ class _Tensors:
     def add(self, out: Mapping[str, np.ndarray], names: Sequence[str]) -> None:
         for name in names:
             value = out[name]
-            if is_bad(value) and not (self.masks and self.masks.on_path(name) and
-                                      self.masks.only_masked(name, value, out)):  # a mask's -Inf is intended
+            if is_bad(value) and not (self.masks and self.masks.intended(name, value, out)):  # a mask's -Inf
                 self.bad.add(name)
                 if is_bad(value, Predicate.NAN):
                     self.nan.add(name)

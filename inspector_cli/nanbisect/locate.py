@@ -293,7 +293,7 @@ class Locator:
         """Does the tensor hold a NaN/Inf that is not a mask's intended -Inf (core/masks.py)?"""
         if not is_bad(value, predicate):
             return False
-        return not (self.masks.on_path(name) and self.masks.only_masked(name, value, env))  # type: ignore[arg-type]
+        return not (self.masks and self.masks.intended(name, value, env))  # type: ignore[arg-type]
 
     def _feeds_read(self, region: Region, first: int, last: int) -> Set[str]:
         """The region's feeds read by its nodes at local indices `first`..`last`."""

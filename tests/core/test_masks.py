@@ -1,0 +1,122 @@
+"""core/masks.py: which infinities are a mask's, on small graphs, and what probe and nan-bisect make of them."""
+from __future__ import annotations
+
+import numpy as np
+
+from inspector_cli.core.graph import load_model
+from inspector_cli.core.masks import find_masks
+
+from ..fixtures.helpers import invoke, read_json, save_npz
+from .mask_models import HEADS, L, additive_masks_model, causal, scores, where_mask_model
+
+
+def probe(tmp_path, model, samples, exit_code):
+    out = tmp_path / "probe.json"
+    invoke(["probe", model, "--inputs", save_npz(tmp_path / "data", samples), "--no-history", "--json", out],
+           exit_code=exit_code)
+    doc = read_json(out)["results"]
+    return {t["name"]: t for t in doc["tensors"]}, doc["findings"]
+
+
+def bisect(tmp_path, model, samples, exit_code):
+    out = tmp_path / "nb.json"
+    invoke(["nan-bisect", model, "--inputs", save_npz(tmp_path / "nbdata", samples), "--json", out],
+           exit_code=exit_code)
+    return read_json(out)["results"]
+
+
+def test_where_mask_is_found_with_its_nodes_and_positions(tmp_path):
+    graph = load_model(where_mask_model(tmp_path / "m.onnx"))
+    analysis = find_masks(graph)
+    assert len(analysis.masks) == 1
+    mask = analysis.masks[0]
+    assert mask.constants == ("neginf",) and mask.fill == -np.inf
+    assert mask.nodes == ("mask_where", "mask_add", "softmax") and mask.ends == ("softmax",)
+    assert mask.tensors == ("m", "s") and analysis.pure == {"m"}  # m is the mask itself, s is data + mask
+    allowed = causal()
+    m = np.where(allowed, 0.0, -np.inf).astype(np.float32)
+    x = scores()
+    x[0, 1, 3, 0] = -np.inf  # an unmasked position: an overflow, not the mask's
+    values = {"causal": allowed, "m": m, "s": x + m}
+    where = analysis.positions("s", values)
+    expected = np.broadcast_to(~allowed, (1, HEADS, L, L))
+    assert where is not None and (where == expected).all()
+    masked, known = analysis.masked_count("s", x + m, values)
+    assert known and masked == HEADS * 6  # 6 masked positions per head of a 4x4 causal mask; not the overflow
+    assert not analysis.only_masked("s", x + m, values)
+    assert analysis.only_masked("s", scores() + m, values)
+
+
+def test_probe_passes_a_where_mask_and_reports_it_once(tmp_path):
+    # fails on the code before core/masks.py: exit 1, MI821 "tensor 'm' holds 0 NaN and 6 Inf"
+    model = where_mask_model(tmp_path / "m.onnx")
+    tensors, findings = probe(tmp_path, model, [{"scores": scores(s), "causal": causal()} for s in range(3)], 0)
+    assert tensors["m"]["inf"] == 0 and tensors["m"]["masked"] == 3 * 6
+    assert tensors["s"]["inf"] == 0 and tensors["s"]["masked"] == 3 * HEADS * 6
+    info = [f for f in findings if f["rule"] == "MI829"]
+    assert len(info) == 1 and info[0]["severity"] == "info"
+    assert info[0]["data"]["nodes"] == ["mask_where", "mask_add", "softmax"]
+    assert "mask of -inf from neginf through mask_where, mask_add to softmax" in info[0]["message"]
+    assert not [f for f in findings if f["rule"] == "MI821"]
+
+
+def test_probe_counts_an_overflow_beside_the_mask(tmp_path):
+    # fails on the old code: s counted inf = 12 + 2 (the mask's and the overflows alike)
+    x = scores()
+    x[0, 0, 2, 1] = np.inf      # unmasked positions (row 2 may see columns 0..2)
+    x[0, 1, 3, 0] = -np.inf
+    tensors, findings = probe(tmp_path, where_mask_model(tmp_path / "m.onnx"), [{"scores": x, "causal": causal()}], 1)
+    assert tensors["s"]["inf"] == 2 and tensors["s"]["masked"] == HEADS * 6
+    assert tensors["p"]["nan"] == L  # the +inf row through Softmax: inf/inf
+    assert {f["tensor"] for f in findings if f["rule"] == "MI821"} >= {"s", "p"}
+
+
+def test_two_additive_masks_of_the_lowest_value_summing_to_minus_inf(tmp_path):
+    # fails on the old code: 'pad_add' output holds -inf (lowest + lowest) where both masks mask: MI821, exit 1
+    model = additive_masks_model(tmp_path / "a.onnx")
+    analysis = find_masks(load_model(model))
+    assert len(analysis.masks) == 1  # one connected mask: both constants reach the same Softmax
+    assert set(analysis.masks[0].constants) == {"causal", "lowest"}
+    am = np.array([[1, 1, 1, 0]], np.float32)  # the last key is padding
+    tensors, findings = probe(tmp_path, model, [{"scores": scores(), "am": am}], 0)
+    # positions masked by both: key 3 for queries 0..2 (causal above the diagonal too): 3 per head
+    assert tensors["s"]["inf"] == 0 and tensors["s"]["masked"] == HEADS * 3
+    assert [f["rule"] for f in findings if f["severity"] != "warning"] == ["MI829"]
+
+
+def test_a_fully_masked_row_is_a_finding_in_probe_and_nan_bisect(tmp_path):
+    model = where_mask_model(tmp_path / "m.onnx")
+    sample = {"scores": scores(), "causal": causal(rows_open=False)}
+    tensors, findings = probe(tmp_path, model, [sample], 1)
+    assert tensors["p"]["nan"] == HEADS * L and tensors["p"]["masked_rows"] == HEADS
+    rows = [f for f in findings if f["rule"] == "MI828"]
+    assert len(rows) == 1 and rows[0]["tensor"] == "p" and "2 row(s) of Softmax 'softmax'" in rows[0]["message"]
+    # fails on the old code: the origin was the Where ("mask_where produced 4 Inf from finite inputs")
+    doc = bisect(tmp_path, model, [sample], 1)
+    origin = doc["records"][0]["origin"]
+    assert origin["node"] == "softmax" and origin["hints"][0]["rule"] == "fully-masked-row"
+    assert doc["static"] == []
+
+
+def test_nan_bisect_passes_the_mask_and_finds_a_nan_weight_after_it(tmp_path):
+    # fails on the old code: static listed the mask's -inf constant 'neginf' (MI901, exit 1 on a healthy model)
+    healthy = where_mask_model(tmp_path / "ok.onnx", weight=np.eye(L))
+    doc = bisect(tmp_path, healthy, [{"scores": scores(), "causal": causal()}], 0)
+    assert doc["static"] == [] and [f["rule"] for f in doc["findings"]] == ["MI907"]
+    assert doc["findings"][0]["data"]["constants"] == ["neginf"]
+    w = np.eye(L)
+    w[2, 1] = np.nan
+    broken = where_mask_model(tmp_path / "nan.onnx", weight=w)
+    doc = bisect(tmp_path / "b", broken, [{"scores": scores(), "causal": causal()}], 1)
+    assert [s["tensor"] for s in doc["static"]] == ["w"]
+    assert doc["records"][0]["origin"]["node"] == "head"
+
+
+def test_full_scan_deep_reports_no_masked_origin_for_the_mask(tmp_path):
+    # fails on the old code: --deep reported mask_where as a masked origin (MI903, status 'masked', exit 1)
+    model = where_mask_model(tmp_path / "m.onnx")
+    out = tmp_path / "deep.json"
+    invoke(["nan-bisect", model, "--inputs", save_npz(tmp_path / "d", [{"scores": scores(), "causal": causal()}]),
+            "--deep", "--json", out], exit_code=0)
+    doc = read_json(out)["results"]
+    assert doc["masked"] == 0 and doc["nonfinite"] == 0
