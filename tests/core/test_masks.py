@@ -91,7 +91,7 @@ def test_a_fully_masked_row_is_a_finding_in_probe_and_nan_bisect(tmp_path):
     assert tensors["p"]["nan"] == HEADS * L and tensors["p"]["masked_rows"] == HEADS
     rows = [f for f in findings if f["rule"] == "MI828"]
     assert len(rows) == 1 and rows[0]["tensor"] == "p" and "2 row(s) of Softmax 'softmax'" in rows[0]["message"]
-    # fails on the old code: the origin was the Where ("mask_where produced 4 Inf from finite inputs")
+    # fails on the old code: the origin was the -inf Constant itself (const_neginf, "corrupted-weight")
     doc = bisect(tmp_path, model, [sample], 1)
     origin = doc["records"][0]["origin"]
     assert origin["node"] == "softmax" and origin["hints"][0]["rule"] == "fully-masked-row"

@@ -135,7 +135,8 @@ def test_nan_from_the_cache_input_is_found_at_the_input(decoders, tmp_path):
 
 
 def test_sequence_modes_pass_a_healthy_decoder_with_a_prompt_step(decoders, tmp_path):
-    # step 0 is a prompt of 4 tokens (its causal mask holds -inf), then one token a step with the KV cache
+    # step 0 is a prompt of 4 tokens (its causal mask holds -inf), then one token a step with the KV cache;
+    # fails on the old code: probe --sequence exit 1, "FAIL: 352 tensor(s) probed"
     folder = tmp_path / "steps"
     folder.mkdir()
     np.savez(folder / "step_0000.npz", input_ids=np.array([[3, 4, 5, 6]], np.int64),
