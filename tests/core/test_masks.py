@@ -120,3 +120,15 @@ def test_full_scan_deep_reports_no_masked_origin_for_the_mask(tmp_path):
             "--deep", "--json", out], exit_code=0)
     doc = read_json(out)["results"]
     assert doc["masked"] == 0 and doc["nonfinite"] == 0
+
+
+def test_break_on_inf_ignores_the_mask_but_not_an_overflow(tmp_path):
+    # fails on the old code: --break-on inf met on sample 0 by the mask 'm' (exit 1)
+    model = where_mask_model(tmp_path / "m.onnx")
+    x = scores(1)
+    x[0, 0, 3, 3] = np.inf  # the diagonal: never masked
+    data = save_npz(tmp_path / "brk", [{"scores": scores(0), "causal": causal()}, {"scores": x, "causal": causal()}])
+    out = tmp_path / "brk.json"
+    invoke(["probe", model, "--inputs", data, "--no-history", "--break-on", "inf", "--json", out], exit_code=1)
+    trigger = read_json(out)["results"]["trigger"]
+    assert trigger["sample_index"] == 1 and trigger["tensor"] == "s" and trigger["values"] == {"inf": 1.0}
