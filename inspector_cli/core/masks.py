@@ -239,7 +239,11 @@ class MaskAnalysis:
 
 
 def find_masks(graph: ModelGraph) -> MaskAnalysis:
-    """The masks of `graph`'s top level (see the module docstring for the rules)."""
+    """The masks of `graph`'s top level (see the module docstring for the rules); computed once per
+    graph object (probe and nan-bisect ask from the workflow and from each engine part)."""
+    cached = graph.__dict__.get(_CACHE)
+    if isinstance(cached, MaskAnalysis):
+        return cached
     analysis = MaskAnalysis(graph)
     for group in scan_masks(graph):
         index = len(analysis.masks)
@@ -250,5 +254,9 @@ def find_masks(graph: ModelGraph) -> MaskAnalysis:
         analysis.constant_values.update(group.values)
         analysis.sign.update(group.signs)
         analysis.pure.update(group.pure)
+    graph.__dict__[_CACHE] = analysis
     return analysis
+
+
+_CACHE = "_mi_masks"
 

@@ -131,26 +131,28 @@ def _fills(graph: ModelGraph) -> Dict[str, Tuple[int, np.ndarray]]:
     return found
 
 
-def _reaching_sinks(graph: ModelGraph, edges: Dict[str, List[str]], sinks: Set[str]) -> Set[str]:
-    """Tensors and nodes of the traced routes from which a sink is reached."""
+def _reaching_sinks(graph: ModelGraph, edges: Dict[str, List[str]], sinks: Set[str]) -> Set[Tuple[str, str]]:
+    """("node", name) and ("tensor", name) of the traced routes from which a sink is reached (a node
+    and a tensor may share a name)."""
     readers: Dict[str, List[str]] = {}
     """node -> traced tensors it reads"""
     for tensor, nodes in edges.items():
         for node in nodes:
             readers.setdefault(node, []).append(tensor)
-    kept: Set[str] = set()
-    stack = list(sinks)
+    kept: Set[Tuple[str, str]] = set()
+    stack: List[Tuple[str, str]] = [("node", s) for s in sinks]
     while stack:
-        name = stack.pop()
-        if name in kept:
+        item = stack.pop()
+        if item in kept:
             continue
-        kept.add(name)
-        if name in readers:  # a node: its traced inputs lead here
-            stack.extend(readers[name])
+        kept.add(item)
+        kind, name = item
+        if kind == "node":  # its traced inputs lead here
+            stack.extend(("tensor", t) for t in readers.get(name, ()))
         else:  # a tensor: its producer, if it was traced
             producer = graph.producer.get(name)
             if producer is not None and producer.name in readers:
-                stack.append(producer.name)
+                stack.append(("node", producer.name))
     return kept
 
 
@@ -179,11 +181,11 @@ def _tainted(graph: ModelGraph, fills: Set[str]) -> Set[str]:
 
 
 def _group(graph: ModelGraph, fills: Dict[str, Tuple[int, np.ndarray]], sign: Dict[str, int],
-           edges: Dict[str, List[str]], kept: Set[str], tainted: Set[str]) -> List[MaskGroup]:
+           edges: Dict[str, List[str]], kept: Set[Tuple[str, str]], tainted: Set[str]) -> List[MaskGroup]:
     """One `Mask` per connected set of kept nodes and tensors."""
-    parent: Dict[str, str] = {}
+    parent: Dict[Tuple[str, str], Tuple[str, str]] = {}
 
-    def root(x: str) -> str:
+    def root(x: Tuple[str, str]) -> Tuple[str, str]:
         parent.setdefault(x, x)
         while parent[x] != x:
             parent[x] = parent[parent[x]]
@@ -191,25 +193,28 @@ def _group(graph: ModelGraph, fills: Dict[str, Tuple[int, np.ndarray]], sign: Di
         return x
 
     for tensor, nodes in edges.items():
-        if tensor not in kept or not sign.get(tensor):
+        if ("tensor", tensor) not in kept or not sign.get(tensor):
             continue
         for node in nodes:
-            if node in kept:
-                parent[root(node)] = root(tensor)
+            if ("node", node) in kept:
+                parent[root(("node", node))] = root(("tensor", tensor))
                 for out in graph.node_by_name[node].outputs:
-                    if out in kept:  # a node and what it computes belong together
-                        parent[root(out)] = root(node)
-    groups: Dict[str, List[str]] = {}
+                    if ("tensor", out) in kept:  # a node and what it computes belong together
+                        parent[root(("tensor", out))] = root(("node", node))
+    groups: Dict[Tuple[str, str], List[Tuple[str, str]]] = {}
     for name in list(parent):
         groups.setdefault(root(name), []).append(name)
     order = {n.name: n.order for n in graph.nodes}
     found: List[MaskGroup] = []
-    for members in sorted(groups.values(), key=lambda m: min(order.get(x, graph.topo_position(x)) for x in m)):
-        constants = tuple(m for m in members if m in fills)
+    def position(item: Tuple[str, str]) -> int:
+        return order[item[1]] if item[0] == "node" else graph.topo_position(item[1])
+
+    for members in sorted(groups.values(), key=lambda m: min(position(x) for x in m)):
+        constants = tuple(name for kind, name in members if kind == "tensor" and name in fills)
         if not constants:
             continue
-        nodes = tuple(sorted((m for m in members if m in order), key=order.__getitem__))
-        tensors = tuple(m for m in members if m not in order and m not in fills and sign.get(m))
+        nodes = tuple(sorted((name for kind, name in members if kind == "node"), key=order.__getitem__))
+        tensors = tuple(name for kind, name in members if kind == "tensor" and name not in fills and sign.get(name))
         ends = tuple(n for n in nodes if graph.node_by_name[n].op_type in ENDS or
                      (graph.node_by_name[n].op_type in CLAMPS and any(t in fills for t in graph.node_by_name[n].inputs)))
         if not ends:

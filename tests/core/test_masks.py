@@ -132,3 +132,27 @@ def test_break_on_inf_ignores_the_mask_but_not_an_overflow(tmp_path):
     invoke(["probe", model, "--inputs", data, "--no-history", "--break-on", "inf", "--json", out], exit_code=1)
     trigger = read_json(out)["results"]["trigger"]
     assert trigger["sample_index"] == 1 and trigger["tensor"] == "s" and trigger["values"] == {"inf": 1.0}
+
+
+def test_eager_where_of_the_lowest_value_with_nodes_named_like_their_outputs(tmp_path):
+    # eager GPT-2: Where(causal, scores, finfo.min); onnx.helper graphs often name a node after its output
+    from onnx import helper, numpy_helper
+
+    from ..fixtures.helpers import make_model, save, vi
+    from .mask_models import LOWEST
+
+    nodes = [helper.make_node("Constant", [], ["low"], name="low",
+                              value=numpy_helper.from_array(np.array(LOWEST, np.float32), "low")),
+             helper.make_node("Where", ["causal", "scores", "low"], ["w"], name="w"),
+             helper.make_node("Softmax", ["w"], ["p"], name="p", axis=-1)]
+    model = save(make_model(nodes, [vi("scores", [1, HEADS, L, L]), vi("causal", [1, 1, L, L], 9)],
+                            [vi("p", [1, HEADS, L, L])]), tmp_path / "eager.onnx")
+    analysis = find_masks(load_model(model))
+    assert [(m.constants, m.nodes, m.tensors) for m in analysis.masks] == [(("low",), ("w", "p"), ("w",))]
+    x = scores()
+    w = np.where(causal(), x, np.float32(LOWEST))
+    where = analysis.positions("w", {"causal": causal(), "w": w})
+    assert where is not None and (where == np.broadcast_to(~causal(), w.shape)).all()
+    tensors, findings = probe(tmp_path, model, [{"scores": x, "causal": causal()}], 0)
+    assert tensors["w"]["inf"] == tensors["w"]["masked"] == 0  # a finite fill: nothing to count, found all the same
+    assert [f["rule"] for f in findings if f["severity"] == "info"] == ["MI829"]
