@@ -151,3 +151,30 @@ def test_sequence_modes_pass_a_healthy_decoder_with_a_prompt_step(decoders, tmp_
     assert sum(t["masked"] for t in doc["tensors"]) == 2 * (6 + 6 * GPT_HEADS)  # step 0: 6 pairs of 4 tokens
     out = tmp_path / "nb.json"
     invoke(["nan-bisect", decoders["gpt2"], "--sequence", folder, "--json", out])
+
+
+def test_a_nan_entering_at_a_later_step_is_found_beside_the_masks(decoders, tmp_path):
+    # the embedding row of token 9 holds NaN: generation is finite until step 2 feeds token 9
+    src = decoders["gpt2"]
+    wte = "model.transformer.wte.weight"
+
+    def poison(w: np.ndarray) -> np.ndarray:
+        w = w.copy()
+        w[9, 3] = np.nan
+        return w
+    broken = edit_weight(src, tmp_path / "late.onnx", wte, poison)
+    gather = next(n.name for n in onnx.load(str(broken)).graph.node if n.op_type == "Gather" and wte in n.input)
+    folder = tmp_path / "steps"
+    folder.mkdir()
+    np.savez(folder / "step_0000.npz", input_ids=np.array([[3, 4, 5]], np.int64), attention_mask=np.ones((1, 3), np.int64))
+    for t, token in enumerate([6, 9, 10], start=1):
+        np.savez(folder / f"step_{t:04d}.npz", input_ids=np.array([[token]], np.int64),
+                 attention_mask=np.ones((1, 3 + t), np.int64))
+    out = tmp_path / "nb.json"
+    invoke(["nan-bisect", broken, "--sequence", folder, "--json", out], exit_code=1)
+    doc = read_json(out)
+    assert doc["inputs"]["sequence_step"] == 2
+    result = doc["results"]
+    assert [s["tensor"] for s in result["static"]] == [wte]  # the masks' -inf constants are not listed
+    assert result["records"][0]["origin"]["node"] == gather
+    assert [f["rule"] for f in result["findings"]].count("MI907") == 2
