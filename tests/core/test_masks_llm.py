@@ -75,17 +75,21 @@ def test_nan_bisect_passes_a_healthy_decoder(decoders, kind, tmp_path):
         assert [f["rule"] for f in doc["findings"]] == ["MI907", "MI907"]
 
 
-def test_nan_in_the_lm_head_is_found_at_its_matmul(decoders, tmp_path):
+@pytest.mark.parametrize("copies", [1, 2])  # one sample: every tensor exposed; two: the layered walk
+def test_nan_in_the_lm_head_is_found_at_its_matmul(decoders, tmp_path, copies):
     # fails on the old code: static also listed both masks' -inf constants
     src = decoders["llama"]
+    data = save_npz(tmp_path / "data", [prompt_sample("llama", heads=LLAMA_KV_HEADS,
+                                                      head_dim=LLAMA_HIDDEN // LLAMA_HEADS)] * copies)
     head = weight_of(src, "/model/lm_head/MatMul")
     broken = edit_weight(src, tmp_path / "nan.onnx", head, lambda w: np.where(np.arange(w.size).reshape(w.shape) == 7,
                                                                               np.nan, w))
     out = tmp_path / "nb.json"
-    invoke(["nan-bisect", broken, "--inputs", prompt(decoders, "llama"), "--json", out], exit_code=1)
+    invoke(["nan-bisect", broken, "--inputs", data, "--json", out], exit_code=1)
     doc = read_json(out)["results"]
+    assert doc["plan"]["strategy"] == ("expose-all" if copies == 1 else "layered")
     assert [s["tensor"] for s in doc["static"]] == [head]
-    assert doc["records"][0]["origin"]["node"] == "/model/lm_head/MatMul"
+    assert [r["origin"]["node"] for r in doc["records"]] == ["/model/lm_head/MatMul"] * copies
     out = tmp_path / "p.json"
     invoke(["probe", broken, "--inputs", prompt(decoders, "llama"), "--no-history", "--json", out], exit_code=1)
     flagged = [f["tensor"] for f in read_json(out)["results"]["findings"] if f["rule"] == "MI821"]
