@@ -103,7 +103,8 @@ class MaskAnalysis:
         return found
 
     def needs(self, tensors: Iterable[str]) -> List[str]:
-        """Computed tensors (not among `tensors`) whose values the positions of `tensors` need."""
+        """Tensors (not among `tensors`; computed ones and graph inputs) whose values the positions of
+        `tensors` need."""
         wanted: List[str] = []
         seen: Set[str] = set()
         stack = [t for t in tensors if self.on_path(t)]
@@ -123,7 +124,8 @@ class MaskAnalysis:
                         wanted.append(inp)
                     stack.append(inp)
         given = set(tensors)
-        return [t for t in dict.fromkeys(wanted) if t not in given and t in self.graph.producer]
+        inputs = set(self.graph.input_names)
+        return [t for t in dict.fromkeys(wanted) if t not in given and (t in self.graph.producer or t in inputs)]
 
     def positions(self, tensor: str, values: Values,
                   cache: Optional[Dict[str, Optional[np.ndarray]]] = None) -> Optional[np.ndarray]:

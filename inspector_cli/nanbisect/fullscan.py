@@ -39,10 +39,12 @@ class _Tensors:
         self.bad: Set[str] = set()
         self.nan: Set[str] = set()
 
-    def add(self, out: Mapping[str, np.ndarray], names: Sequence[str]) -> None:
+    def add(self, out: Mapping[str, np.ndarray], names: Sequence[str],
+            feeds: Optional[Mapping[str, np.ndarray]] = None) -> None:
+        env = {**feeds, **out} if feeds and self.masks else out  # a mask's condition may be a graph input
         for name in names:
             value = out[name]
-            if is_bad(value) and not (self.masks and self.masks.intended(name, value, out)):  # a mask's -Inf
+            if is_bad(value) and not (self.masks and self.masks.intended(name, value, env)):  # a mask's -Inf
                 self.bad.add(name)
                 if is_bad(value, Predicate.NAN):
                     self.nan.add(name)
@@ -105,7 +107,7 @@ class FullScanner:
                 session = self._session
             else:
                 session = self.prepared.open_full(names)
-            acc.add(session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=sample), names)
+            acc.add(session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=sample), names, feeds)
         return self._finish(sample, feeds, plan, acc)
 
     def run_shard(self, keys: Sequence[str], load: Callable[[int], Mapping[str, np.ndarray]],
@@ -138,7 +140,7 @@ class FullScanner:
                     if session is None:
                         session = self.prepared.open_full(names)
                     accs.setdefault(index, _Tensors(self.fp16, keep_values=False, masks=self.masks)).add(
-                        session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=key), names)
+                        session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=key), names, feeds)
                 except MiError as exc:
                     errors[index] = str(exc)
             if plan is None:

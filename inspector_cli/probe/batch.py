@@ -94,10 +94,14 @@ class HeldProbeRunner(ProbeRunner):
         runner = self.held.get(index, target.chunks[0])
         # samples that follow the run (a sequence's steps: the state) read their next sample from its outputs
         observe = getattr(samples, "observe", None)
+        fed = self.masks.needs(target.chunks[0]) if self.masks else []
+        fed = [t for t in fed if t in self.graph.input_names]  # a mask's condition given as a graph input
         for position, (sample_id, feeds) in enumerate(samples, start=1):
             outputs = runner.run(feeds, sample=sample_id)
             if observe is not None:
                 observe(outputs)
+            if fed:
+                outputs = {**{t: feeds[t] for t in fed if t in feeds}, **outputs}
             on_chunk(sample_id, 0, [outputs])
             progress(position, len(samples), sample_id)
 
@@ -188,7 +192,7 @@ def mask_chunk(masks: MaskAnalysis, graph: ModelGraph, chunk: Sequence[str]) -> 
     softmax = masks.softmax_inputs()
     extra = [softmax[graph.producer[t].name] for t in chunk
              if t in graph.producer and graph.producer[t].name in softmax]
-    extra += masks.needs([*chunk, *extra])
+    extra += [t for t in masks.needs([*chunk, *extra]) if t in graph.producer]  # graph inputs come with the sample
     return list(dict.fromkeys([*chunk, *extra]))
 
 

@@ -156,3 +156,22 @@ def test_eager_where_of_the_lowest_value_with_nodes_named_like_their_outputs(tmp
     tensors, findings = probe(tmp_path, model, [{"scores": x, "causal": causal()}], 0)
     assert tensors["w"]["inf"] == tensors["w"]["masked"] == 0  # a finite fill: nothing to count, found all the same
     assert [f["rule"] for f in findings if f["severity"] == "info"] == ["MI829"]
+
+
+def test_probe_takes_a_masks_condition_from_the_sample(tmp_path):
+    # Where(causal, scores, -inf) with `causal` a graph input: the positions need the sample's own value,
+    # so an overflow's -inf in the same tensor is told apart (without it every -inf would count as masked)
+    from onnx import helper
+
+    from ..fixtures.helpers import make_model, save, vi
+    from .mask_models import _constant
+
+    nodes = [_constant("neginf", -np.inf), helper.make_node("Where", ["causal", "scores", "neginf"], ["w"], name="mask"),
+             helper.make_node("Softmax", ["w"], ["p"], name="softmax", axis=-1)]
+    model = save(make_model(nodes, [vi("scores", [1, HEADS, L, L]), vi("causal", [1, 1, L, L], 9)],
+                            [vi("p", [1, HEADS, L, L])]), tmp_path / "w.onnx")
+    x = scores()
+    x[0, 1, 3, 0] = -np.inf  # unmasked (row 3 sees columns 0..3)
+    tensors, findings = probe(tmp_path, model, [{"scores": x, "causal": causal()}], 1)
+    assert tensors["w"]["masked"] == HEADS * 6 and tensors["w"]["inf"] == 1
+    assert [f["tensor"] for f in findings if f["rule"] == "MI821"] == ["w"]
