@@ -175,3 +175,27 @@ def test_probe_takes_a_masks_condition_from_the_sample(tmp_path):
     tensors, findings = probe(tmp_path, model, [{"scores": x, "causal": causal()}], 1)
     assert tensors["w"]["masked"] == HEADS * 6 and tensors["w"]["inf"] == 1
     assert [f["tensor"] for f in findings if f["rule"] == "MI821"] == ["w"]
+
+
+def test_an_overflow_on_the_mask_path_is_the_origin_not_the_mask(tmp_path):
+    # s = scores + Where(causal, 0, -inf); t = s * 1.5e38 + 1.5e38 overflows to +inf where unmasked (s >= 2);
+    # Softmax: NaN. (Both constants stay below half the float32 range: no fills themselves.)
+    # fails on the old code: the origin was the mask's Constant (const_neginf), where the first -inf appears
+    from onnx import helper
+
+    from ..fixtures.helpers import make_model, save, vi
+    from .mask_models import _constant
+
+    nodes = [_constant("zero", 0.0), _constant("neginf", -np.inf), _constant("big", 1.5e38), _constant("shift", 1.5e38),
+             helper.make_node("Where", ["causal", "zero", "neginf"], ["m"], name="mask_where"),
+             helper.make_node("Add", ["scores", "m"], ["s"], name="mask_add"),
+             helper.make_node("Mul", ["s", "big"], ["u"], name="scale"),
+             helper.make_node("Add", ["u", "shift"], ["t"], name="shift_add"),
+             helper.make_node("Softmax", ["t"], ["p"], name="softmax", axis=-1)]
+    model = save(make_model(nodes, [vi("scores", [1, HEADS, L, L]), vi("causal", [1, 1, L, L], 9)],
+                            [vi("p", [1, HEADS, L, L])]), tmp_path / "o.onnx")
+    x = np.float32(2.0) + np.float32(0.1) * np.clip(np.abs(scores()), 0, 1)  # 1.5e38 x stays finite
+    doc = bisect(tmp_path, model, [{"scores": x, "causal": causal()}], 1)
+    origin = doc["records"][0]["origin"]
+    assert origin["node"] == "shift_add"
+    assert doc["static"] == []
