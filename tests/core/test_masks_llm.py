@@ -69,7 +69,9 @@ def test_nan_bisect_passes_a_healthy_decoder(decoders, kind, tmp_path):
     # fails on the old code: exit 1, MI901 "weight '.../Constant_15_output_0' holds 0 NaN and 1 Inf" per layer
     for args in ([], ["--deep"]):
         out = tmp_path / "nb.json"
-        invoke(["nan-bisect", decoders[kind], "--inputs", prompt(decoders, kind), "--json", out, "--overwrite", *args])
+        shown = invoke(["nan-bisect", decoders[kind], "--inputs", prompt(decoders, kind), "--json", out, "--overwrite",
+                        *args]).stdout
+        assert "2 attention mask(s) recognised, their -Inf intended" in " ".join(shown.split())
         doc = read_json(out)["results"]
         assert doc["static"] == [] and doc["nonfinite"] == doc["masked"] == 0
         assert [f["rule"] for f in doc["findings"]] == ["MI907", "MI907"]
