@@ -199,3 +199,52 @@ def test_an_overflow_on_the_mask_path_is_the_origin_not_the_mask(tmp_path):
     origin = doc["records"][0]["origin"]
     assert origin["node"] == "shift_add"
     assert doc["static"] == []
+
+
+def test_a_stored_causal_buffer_sliced_cast_and_expanded_is_a_mask(tmp_path):
+    # old exports keep a [1, 1, 8, 8] float buffer of 0/-inf, Slice it to the sequence, Cast and Expand it.
+    # fails on the old code: static MI901 on 'buffer' (28 Inf) and probe MI821 on each of its copies
+    from onnx import helper
+
+    from ..fixtures.helpers import init, make_model, save, vi
+
+    buffer = np.triu(np.full((8, 8), -np.inf, np.float32), k=1)[None, None]
+    nodes = [helper.make_node("Slice", ["buffer", "starts", "ends", "axes"], ["sliced"], name="slice"),
+             helper.make_node("Cast", ["sliced"], ["cast"], name="cast", to=1),
+             helper.make_node("Expand", ["cast", "shape"], ["expanded"], name="expand"),
+             helper.make_node("Add", ["scores", "expanded"], ["s"], name="add"),
+             helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1)]
+    inits = [init("buffer", buffer), init("starts", np.array([0, 0], np.int64)), init("ends", np.array([L, L], np.int64)),
+             init("axes", np.array([2, 3], np.int64)), init("shape", np.array([1, HEADS, L, L], np.int64))]
+    model = save(make_model(nodes, [vi("scores", [1, HEADS, L, L])], [vi("p", [1, HEADS, L, L])], inits),
+                 tmp_path / "buffer.onnx")
+    analysis = find_masks(load_model(model))
+    assert [m.nodes for m in analysis.masks] == [("slice", "cast", "expand", "add", "softmax")]
+    assert analysis.pure == {"sliced", "cast", "expanded"}
+    tensors, findings = probe(tmp_path, model, [{"scores": scores()}], 0)
+    assert [tensors[t]["masked"] for t in ("sliced", "cast", "expanded", "s")] == [6, 6, 6 * HEADS, 6 * HEADS]
+    assert bisect(tmp_path, model, [{"scores": scores()}], 0)["static"] == []
+
+
+def test_an_infinite_clamp_bound_is_no_weight_defect(tmp_path):
+    # Min(x, +inf) and Max(x, -inf): no-op clamps exporters write for an open bound.
+    # fails on the old code: static MI901 on both bounds (exit 1)
+    from onnx import helper
+
+    from ..fixtures.helpers import make_model, save, vi
+    from .mask_models import _constant
+
+    nodes = [_constant("posinf", np.inf), _constant("neginf", -np.inf),
+             helper.make_node("Min", ["x", "posinf"], ["lo"], name="clamp_high"),
+             helper.make_node("Max", ["lo", "neginf"], ["y"], name="clamp_low")]
+    model = save(make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])]), tmp_path / "clamp.onnx")
+    analysis = find_masks(load_model(model))
+    assert [m.ends for m in analysis.masks] == [("clamp_high", "clamp_low")]  # one chain: one mask
+    assert set(analysis.masks[0].constants) == {"posinf", "neginf"}
+    doc = bisect(tmp_path, model, [{"x": np.arange(4, dtype=np.float32)[None]}], 0)
+    assert doc["static"] == [] and [f["rule"] for f in doc["findings"]] == ["MI907"]
+    # a NaN bound is no clamp: still a defect
+    nodes[0] = _constant("posinf", np.nan)
+    broken = save(make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])]), tmp_path / "nan.onnx")
+    doc = bisect(tmp_path / "n", broken, [{"x": np.arange(4, dtype=np.float32)[None]}], 1)
+    assert [s["tensor"] for s in doc["static"]] == ["posinf"]
