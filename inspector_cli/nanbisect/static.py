@@ -4,7 +4,7 @@ It needs no inference, so it is reported at once, before any sample runs.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 from onnx import AttributeProto, numpy_helper
@@ -16,16 +16,8 @@ from ..results.nan_bisect import WeightIssue
 from .values import FP16_MAX
 
 
-def nonfinite_weights(graph: ModelGraph, masks: Optional[MaskAnalysis] = None) -> List[WeightIssue]:
-    """Initializers and top-level Constant values holding NaN/Inf, with the nodes reading them; the
-    fills of `masks` (a -Inf an attention mask sets on purpose, core/masks.py) are no defect."""
-    issues = _nonfinite_weights(graph)
-    if masks:
-        issues = [w for w in issues if w.nan or not masks.is_fill(w.tensor)]
-    return issues
-
-
-def _nonfinite_weights(graph: ModelGraph) -> List[WeightIssue]:
+def nonfinite_weights(graph: ModelGraph) -> List[WeightIssue]:
+    """Initializers and top-level Constant values holding NaN/Inf, with the nodes reading them."""
     issues = [WeightIssue(tensor=w.tensor, nan=w.nan, inf=w.inf, size=w.size, consumers=list(w.consumers))
               for w in nonfinite_initializers(graph)]
     for node in graph.nodes:
@@ -45,6 +37,12 @@ def _nonfinite_weights(graph: ModelGraph) -> List[WeightIssue]:
                                       size=int(value.size),
                                       consumers=[c.name for c in graph.consumers.get(out, [])]))
     return issues
+
+
+def unintended_nonfinite_weights(graph: ModelGraph, masks: MaskAnalysis) -> List[WeightIssue]:
+    """`nonfinite_weights` but the fills of `masks`: the -Inf an attention mask sets on purpose
+    (core/masks.py) is no defect; a fill never holds NaN, so a weight with NaN is always kept."""
+    return [w for w in nonfinite_weights(graph) if w.nan or not masks.is_fill(w.tensor)]
 
 
 def fp16_unsafe_weights(graph: ModelGraph) -> List[str]:

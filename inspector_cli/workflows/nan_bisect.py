@@ -25,7 +25,7 @@ from ..nanbisect.job import NanBisectJob, error_record
 from ..nanbisect.locate import Locator
 from ..nanbisect.model import PreparedModel, scan_runtime
 from ..nanbisect.repro import write_bundle
-from ..nanbisect.static import fp16_unsafe_weights, nonfinite_weights
+from ..nanbisect.static import fp16_unsafe_weights, unintended_nonfinite_weights
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
@@ -65,7 +65,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     graph = as_graph(model, lazy=True)  # weights stay in the file: nothing to externalise or re-serialise
     hashing = _hash_in_background(graph)
     masks = find_masks(graph)
-    static = nonfinite_weights(graph, masks)
+    static = unintended_nonfinite_weights(graph, masks)
     if on_static is not None and static:
         on_static(static)
     warnings: List[str] = fp16_unsafe_weights(graph) if config.simulate == Simulate.FP16 else []
