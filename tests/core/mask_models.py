@@ -139,3 +139,35 @@ def edit_weight(src: Path, dst: Path, name: str, edit) -> Path:  # type: ignore[
             model.graph.initializer[i].CopyFrom(numpy_helper.from_array(edit(value).astype(value.dtype), name))
             return save(model, dst)
     raise KeyError(name)
+
+
+def export_gpt2_eager_fp16(path: Path, seed: int = 0) -> Path:
+    """transformers' GPT-2 in half precision with eager attention (no cache): the causal mask is
+    Where(causal, scores, finfo(fp16).min) and the padding mask (1 - attention_mask) * finfo.min is
+    added to it, so where both mask the sum is -inf in fp16."""
+    import warnings
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=0,
+                        eos_token_id=0, attn_implementation="eager")
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(config).eval().half()
+
+    class Plain(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):  # type: ignore[no-untyped-def]
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Plain(), (torch.tensor([[5, 7, 9]]), torch.ones(1, 3, dtype=torch.int64)), str(path),
+                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                          dynamic_axes={"input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"}},
+                          opset_version=17, dynamo=False)
+    return path

@@ -184,3 +184,40 @@ def test_a_nan_entering_at_a_later_step_is_found_beside_the_masks(decoders, tmp_
     assert [s["tensor"] for s in result["static"]] == [wte]  # the masks' -inf constants are not listed
     assert result["records"][0]["origin"]["node"] == gather
     assert [f["rule"] for f in result["findings"]].count("MI907") == 2
+
+
+def test_an_fp16_overflow_in_eager_attention_is_told_apart_from_the_masks(tmp_path_factory, tmp_path):
+    # eager fp16 GPT-2, q and k of layer 0 scaled by 3000: q.k overflows fp16 (65504) to +-Inf in the scores.
+    # fails on the old code: every -Inf of the masked scores counted as Inf (no `masked`), the overflow's and
+    # those at the positions the masks set alike
+    pytest.importorskip("transformers")
+    from .mask_models import export_gpt2_eager_fp16
+
+    src = export_gpt2_eager_fp16(tmp_path_factory.mktemp("eager16") / "gpt2_fp16.onnx")
+    data = save_npz(tmp_path / "left_padded", [{"input_ids": np.array([[5, 7, 9, 11, 13]], np.int64),
+                                                "attention_mask": np.array([[0, 1, 1, 1, 1]], np.int64)}])
+    out = tmp_path / "ok.json"
+    invoke(["probe", src, "--inputs", data, "--no-history", "--json", out])
+    healthy = {t["name"]: t for t in read_json(out)["results"]["tensors"]}
+    # finite fills (finfo(fp16).min): nothing non-finite in a healthy run, and the mask is still named
+    assert not [k for k, v in healthy.items() if v["masked"] or v["inf"] or v["nan"]]
+    assert [f["rule"] for f in read_json(out)["results"]["findings"] if f["severity"] == "info"] == ["MI829"]
+    qkv = "model.transformer.h.0.attn.c_attn.weight"
+
+    def scale(w: np.ndarray) -> np.ndarray:
+        w = w.astype(np.float32)
+        w[:, :64] *= 3000
+        return w.astype(np.float16)
+    broken = edit_weight(src, tmp_path / "overflow16.onnx", qkv, scale)
+    out = tmp_path / "p.json"
+    invoke(["probe", broken, "--inputs", data, "--no-history", "--json", out], exit_code=1)
+    doc = read_json(out)["results"]
+    flagged = [f["tensor"] for f in doc["findings"] if f["rule"] == "MI821"]
+    assert flagged[0] == "/model/transformer/h.0/attn/MatMul_output_0"  # the first, in topological order
+    scores = {t["name"]: t for t in doc["tensors"]}["/model/transformer/h.0/attn/Add_output_0"]
+    assert scores["masked"] > 0 and scores["inf"] > 0
+    out = tmp_path / "nb.json"
+    invoke(["nan-bisect", broken, "--inputs", data, "--deep", "--json", out], exit_code=1)
+    record = read_json(out)["results"]["records"][0]
+    assert [(o["node"], o["hints"][0]["rule"]) for o in record["masked"]] == [
+        ("/model/transformer/h.0/attn/MatMul", "fp16-overflow")]
