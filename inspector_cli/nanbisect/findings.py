@@ -3,12 +3,23 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
+from ..core.masks import Mask
 from ..results.base import Finding, Severity
 from ..results.nan_bisect import Group, WeightIssue
 from .batch import Summary
 
 RULES = {"static": "MI901", "origin": "MI902", "masked": "MI903", "fp16-overflow": "MI904",
-         "fp16-underflow": "MI905", "error": "MI906"}
+         "fp16-underflow": "MI905", "error": "MI906", "mask": "MI907"}
+
+
+def mask_findings(masks: Sequence[Mask]) -> List[Finding]:
+    """MI907 (info): one per mask recognised (core/masks.py), naming its constants and nodes."""
+    return [
+        Finding(rule=RULES["mask"], severity=Severity.INFO, node=mask.nodes[0] if mask.nodes else None,
+                tensor=mask.constants[0],
+                message=f"{mask.describe()}: its infinities are intended, not weights holding Inf nor NaN/Inf births",
+                data={"constants": list(mask.constants), "nodes": list(mask.nodes), "ends": list(mask.ends)})
+        for mask in masks]
 
 
 def build_findings(static: Sequence[WeightIssue], groups: Sequence[Group], summary: Summary) -> List[Finding]:

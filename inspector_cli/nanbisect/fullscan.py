@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 import numpy as np
 
 from ..core.capture import CapturePlan, plan_capture
+from ..core.masks import MaskAnalysis, find_masks
 from ..core.runner import Session
 from ..errors import MiError
 from ..results.nan_bisect import Origin, RangeEvent, SampleRecord, TensorStats
@@ -28,7 +29,8 @@ SENSITIVE_INPUTS = {"Div": 1, "Reciprocal": 0, "Log": 0, "Pow": 0}
 class _Tensors:
     """What one sample's captured tensors reduce to, chunk after chunk."""
 
-    def __init__(self, fp16: bool, keep_values: bool) -> None:
+    def __init__(self, fp16: bool, keep_values: bool, masks: Optional[MaskAnalysis] = None) -> None:
+        self.masks = masks
         self.fp16 = fp16
         self.keep_values = keep_values
         self.values: Dict[str, np.ndarray] = {}
@@ -37,10 +39,12 @@ class _Tensors:
         self.bad: Set[str] = set()
         self.nan: Set[str] = set()
 
-    def add(self, out: Mapping[str, np.ndarray], names: Sequence[str]) -> None:
+    def add(self, out: Mapping[str, np.ndarray], names: Sequence[str],
+            feeds: Optional[Mapping[str, np.ndarray]] = None) -> None:
+        env = {**feeds, **out} if feeds and self.masks else out  # a mask's condition may be a graph input
         for name in names:
             value = out[name]
-            if is_bad(value):
+            if is_bad(value) and not (self.masks and self.masks.intended(name, value, env)):  # a mask's -Inf
                 self.bad.add(name)
                 if is_bad(value, Predicate.NAN):
                     self.nan.add(name)
@@ -73,6 +77,7 @@ class FullScanner:
         self.deep = deep
         self.fp16 = fp16
         self.names = list(self.topo.position)
+        self.masks = find_masks(prepared.graph)
         self._plans: Dict[object, CapturePlan] = {}
         self._session: Optional[Session] = None
         self._fetch_sessions: Dict[tuple, Session] = {}
@@ -93,7 +98,7 @@ class FullScanner:
     def analyse(self, sample: str, feeds: Mapping[str, np.ndarray]) -> SampleRecord:
         plan = self.plan(feeds)
         single = len(plan.chunks) == 1
-        acc = _Tensors(self.fp16, keep_values=single)
+        acc = _Tensors(self.fp16, keep_values=single, masks=self.masks)
         for chunk in plan.chunks:
             names = [self.names[i] for i in chunk]
             if single:
@@ -102,7 +107,7 @@ class FullScanner:
                 session = self._session
             else:
                 session = self.prepared.open_full(names)
-            acc.add(session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=sample), names)
+            acc.add(session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=sample), names, feeds)
         return self._finish(sample, feeds, plan, acc)
 
     def run_shard(self, keys: Sequence[str], load: Callable[[int], Mapping[str, np.ndarray]],
@@ -134,8 +139,8 @@ class FullScanner:
                     names = [self.names[i] for i in plan.chunks[chunk_index]]
                     if session is None:
                         session = self.prepared.open_full(names)
-                    accs.setdefault(index, _Tensors(self.fp16, keep_values=False)).add(
-                        session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=key), names)
+                    accs.setdefault(index, _Tensors(self.fp16, keep_values=False, masks=self.masks)).add(
+                        session.run(feeds, list(dict.fromkeys([*self.topo.outputs, *names])), sample=key), names, feeds)
                 except MiError as exc:
                     errors[index] = str(exc)
             if plan is None:

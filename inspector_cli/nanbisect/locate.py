@@ -27,6 +27,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from ..core.capture import BYTES_PER_EXPOSED
+from ..core.masks import find_masks
 from ..core.runner import Session
 from ..errors import InferenceError
 from ..results.nan_bisect import SampleRecord
@@ -90,6 +91,8 @@ class Locator:
         self.checkpoints = checkpoints
         self.expose_all_root = expose_all_root
         self.root = root_region(self.topo)
+        self.masks = find_masks(prepared.graph)
+        """A mask's intended -Inf is no bad value: a tensor holding only those is good (core/masks.py)."""
         self.sessions = SessionCache(2 * checkpoints + 4)
         self._root_plans: Dict[object, RootPlan] = {}
         self._layouts: Dict[object, RegionLayout] = {}
@@ -224,10 +227,11 @@ class Locator:
 
     def _explain_run(self, region: Region, plan: Optional[CheckpointPlan], values: Values, feed_values: Values,
                      feeds: Mapping[str, np.ndarray], predicate: Predicate, budget: int) -> Explained:
-        bad_feeds = [f for f in region.feeds if is_bad(feed_values.get(f), predicate)]
-        targets = [t for t in region.targets if is_bad(values.get(t), predicate)]
+        env = {**feeds, **feed_values, **values}
+        bad_feeds = [f for f in region.feeds if self._bad(f, feed_values.get(f), predicate, env)]
+        targets = [t for t in region.targets if self._bad(t, values.get(t), predicate, env)]
         if plan is None:
-            bad = {t for t in self._produced(region) if is_bad(values.get(t), predicate)} | set(bad_feeds)
+            bad = {t for t in self._produced(region) if self._bad(t, values.get(t), predicate, env)} | set(bad_feeds)
             scan = find_origins(self.topo, region.positions, bad, targets, incoming=bad_feeds)
             lookup = ValueLookup(self.prepared, feeds, {**feed_values, **values}) if scan.reaching else None
             return Explained(scan.reaching, scan.incoming, lookup)
@@ -254,8 +258,9 @@ class Locator:
             # what enters the segment: the frontier at its start and the region's feeds its nodes read
             # (a feed read after a checkpoint is on no frontier: frontiers hold tensors the region computes)
             entering = [*frontier[start], *self._feeds_read(region, bounds[start] + 1, bounds[end])]
+            env = {**feeds, **feed_values, **values}
             bad_before = {t for t in entering
-                          if is_bad(values[t] if t in values else feed_values.get(t), predicate)}
+                          if self._bad(t, values[t] if t in values else feed_values.get(t), predicate, env)}
             last = region.positions[bounds[end]]
             if bad_before and all(t in wanted or self.topo.surely_reaches(t, wanted, last) for t in bad_before):
                 # every bad value entering the segment surely reaches what we explain: the earliest
@@ -283,6 +288,12 @@ class Locator:
             wanted = reached & set(frontier[start]) - region_feeds if start > 0 else set()
             end = start
         return Explained(found.origins, incoming, found.lookup)
+
+    def _bad(self, name: str, value: object, predicate: Predicate, env: Mapping[str, np.ndarray]) -> bool:
+        """Does the tensor hold a NaN/Inf that is not a mask's intended -Inf (core/masks.py)?"""
+        if not is_bad(value, predicate):
+            return False
+        return not (self.masks and self.masks.intended(name, value, env))  # type: ignore[arg-type]
 
     def _feeds_read(self, region: Region, first: int, last: int) -> Set[str]:
         """The region's feeds read by its nodes at local indices `first`..`last`."""

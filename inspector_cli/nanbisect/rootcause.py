@@ -166,8 +166,25 @@ def _rule_range(op: str, ins: Sequence[TensorStats], ctx: Context) -> List[Hint]
     return [Hint(rule, f"{dtype} overflow: the result exceeds {limit:.6g} (inputs reach |x| = {_fmt(peak)})")]
 
 
+def _rule_masked_row(op: str, ins: Sequence[TensorStats], ctx: Context) -> List[Hint]:
+    """Softmax of a row that a mask set to -Inf everywhere: exp(-Inf) sums to 0, and 0/0 is NaN."""
+    if op != "Softmax" or not ins or not ins[0].inf:
+        return []
+    value = ctx.get("values", {}).get(ins[0].name)
+    if not isinstance(value, np.ndarray) or value.ndim == 0 or value.size == 0:
+        return []
+    axis = int(ctx["attributes"].get("axis", -1)) % value.ndim
+    rows = int(np.count_nonzero(np.isneginf(value).all(axis=axis)))
+    if not rows:
+        return []
+    return [Hint("fully-masked-row", f"{rows} row(s) of '{ins[0].name}' are -Inf at every position (axis {axis}): "
+                                     "a mask leaves the query nothing to attend to, and Softmax of such a row is "
+                                     "0/0 = NaN (an all-zero attention_mask row? fill with the dtype's lowest "
+                                     "value instead of -Inf, or fix the mask)")]
+
+
 RULES: List[Callable[[str, Sequence[TensorStats], Context], List[Hint]]] = [
-    _rule_sources, _rule_division, _rule_domain, _rule_exp, _rule_norm, _rule_inf_arith]
+    _rule_masked_row, _rule_sources, _rule_division, _rule_domain, _rule_exp, _rule_norm, _rule_inf_arith]
 FALLBACK_RULES = [_rule_range]
 """Asked only when no specific rule explains the node (Log of 0 gives -Inf, which is not an overflow)."""
 

@@ -10,6 +10,7 @@ import numpy as np
 from onnx import AttributeProto, numpy_helper
 
 from ..core.graph import ModelGraph, load_external_tensor
+from ..core.masks import MaskAnalysis
 from ..core.weights import nonfinite_initializers
 from ..results.nan_bisect import WeightIssue
 from .values import FP16_MAX
@@ -36,6 +37,12 @@ def nonfinite_weights(graph: ModelGraph) -> List[WeightIssue]:
                                       size=int(value.size),
                                       consumers=[c.name for c in graph.consumers.get(out, [])]))
     return issues
+
+
+def unintended_nonfinite_weights(graph: ModelGraph, masks: MaskAnalysis) -> List[WeightIssue]:
+    """`nonfinite_weights` but the fills of `masks`: the -Inf an attention mask sets on purpose
+    (core/masks.py) is no defect; a fill never holds NaN, so a weight with NaN is always kept."""
+    return [w for w in nonfinite_weights(graph) if w.nan or not masks.is_fill(w.tensor)]
 
 
 def fp16_unsafe_weights(graph: ModelGraph) -> List[str]:

@@ -20,6 +20,7 @@ from ..core.binding import BoundRunner
 from ..core.capture import CaptureTarget
 from ..core.graph import ModelGraph, load_model
 from ..core.inputs import SampleRef, SampleSet
+from ..core.masks import MaskAnalysis, find_masks
 from ..core.runner import RuntimeConfig, open_session
 from ..core.types import TensorMap
 from ..errors import UsageError
@@ -93,10 +94,14 @@ class HeldProbeRunner(ProbeRunner):
         runner = self.held.get(index, target.chunks[0])
         # samples that follow the run (a sequence's steps: the state) read their next sample from its outputs
         observe = getattr(samples, "observe", None)
+        fed = self.masks.needs(target.chunks[0]) if self.masks else []
+        fed = [t for t in fed if t in self.graph.input_names]  # a mask's condition given as a graph input
         for position, (sample_id, feeds) in enumerate(samples, start=1):
             outputs = runner.run(feeds, sample=sample_id)
             if observe is not None:
                 observe(outputs)
+            if fed:
+                outputs = {**{t: feeds[t] for t in fed if t in feeds}, **outputs}
             on_chunk(sample_id, 0, [outputs])
             progress(position, len(samples), sample_id)
 
@@ -126,6 +131,9 @@ class ProbeBlockRunner(Runner):
         self.workspace = Workspace()
         self.held = HeldSessions(graph, job.runtime, len(job.chunks))
         self.block_start = 0
+        self.masks = find_masks(graph)
+        self.chunks = [mask_chunk(self.masks, graph, chunk) for chunk in job.chunks]
+        """Each chunk with the tensors its masks' positions need (captured, not probed)."""
 
     def consumers(self) -> Consumers:
         """Fresh trackers, quantiser checks and plugins for one block."""
@@ -166,14 +174,26 @@ class ProbeBlockRunner(Runner):
                 report(block.start + (done * len(block.refs)) // runs, None, sample)
 
         follow = list(getattr(samples, "follow", ()))  # outputs such samples need back (not probed unless selected)
-        chunks = [list(dict.fromkeys([*chunk, *follow])) for chunk in self.job.chunks]
+        chunks = [list(dict.fromkeys([*chunk, *follow])) for chunk in self.chunks]
         runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, chunks, samples, self.consumers,
-                                 self.nodes, self.triggers, progress=progress)
+                                 self.nodes, self.triggers, progress=progress, masks=self.masks)
         hit = runner.run()
         return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted)
 
     def close(self) -> None:
         self.held = HeldSessions(self.graph, self.job.runtime, 0)
+
+
+def mask_chunk(masks: MaskAnalysis, graph: ModelGraph, chunk: Sequence[str]) -> List[str]:
+    """`chunk` plus what telling its masked values apart needs: the tensors their positions are carried
+    from, and the input of each probed Softmax output that ends a mask (its fully masked rows)."""
+    if not masks:
+        return list(chunk)
+    softmax = masks.softmax_inputs()
+    extra = [softmax[graph.producer[t].name] for t in chunk
+             if t in graph.producer and graph.producer[t].name in softmax]
+    extra += [t for t in masks.needs([*chunk, *extra]) if t in graph.producer]  # graph inputs come with the sample
+    return list(dict.fromkeys([*chunk, *extra]))
 
 
 def merge_consumers(into: Consumers, other: Consumers) -> None:

@@ -5,6 +5,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.graph import ModelGraph
 from ..core.inputs import SampleSet
+from ..core.masks import Mask
 from ..core.select import selectable_tensors
 from ..errors import UsageError
 from ..results.base import Finding, ModelRef, Severity
@@ -36,9 +37,9 @@ def quant_results(trackers: Sequence[QuantTracker], reference: Dict[Tuple[str, s
 
 
 def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit], quant: Sequence[QuantRange],
-                   config: ProbeConfig) -> List[Finding]:
+                   config: ProbeConfig, masks: Sequence[Mask] = ()) -> List[Finding]:
     """Defects (errors: exit 1) and observations (warnings, info) from the statistics."""
-    findings: List[Finding] = []
+    findings: List[Finding] = mask_findings(masks, tensors)
     if trigger is not None:
         values = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in trigger.values.items())
         findings.append(Finding(rule="MI824", severity=Severity.ERROR, tensor=trigger.tensor,
@@ -46,7 +47,15 @@ def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit]
                                         f"(#{trigger.sample_index}) by tensor '{trigger.tensor}' ({values})",
                                 data={"sample": trigger.sample, "sample_index": trigger.sample_index}))
     for t in tensors:
-        if t.nan or t.inf:
+        if t.masked_rows and not t.inf:
+            findings.append(Finding(
+                rule="MI828", severity=Severity.ERROR, tensor=t.name, node=t.node or None,
+                message=f"tensor '{t.name}' holds {t.nan} NaN: {t.masked_rows} row(s) of Softmax '{t.node}' had "
+                        f"every input masked (-Inf), and Softmax of a row with no position left is 0/0 = NaN",
+                hint="a query that may attend to nothing (an all-zero attention_mask row, or padding on the "
+                     "wrong side): fill with the dtype's lowest value instead of -Inf, or fix the mask",
+                data={"rows": t.masked_rows}))
+        elif t.nan or t.inf:
             findings.append(Finding(rule="MI821", severity=Severity.ERROR, tensor=t.name, node=t.node or None,
                                     message=f"tensor '{t.name}' holds {t.nan} NaN and {t.inf} Inf value(s)",
                                     hint="run 'mi nan-bisect' to find the node that produces them first"))
@@ -76,6 +85,22 @@ def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit]
         elif q.count and q.used_share < LOW_RANGE_USE and q.source != "qlinear-output":
             findings.append(Finding(rule="MI826", severity=Severity.INFO, node=q.node, tensor=q.tensor,
                                     message=f"{q.op_type} '{q.node}' uses {q.used_share:.1%} of its integer range"))
+    return findings
+
+
+def mask_findings(masks: Sequence[Mask], tensors: Sequence[TensorStats]) -> List[Finding]:
+    """MI829 (info): one per mask recognised, with the masked values it accounts for."""
+    stats = {t.name: t for t in tensors}
+    findings = []
+    for mask in masks:
+        masked = sum(stats[n].masked for n in mask.tensors if n in stats)
+        where = [n for n in mask.tensors if n in stats and stats[n].masked]
+        counted = (f": {masked} masked value(s) in {len(where)} tensor(s), not counted as Inf" if masked
+                   else "")
+        findings.append(Finding(rule="MI829", severity=Severity.INFO, node=mask.nodes[0] if mask.nodes else None,
+                                tensor=mask.constants[0], message=f"{mask.describe()}{counted}",
+                                data={"constants": list(mask.constants), "nodes": list(mask.nodes),
+                                      "ends": list(mask.ends), "masked": masked}))
     return findings
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from ..core.capture import CaptureTarget, run_capture
 from ..core.graph import ModelGraph
 from ..core.inputs import SampleSet
+from ..core.masks import MaskAnalysis
 from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
 from ..plugins import NodeView, Plugin, call_plugin
@@ -55,7 +56,7 @@ class ProbeRunner:
     def __init__(self, graph: ModelGraph, runtime: RuntimeConfig, chunks: Sequence[Sequence[str]],
                  samples: SampleSet, factory: Callable[[], Consumers], nodes: Dict[str, Optional[NodeView]],
                  triggers: Sequence[Trigger] = (), *, on_hit: Optional[Callable[[Hit, TensorMap], None]] = None,
-                 progress: Optional[Progress] = None) -> None:
+                 progress: Optional[Progress] = None, masks: Optional[MaskAnalysis] = None) -> None:
         self.graph, self.runtime = graph, runtime
         self.chunks = [list(c) for c in chunks]
         self.samples = samples
@@ -67,6 +68,9 @@ class ProbeRunner:
         self.progress = progress
         self.samples_done = 0
         self.restarted = False
+        self.masks = masks
+        """The model's masks: their intentional infinities are counted apart (`mask_counts`)."""
+        self._softmax_inputs = masks.softmax_inputs() if masks else {}
 
     def run(self) -> Optional[Hit]:
         limit = len(self.samples)
@@ -124,11 +128,13 @@ class ProbeRunner:
                  triggers: Sequence[Trigger]) -> Optional[Hit]:
         consumers = self.consumers
         found: Optional[Hit] = None
+        cache: Dict[str, Optional[np.ndarray]] = {}
         for name in names:
             array = tensors[name]
             tracker = consumers.trackers.get(name)
             if tracker is not None:
-                stats = tracker.update(sample_id, array)
+                masked, rows = self._mask_counts(name, array, tensors, cache)
+                stats = tracker.update(sample_id, array, masked, rows)
                 if found is None and triggers:
                     trigger = first_match(triggers, stats)
                     if trigger is not None:
@@ -139,6 +145,23 @@ class ProbeRunner:
                 if name in accepted:
                     call_plugin(plugin, "process_tensor", name, np.asarray(array), self.nodes.get(name))
         return found
+
+    def _mask_counts(self, name: str, array: np.ndarray, tensors: TensorMap,
+                     cache: Dict[str, Optional[np.ndarray]]) -> Tuple[int, int]:
+        """(masked infinities of the tensor, fully masked rows behind a Softmax output's NaN)."""
+        masks = self.masks
+        if not masks or not isinstance(array, np.ndarray) or array.dtype.kind != "f":
+            return 0, 0
+        masked = 0
+        if masks.on_path(name) and np.isinf(array).any():
+            masked, _ = masks.masked_count(name, array, tensors, cache)
+        rows = 0
+        node = self.graph.producer.get(name)
+        if node is not None and node.name in self._softmax_inputs and np.isnan(array).any():
+            source = tensors.get(self._softmax_inputs[node.name])
+            if source is not None:
+                rows = masks.fully_masked_rows(node.name, np.asarray(source), tensors, cache)
+        return masked, rows
 
 
 def capture_chunks(graph: ModelGraph, runtime: RuntimeConfig, chunks: Sequence[Sequence[str]], samples: SampleSet,

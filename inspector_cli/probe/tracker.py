@@ -8,7 +8,7 @@ only then counted and filtered out of the statistics, which describe the finite 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -37,6 +37,8 @@ class SampleStats:
     zeros: int
     nan: int
     inf: int
+    """Infinities a mask did not set (the masked ones are in `masked`)."""
+    masked: int = 0
 
     @property
     def absmax(self) -> Optional[float]:
@@ -105,14 +107,17 @@ class ProbeTracker:
         self.min = math.inf
         self.max = -math.inf
         self.zeros = self.nan = self.inf = 0
+        self.masked = self.masked_rows = 0
         self.zero_samples = 0
         self.zero_sample_ids: List[str] = []
         self.max_stride = 1
         self.channels = ChannelTracker(self.channel_axis) if self.channel_axis is not None else None
         self.rows: List[SampleRow] = []
 
-    def update(self, sample: str, array: np.ndarray) -> SampleStats:
-        """Add one sample's value of the tensor; returns that sample's statistics."""
+    def update(self, sample: str, array: np.ndarray, masked: int = 0, masked_rows: int = 0) -> SampleStats:
+        """Add one sample's value of the tensor; returns that sample's statistics. `masked` of its
+        infinities are a mask's intentional values (core/masks.py), counted apart from `inf`;
+        `masked_rows`: rows a Softmax made NaN because its whole input row was masked."""
         array = np.asarray(array)
         self._note_layout(array)
         if array.dtype.kind not in "biuf":  # strings, objects (sequences): nothing to measure
@@ -134,9 +139,15 @@ class ProbeTracker:
                 inf = flat.size - nan - int(np.count_nonzero(finite))
                 flat = flat[finite]
                 lo, hi = (flat.min(), flat.max()) if flat.size else (None, None)
+        masked = min(masked, inf)
+        inf -= masked
         self.nan += nan
         self.inf += inf
+        self.masked += masked
+        self.masked_rows += masked_rows
         stats = self._finite(sample, flat, lo, hi, nan, inf, array.size)
+        if masked:
+            stats = replace(stats, masked=masked)
         if self.channels is not None:
             self.channels.update(work, stats.zeros)
         if self.keep_rows:
@@ -166,7 +177,7 @@ class ProbeTracker:
         lo, hi = float(lo), float(hi)
         self.min, self.max = min(self.min, lo), max(self.max, hi)
         self.zeros += zeros
-        if zeros == n and nan == 0 and inf == 0:
+        if zeros == n and nan == 0 and inf == 0 and not self.masked:
             self.zero_samples += 1
             if len(self.zero_sample_ids) < MAX_ZERO_SAMPLE_IDS:
                 self.zero_sample_ids.append(sample)
@@ -194,6 +205,8 @@ class ProbeTracker:
         self.zeros += other.zeros
         self.nan += other.nan
         self.inf += other.inf
+        self.masked += other.masked
+        self.masked_rows += other.masked_rows
         self.zero_samples += other.zero_samples
         self.zero_sample_ids = (self.zero_sample_ids + other.zero_sample_ids)[:MAX_ZERO_SAMPLE_IDS]
         self.max_stride = max(self.max_stride, other.max_stride)
@@ -238,7 +251,8 @@ class ProbeTracker:
                          "(--hist-sample): approximate")
         base = dict(name=self.name, op_type=self.op_type, node=self.node, dtype=self.dtype, shape=self.shape or [],
                     samples=self.samples, count=count, nan=self.nan, inf=self.inf, channels=channels,
-                    zero_samples=self.zero_samples, zero_sample_ids=list(self.zero_sample_ids), notes=notes)
+                    zero_samples=self.zero_samples, zero_sample_ids=list(self.zero_sample_ids), notes=notes,
+                    masked=self.masked, masked_rows=self.masked_rows)
         if count == 0:
             return TensorStats(**base)  # type: ignore[arg-type]
         mean, std = self.moments.mean, self.moments.std

@@ -113,6 +113,11 @@ def nan_bisect_view(result: NanBisectResult) -> View:
                               + ", ".join(o.label for o in first.origins))
     for node, path in (result.plan.get("repro") or {}).items():
         view.notes.append(f"repro bundle for {node}: {path} (see README.txt there)")
+    masks = [f for f in result.findings if f.rule == "MI907"]
+    if masks:  # one line, however many layers: each mask is in the JSON
+        more = f" (+{len(masks) - 1} more, MI907 in the JSON)" if len(masks) > 1 else ""
+        view.notes.append(f"note: {len(masks)} attention mask(s) recognised, their -Inf intended: "
+                          f"{masks[0].message.split(':')[0]}{more}")
     for finding in result.findings:
         if finding.rule == "MI906":
             view.notes.append(f"error: {finding.message}")

@@ -98,7 +98,8 @@ class Origin:
         what = " and ".join(p for p in (f"{nan} NaN" if nan else "", f"{inf} Inf" if inf else "") if p) or "non-finite values"
         if self.op_type == "(input)":  # NaN/Inf fed in by the sample, not born in the model
             return self.hints[0].message if self.hints else f"input '{self.node}' of the sample holds {what}"
-        text = f"{self.node} ({self.op_type}) produced {what} from finite inputs"
+        inputs = "a fully masked row" if self.hints and self.hints[0].rule == "fully-masked-row" else "finite inputs"
+        text = f"{self.node} ({self.op_type}) produced {what} from {inputs}"
         if self.nested is not None:
             inner = f" at node '{self.nested.node}' ({self.nested.op_type})" if self.nested.node else ""
             when = f", iteration {self.nested.iteration}" if self.nested.iteration is not None else ""

@@ -53,6 +53,10 @@ class TensorStats:
     """Samples on which the whole tensor was exactly zero."""
     zero_sample_ids: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    masked: int = 0
+    """-Inf (or +Inf) values an attention mask sets on purpose (core/masks.py): not counted in `inf`."""
+    masked_rows: int = 0
+    """A Softmax output: rows whose every input was masked (-Inf), which it turns into NaN."""
 
     def stat(self, name: str) -> Any:
         """A statistic by name ('min', 'p99', 'zero_frac', 'dead_channels', ...)."""

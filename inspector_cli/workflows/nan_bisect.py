@@ -11,6 +11,7 @@ from ..inspection.rollups import attach_scopes
 from ..batching import batch_runtime, check_executor, executor_plan, shared_samples
 from ..core.capture import default_budget, plan_capture
 from ..core.graph import ModelGraph
+from ..core.masks import find_masks
 from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, open_samples
 from ..errors import MiError, UsageError
@@ -20,12 +21,12 @@ from ..core import failpoints
 from ..core.interrupts import deferred_interrupt
 from ..nanbisect.batch import JsonlLog, Summary, check_jsonl
 from ..nanbisect.config import NanBisectConfig, Simulate
-from ..nanbisect.findings import build_findings
+from ..nanbisect.findings import build_findings, mask_findings
 from ..nanbisect.job import NanBisectJob, error_record
 from ..nanbisect.locate import Locator
 from ..nanbisect.model import PreparedModel, scan_runtime
 from ..nanbisect.repro import write_bundle
-from ..nanbisect.static import fp16_unsafe_weights, nonfinite_weights
+from ..nanbisect.static import fp16_unsafe_weights, unintended_nonfinite_weights
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
@@ -64,7 +65,8 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     owned = not isinstance(model, ModelGraph)
     graph = as_graph(model, lazy=True)  # weights stay in the file: nothing to externalise or re-serialise
     hashing = _hash_in_background(graph)
-    static = nonfinite_weights(graph)
+    masks = find_masks(graph)
+    static = unintended_nonfinite_weights(graph, masks)
     if on_static is not None and static:
         on_static(static)
     warnings: List[str] = fp16_unsafe_weights(graph) if config.simulate == Simulate.FP16 else []
@@ -82,6 +84,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
             _check_loadable(prepared, _root_exposed(prepared, config, samples, budget))
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
+        result = replace(result, findings=[*mask_findings(masks.masks), *result.findings])
         result = attach_scopes(result, prepared.graph)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:

@@ -15,6 +15,7 @@ from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
 from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, open_samples
+from ..core.masks import find_masks
 from ..core.select import select_tensors
 from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
@@ -123,7 +124,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),
         inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
         quant=quant, plugins=plugin_results, history=history,
-        findings=build_findings(tensors, trigger, quant, config) + ([lost_finding(run.lost)] if run.lost else []),
+        findings=build_findings(tensors, trigger, quant, config, find_masks(graph).masks) + ([lost_finding(run.lost)] if run.lost else []),
         warnings=warnings, capture=plan.capture), graph)
 
 
