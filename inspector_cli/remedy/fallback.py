@@ -76,13 +76,15 @@ class FallbackPlan:
         """JSON, or YAML when the name ends in .yaml/.yml."""
         import json
 
+        from ..serialize import write_atomic
+
         path = Path(path)
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
-            path.write_text(yaml.safe_dump(self.exclude_list(), sort_keys=False))
+            write_atomic(path, yaml.safe_dump(self.exclude_list(), sort_keys=False))
         else:
-            path.write_text(json.dumps(self.exclude_list(), indent=2) + "\n")
+            write_atomic(path, json.dumps(self.exclude_list(), indent=2) + "\n")
         return path
 
     def to_dict(self) -> Dict[str, Any]:

@@ -132,15 +132,39 @@ class _Patcher:
             clamp.input.extend([src] + list(ref.input[1:]))
             del clamp.output[:]
             clamp.output.append(name)
-            for extra in ref.input[1:]:  # Clip's min/max initializers
-                if extra and extra not in self.index.inits and self.fp32_index is not None:
-                    tensor = self.fp32_index.inits.get(extra)
-                    if tensor is not None:
-                        self.model.graph.initializer.append(tensor)
-                        self.index.inits[extra] = tensor
+            for position, extra in enumerate(ref.input[1:], start=1):  # Clip's min/max
+                if extra and extra not in self.index.inits and extra not in self.index.producer:
+                    tensor = self._fp32_constant(extra)
+                    if tensor is None:  # computed at run time in the fp32 model: cannot be copied
+                        raise ValueError(f"cannot restore '{ref.name}' folded into '{q.name}': its input "
+                                         f"'{extra}' is not a constant")
+                    # exporters write Clip's bounds as Constant nodes (torch) or initializers
+                    tensor.name = f"{ref.name}__bound{position}"
+                    clamp.input[position] = tensor.name
+                    self.model.graph.initializer.append(tensor)
+                    self.index.inits[tensor.name] = tensor
             self.model.graph.node.append(clamp)
         self.float_of[src] = name
         return name
+
+    def _fp32_constant(self, name: str) -> Optional[onnx.TensorProto]:
+        """A copy of the fp32 model's constant `name`: an initializer or a Constant node's value."""
+        assert self.fp32_index is not None
+        tensor = onnx.TensorProto()
+        if name in self.fp32_index.inits:
+            tensor.CopyFrom(self.fp32_index.inits[name])
+            return tensor
+        node = self.fp32_index.producer.get(name)
+        if node is None or node.op_type != "Constant":
+            return None
+        for attr in node.attribute:
+            if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                tensor.CopyFrom(attr.t)
+                return tensor
+            if attr.name in ("value_float", "value_int"):
+                value = helper.get_attribute_value(attr)
+                return numpy_helper.from_array(np.asarray(value, np.float32 if attr.name == "value_float" else np.int64))
+        return None
 
     def _starts_at_zero(self, q: onnx.NodeProto) -> bool:
         zero = self.index.array(q.input[2]) if len(q.input) > 2 and q.input[2] else None

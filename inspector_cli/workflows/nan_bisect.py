@@ -238,6 +238,6 @@ def fp16_fallback_plan(result: NanBisectResult, reference: ModelArg, config: Nan
     for sample_id, sample in samples:
         ids.append(sample_id)
         feeds.append(sample)
-    section = fp16_fallback(graph.model, ids, feeds, config.runtime, fallback)
+    section = fp16_fallback(graph, ids, feeds, config.runtime, fallback)  # read in full there
     return replace(result, remedy=RemedySection(fallback=section),
                    findings=[*result.findings, *plan_findings(section, fallback)])
