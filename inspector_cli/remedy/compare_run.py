@@ -19,7 +19,7 @@ from ..core.graph import ModelGraph
 from ..core.lazyload import save_standalone, standalone_graph_model
 from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
-from ..errors import UsageError
+from ..errors import MiError, UsageError
 from ..results.base import Finding, Severity
 from ..results.layers import LayerSection
 from ..serialize import write_atomic
@@ -57,7 +57,7 @@ def run_remedies(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, re
                                          "optimization.disable_specified_optimizers" if optimizers.culprits else None))
     fallback = None
     if request.fallback is not None:
-        fallback = _fallback(models, ids, samples, runtime_b, request.fallback, layers)
+        fallback = _fallback(models, ids, samples, runtime_b, request.fallback, layers, config)
         findings.extend(plan_findings(fallback, request.fallback))
     section = RemedySection(fallback=fallback, optimizers=optimizers, accuracy=accuracy,
                             labels=str(request.labels) if request.labels else None)
@@ -166,7 +166,7 @@ def is_fp16(model: onnx.ModelProto) -> bool:
 
 
 def _fallback(models: _Standalone, ids: List[str], samples: List[TensorMap], runtime: RuntimeConfig,
-              cfg: RemedyConfig, layers: Optional[LayerSection]) -> FallbackSection:
+              cfg: RemedyConfig, layers: Optional[LayerSection], config: CompareConfig) -> FallbackSection:
     fp32, other = models.a, models.b
     if is_fp16(other):
         return fp16_fallback(fp32, ids, samples, runtime, cfg, inputs=models.inputs)
@@ -179,9 +179,22 @@ def _fallback(models: _Standalone, ids: List[str], samples: List[TensorMap], run
 
     targets = cfg.parsed_targets()
     own = None
+    ranking, note, iso_seconds, iso_layers = "weight-sqnr", None, 0.0, 0
     if layers is not None:  # `--layers --isolate`: rank by each node's own error
         rows = [(row.name_b, (row.isolated or {}).get("cosine")) for row in layers.layers if row.isolated]
         own = own_errors_from_layers(other, rows) or None
+        ranking = "isolated (--isolate)" if own else ranking
+    candidates = len(quantised_nodes(other))
+    if own is None and candidates <= isolation_budget(cfg.max_runs):
+        try:
+            own, iso_layers, iso_seconds = isolated_own_errors(models.plan, config, other)
+        except MiError as exc:  # the layer pass cannot run on this pair: the heuristic still can
+            note = f"candidates ranked by the weight-SQNR heuristic (isolating the layers failed: {exc})"
+        ranking = "isolated" if own else ranking
+    if own is None and note is None:
+        note = (f"candidates ranked by the weight-SQNR heuristic ({candidates} quantised nodes: isolating every "
+                f"layer fits --max-runs {cfg.max_runs} up to {isolation_budget(cfg.max_runs)} nodes); "
+                "for the ranking by each layer's own error add --layers all --isolate all")
     found = plan_fallback(fp32, other, samples, targets, sample_ids=ids, own_errors=own, max_nodes=cfg.max_nodes,
                           sensitivity_top=cfg.sensitivity_top, max_runs=cfg.max_runs, prune=cfg.prune,
                           runtime=runtime)
@@ -198,7 +211,43 @@ def _fallback(models: _Standalone, ids: List[str], samples: List[TensorMap], run
         runs=found.runs, inferences=found.inferences, seconds=found.seconds,
         baseline_latency_ms=found.baseline_latency_ms, final_latency_ms=found.final_latency_ms,
         skipped=dict(found.skipped), weight_advice=advice, written_model=written,
-        exclude_list=str(cfg.exclude_list) if cfg.exclude_list else None, recheck=recheck, recheck_meets=meets)
+        exclude_list=str(cfg.exclude_list) if cfg.exclude_list else None, recheck=recheck, recheck_meets=meets,
+        ranking=ranking, ranking_note=note, isolation_seconds=round(iso_seconds, 3), isolated_layers=iso_layers)
+
+
+ISOLATION_FIXED_RUNS = 8
+ISOLATION_RUNS_PER_NODE = 0.2
+"""The cost of isolating every layer (`--layers all --isolate all`) in full-model runs of the search:
+at most 8 + 0.2 per quantised node on the zoo's int8 QDQ models (measured by the plan itself,
+`isolation_seconds` against its seconds per run: ResNet 24 nodes 10.6 runs, MobileNetV2 65 nodes
+19.1, EfficientNet-B0 109 nodes 13.8, MiniLM 164 nodes 9.6; docs/remedy.md, 'Ranking')."""
+
+
+def isolation_budget(max_runs: int) -> int:
+    """The most quantised nodes for which isolating every layer fits in `max_runs` full-model runs
+    (110 for the default 30): then the plan ranks candidates by their own error by default."""
+    return max(0, int((max_runs - ISOLATION_FIXED_RUNS) / ISOLATION_RUNS_PER_NODE))
+
+
+def isolated_own_errors(plan: ComparePlan, config: CompareConfig, qdq: onnx.ModelProto
+                        ) -> Tuple[Optional[Dict[str, float]], int, float]:
+    """node -> own error (1 - isolated cosine) of every layer of B, by `compare --layers all --isolate
+    all` on the plan's pairing and samples; with the number of layers isolated and the seconds taken."""
+    import time
+
+    from ..compare.config import LayerConfig
+    from ..compare.layers import run_layers
+    from ..compare.section import build_section
+    from .fallback import own_errors_from_layers
+
+    start = time.perf_counter()
+    previous = config.layers or LayerConfig()
+    layer_config = LayerConfig(isolate=("all",), capture=previous.capture, max_memory=previous.max_memory)
+    run = run_layers(plan, replace(config, layers=layer_config))
+    section, _notes = build_section(run, gate_layers=False, worst_count=previous.worst, atol=previous.atol)
+    rows = [(row.name_b, (row.isolated or {}).get("cosine")) for row in section.layers if row.isolated]
+    own = own_errors_from_layers(qdq, rows) or None
+    return own, len(rows), time.perf_counter() - start
 
 
 def require_fp16_converter() -> None:

@@ -190,13 +190,25 @@ def _rank(candidates: List[str], own_errors: Optional[Mapping[str, float]]) -> L
 
 
 def _static_rank(qdq: onnx.ModelProto, fp32: onnx.ModelProto, fp32_names: Mapping[str, str]) -> List[str]:
-    """Without an own-error list: weights with the lowest deployed SQNR first (no runs needed), then
-    the other quantised nodes in graph order."""
-    from .perchannel import weight_advice
+    """Without an own-error list: weights with the lowest deployed SQNR against the fp32 weight first
+    (no runs needed; per-tensor and per-channel weights alike), then the other quantised nodes in
+    graph order."""
+    from .perchannel import sqnr_db
+    from .qdq_patch import WEIGHT_AXIS, GraphIndex, dequantize_initializer, fp32_weight, weight_input
 
-    advice = sorted(weight_advice(qdq, fp32, fp32_names=fp32_names), key=lambda a: a.sqnr_deployed)
-    ranked = [a.node for a in advice]
-    return ranked + [n for n in quantised_nodes(qdq) if n not in ranked]
+    index = GraphIndex(qdq.graph)
+    sqnr: Dict[str, float] = {}
+    for node in qdq.graph.node:
+        found = weight_input(index, node) if node.op_type in WEIGHT_AXIS and node.name else None
+        if found is None:
+            continue
+        position, dq = found
+        deployed = dequantize_initializer(index, dq)
+        weight = fp32_weight(fp32, fp32_names.get(node.name, node.name), position, deployed.shape)
+        if weight is not None:
+            sqnr[node.name] = sqnr_db(weight, deployed)
+    ranked = sorted(sqnr, key=lambda n: sqnr[n])
+    return ranked + [n for n in quantised_nodes(qdq) if n not in sqnr]
 
 
 def _greedy(search: _Search, order: List[str], max_runs: int) -> List[str]:

@@ -68,3 +68,44 @@ def build_relu6_pair(folder: Path) -> Dict[str, object]:
     samples = image_samples(8, seed=5)
     save_npz(folder / "data", samples)
     return {"folder": folder, "samples": samples, "calibration": calibration}
+
+
+def deep_cnn_fp32(depth: int = 16) -> onnx.ModelProto:
+    """x[1,8,8,8] -> depth x (Conv 3x3 8->8 -> Relu) -> Flatten -> Gemm -> logits[1,10]: more quantised
+    nodes than the sensitivity phase measures (12), all alike, so only a measurement finds a bad one."""
+    rng = np.random.default_rng(3)
+    inits: List[onnx.TensorProto] = []
+    nodes: List[onnx.NodeProto] = []
+    x = "x"
+    for i in range(1, depth + 1):
+        inits += [numpy_helper.from_array(rng.normal(0, np.sqrt(2 / 72), (8, 8, 3, 3)).astype(np.float32), f"conv{i}.weight"),
+                  numpy_helper.from_array(rng.normal(0, 0.05, 8).astype(np.float32), f"conv{i}.bias")]
+        nodes += [helper.make_node("Conv", [x, f"conv{i}.weight", f"conv{i}.bias"], [f"conv{i}_out"], name=f"conv{i}",
+                                   pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+                  helper.make_node("Relu", [f"conv{i}_out"], [f"relu{i}"], name=f"relu{i}")]
+        x = f"relu{i}"
+    nodes.append(helper.make_node("Flatten", [x], ["flat"], name="flatten"))
+    inits += [numpy_helper.from_array(rng.normal(0, 1 / np.sqrt(512), (10, 512)).astype(np.float32), "fc.weight"),
+              numpy_helper.from_array(np.zeros(10, np.float32), "fc.bias")]
+    nodes.append(helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1))
+    graph = helper.make_graph(nodes, "deep_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def reverse_input_channels(int8: onnx.ModelProto, node: str) -> onnx.ModelProto:
+    """`node`'s int8 weight with its input-channel axis reversed (scales per output channel unchanged:
+    its weight SQNR per output channel is what it was, the function is wrong)."""
+    model = onnx.ModelProto.FromString(int8.SerializeToString())
+    producer = {o: n for n in model.graph.node for o in n.output}
+    conv = next(n for n in model.graph.node if n.name == node)
+    tensor = next(t for t in model.graph.initializer if t.name == producer[conv.input[1]].input[0])
+    tensor.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(numpy_helper.to_array(tensor)[:, ::-1]), tensor.name))
+    return model
+
+
+def deep_samples(count: int, seed: int) -> List[Dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(0, 1, (1, 8, 8, 8)).astype(np.float32)} for _ in range(count)]
