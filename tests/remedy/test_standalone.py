@@ -166,3 +166,35 @@ def test_fp16_plan_without_the_converter_names_the_extra(pair, tmp_path, monkeyp
     result = invoke(["compare", folder / "fp32.onnx", tmp_path / "fp16.onnx", "--inputs", folder / "data",
                      "--fallback-plan"], exit_code=2)
     assert "pip install 'model-inspector[fp16]'" in result.stderr
+
+
+def test_fp16_block_list_from_another_folder_moves_and_reproduces(pair, tmp_path, monkeypatch):
+    """Old code: exit 3 (the fp32 reference run from bytes with references into 'fp32.onnx')."""
+    from onnxconverter_common import float16
+
+    folder = pair["folder"]
+    fp16 = float16.convert_float_to_float16(onnx.load(folder / "fp32.onnx"), keep_io_types=True)
+    onnx.save(fp16, tmp_path / "fp16.onnx")
+    baseline = _cosine(folder / "fp32.onnx", tmp_path / "fp16.onnx", pair["samples"])
+    assert 0.9999 < baseline < 1.0
+    target = float(f"{baseline + (1 - baseline) / 2:.10f}")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    invoke(["compare", folder / "fp32.onnx", tmp_path / "fp16.onnx", "--inputs", folder / "data", "--fallback-plan",
+            "--target", f"cosine>={target}", "--write-model", tmp_path / "fixed.onnx",
+            "--exclude-list", tmp_path / "block.json", "--json", tmp_path / "r.json"], exit_code=0)
+    plan = read_json(tmp_path / "r.json")["results"]["remedy"]["fallback"]
+    assert plan["mode"] == "fp16" and plan["found"] is True and plan["recheck_meets"] is True
+    key = f"cosine>={target:.12g}"
+    assert list(plan["recheck"]) == [key]
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(tmp_path / "fixed.onnx", moved / "fixed.onnx")
+    assert _cosine(folder / "fp32.onnx", moved / "fixed.onnx", pair["samples"]) >= target
+    blocks = json.loads((tmp_path / "block.json").read_text())["node_block_list"]
+    assert blocks == plan["nodes"] and blocks
+    again = float16.convert_float_to_float16(onnx.load(folder / "fp32.onnx"), keep_io_types=True,
+                                             node_block_list=blocks)
+    onnx.save(again, tmp_path / "again.onnx")
+    assert abs(_cosine(folder / "fp32.onnx", tmp_path / "again.onnx", pair["samples"]) - plan["recheck"][key]) <= 0.002
