@@ -252,12 +252,12 @@ def isolated_own_errors(plan: ComparePlan, config: CompareConfig, qdq: onnx.Mode
 
 def require_fp16_converter() -> None:
     """UsageError (exit 2) naming the extra when onnxconverter_common is not installed."""
-    import importlib.util
-
-    if importlib.util.find_spec("onnxconverter_common") is None:
+    try:
+        import onnxconverter_common  # noqa: F401 - the converter the block list is found with
+    except ImportError:
         raise UsageError("--fallback-plan on an fp16 model needs onnxconverter-common (the block list is found "
                          "by converting the fp32 model again), which is not installed",
-                         hint="pip install 'model-inspector[fp16]'")
+                         hint="pip install 'model-inspector[fp16]'") from None
 
 
 def refuse_qoperator(model: onnx.ModelProto) -> None:

@@ -132,7 +132,7 @@ def test_bisect_optimizers_from_another_folder(pair, tmp_path, monkeypatch):
     assert "optimiser bisection" in result.stdout
 
 
-def test_qoperator_model_is_refused_in_one_line(pair, tmp_path):
+def test_qoperator_model_is_refused_in_one_line(pair, tmp_path, monkeypatch):
     """Old code: exit 1, 'plan not found' with no candidate and no word on QOperator."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
@@ -144,6 +144,7 @@ def test_qoperator_model_is_refused_in_one_line(pair, tmp_path):
             return next(self.items, None)
 
     folder = pair["folder"]
+    monkeypatch.chdir(folder)  # the models' folder: old code then gets past the paths to the plan
     quantize_static(str(folder / "fp32.onnx"), str(tmp_path / "qop.onnx"), Reader(), quant_format=QuantFormat.QOperator)
     result = invoke(["compare", folder / "fp32.onnx", tmp_path / "qop.onnx", "--inputs", folder / "data",
                      "--fallback-plan", "--target", "cosine>=0.99999"], exit_code=2)
@@ -153,16 +154,16 @@ def test_qoperator_model_is_refused_in_one_line(pair, tmp_path):
 
 def test_fp16_plan_without_the_converter_names_the_extra(pair, tmp_path, monkeypatch):
     """Old code: exit 4, ModuleNotFoundError: onnxconverter_common (after a core-only install)."""
-    import importlib.util
+    import sys
 
     from onnxconverter_common import float16
 
     folder = pair["folder"]
     fp16 = float16.convert_float_to_float16(onnx.load(folder / "fp32.onnx"), keep_io_types=True)
     onnx.save(fp16, tmp_path / "fp16.onnx")
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "onnxconverter_common" else real(name, *a))
+    monkeypatch.chdir(folder)  # the models' folder: old code then fails on the import, not on the paths
+    for name in [m for m in sys.modules if m.startswith("onnxconverter_common")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as after a core-only install: import raises
     result = invoke(["compare", folder / "fp32.onnx", tmp_path / "fp16.onnx", "--inputs", folder / "data",
                      "--fallback-plan"], exit_code=2)
     assert "pip install 'model-inspector[fp16]'" in result.stderr
