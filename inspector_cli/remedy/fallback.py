@@ -102,12 +102,23 @@ class _Search:
         self.fp32_names: Dict[str, str] = {}
         self.cache: Dict[frozenset, Evaluation] = {}
         self.steps: List[FallbackStep] = []
+        self.failed: Dict[frozenset, str] = {}
 
-    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "") -> Evaluation:
+    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "", strict: bool = False) -> Evaluation:
+        """The float set's evaluation (cached); `strict`: raise when it cannot be patched or run, else
+        it counts as missing every target."""
         key = frozenset(nodes)
         if key not in self.cache:
-            model = bypass_qdq(self.qdq, nodes, self.fp32, self.fp32_names)
-            self.cache[key] = self.ev.evaluate(model.SerializeToString(), label=f"float {len(nodes)} nodes")
+            try:
+                model = bypass_qdq(self.qdq, nodes, self.fp32, self.fp32_names)
+                self.cache[key] = self.ev.evaluate(model.SerializeToString(), label=f"float {len(nodes)} nodes")
+            except (InferenceError, ValueError, KeyError) as exc:
+                if strict:  # a sensitivity run: the caller records the candidate as skipped
+                    raise
+                # a float set onnxruntime refuses (or that cannot be patched) never meets the targets;
+                # the search goes on without it rather than ending the whole command (issue 29)
+                self.failed[key] = str(exc).splitlines()[0][:300]
+                self.cache[key] = Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)
         result = self.cache[key]
         if action:
             self.steps.append(FallbackStep(action, node, list(nodes), result.summary(self.ev.targets),
@@ -142,7 +153,7 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
         gains = {}
         for node in candidates[:budget]:
             try:
-                result = search.evaluate([node])
+                result = search.evaluate([node], strict=True)
             except (InferenceError, ValueError) as exc:  # a patch onnxruntime refuses: not a candidate
                 skipped[node] = str(exc).splitlines()[0][:300]
                 continue
@@ -156,6 +167,11 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     if prune and search.evaluate(plan).meets:
         plan = _prune(search, plan, max_runs)
     final = search.evaluate(plan)
+    if frozenset(plan) in search.failed:
+        plan = []  # the best set could not be run: report the quantised model itself
+        final = baseline
+    for failed, reason in search.failed.items():
+        skipped.setdefault(", ".join(sorted(failed)) or "(none)", reason)
     model = bypass_qdq(qdq, plan, fp32, search.fp32_names)
     return FallbackPlan(
         nodes=plan, fp32_nodes=[search.fp32_names.get(n, n) for n in plan], found=final.meets,

@@ -153,7 +153,10 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
     arithmetic = [n.name for n in fp32.graph.node if n.op_type not in NO_ARITHMETIC]
     refused: Set[str] = set()
     while not ok and len(block) < max_nodes:
-        node = _first_nonfinite_node(convert_fp16(fp32, block), samples, runtime, set())
+        try:
+            node = _first_nonfinite_node(convert_fp16(fp32, block), samples, runtime, set())
+        except InferenceError:  # the exposed conversion does not load: fall back to the order below
+            node = None
         if node is None or node not in fp32_names or node in block or node in refused:
             # no overflow left to chase (a target fails on precision): block the next node in order
             node = next((n for n in arithmetic if n not in block and n not in refused), None)
