@@ -199,3 +199,23 @@ def test_fp16_block_list_from_another_folder_moves_and_reproduces(pair, tmp_path
                                              node_block_list=blocks)
     onnx.save(again, tmp_path / "again.onnx")
     assert abs(_cosine(folder / "fp32.onnx", tmp_path / "again.onnx", pair["samples"]) - plan["recheck"][key]) <= 0.002
+
+
+def test_save_standalone_past_the_embed_limit_writes_its_own_data_file(pair, tmp_path, monkeypatch):
+    """Past protobuf's 2 GiB (here a limit lowered to 1 kB) the weights go to `<name>.data` beside the
+    model, under its own name: the two files moved together load anywhere."""
+    import inspector_cli.core.lazyload as lazyload
+
+    monkeypatch.setattr(lazyload, "EMBED_LIMIT", 1000)
+    model = standalone_graph_model(load_model_lazy(pair["folder"] / "fp32.onnx"))
+    save_standalone(model, tmp_path / "big.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.onnx", "big.onnx.data"]
+    header = onnx.load(tmp_path / "big.onnx", load_external_data=False)
+    locations = {entry.value for t in header.graph.initializer if uses_external_data(t)
+                 for entry in t.external_data if entry.key == "location"}
+    assert locations == {"big.onnx.data"}
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for name in ("big.onnx", "big.onnx.data"):
+        shutil.copy(tmp_path / name, moved / name)
+    assert _cosine(pair["folder"] / "fp32.onnx", moved / "big.onnx", pair["samples"]) > 0.9999999
