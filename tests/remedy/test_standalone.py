@@ -219,3 +219,20 @@ def test_save_standalone_past_the_embed_limit_writes_its_own_data_file(pair, tmp
     for name in ("big.onnx", "big.onnx.data"):
         shutil.copy(tmp_path / name, moved / name)
     assert _cosine(pair["folder"] / "fp32.onnx", moved / "big.onnx", pair["samples"]) > 0.9999999
+
+
+def test_nan_bisect_write_model_over_the_bisected_model_is_refused(tmp_path):
+    """Old code: exit 0, fp16.onnx replaced by the converted model (the bisected input destroyed)."""
+    from inspector_cli.remedy.fp16_plan import convert_fp16
+
+    from ..fixtures.helpers import save, save_npz
+    from .models import overflow_fp32, overflow_samples
+
+    fp32 = save(overflow_fp32(), tmp_path / "fp32.onnx")
+    fp16 = save(convert_fp16(overflow_fp32(), []), tmp_path / "fp16.onnx")
+    data = save_npz(tmp_path / "data", overflow_samples())
+    before = hashlib.sha256(fp16.read_bytes()).hexdigest()
+    result = invoke(["nan-bisect", fp16, "--inputs", data, "--fallback-plan", "--reference", fp32,
+                     "--write-model", fp16], exit_code=2)
+    assert "is an input model" in result.stderr
+    assert hashlib.sha256(fp16.read_bytes()).hexdigest() == before
