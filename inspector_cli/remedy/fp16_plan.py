@@ -136,6 +136,8 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
         except InferenceError as exc:  # the converter's Casts around this block make an invalid model
             steps.append({"action": action, "node": node, "node_block_list": list(block), "meets": False,
                           "nonfinite_samples": [], "error": str(exc).splitlines()[0][:300]})
+            if not hasattr(check, "last"):  # the plain conversion itself: nothing measured yet
+                check.last = Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)  # type: ignore[attr-defined]
             return False
         steps.append({"action": action, "node": node, "node_block_list": list(block),
                       "nonfinite_samples": list(result.nonfinite_samples), "meets": result.meets})

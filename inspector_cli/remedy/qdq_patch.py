@@ -300,33 +300,50 @@ def _requantize_bias(model: onnx.ModelProto, index: GraphIndex, node: onnx.NodeP
     node.input[2] = f"{base}_b_float"
 
 
+def _subgraph_reads(node: onnx.NodeProto) -> Set[str]:
+    """Every name read inside the If/Loop/Scan bodies of `node`, at any depth (outer-scope values
+    among them are inputs of `node` that its input list does not show)."""
+    names: Set[str] = set()
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for sub in graphs:
+            for inner in sub.node:
+                names.update(t for t in inner.input if t)
+                names.update(_subgraph_reads(inner))
+            names.update(o.name for o in sub.output)
+    return names
+
+
 def _prune_and_sort(graph: onnx.GraphProto) -> None:
-    """Drop nodes and initializers nothing reads any more, then order the nodes topologically."""
+    """Drop nodes and initializers nothing reads any more, then order the nodes topologically
+    (a node's dependencies include the outer-scope values its subgraphs read)."""
     producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    outer = set(producer) | {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    deps = [[t for t in n.input if t] + sorted(t for t in _subgraph_reads(n) if t in outer) for n in graph.node]
     needed: Set[int] = set()
     stack = [o.name for o in graph.output]
     while stack:  # the nodes graph outputs depend on (node order is not topological yet)
         index = producer.get(stack.pop())
         if index is not None and index not in needed:
             needed.add(index)
-            stack.extend(t for t in graph.node[index].input if t)
+            stack.extend(deps[index])
     available: Set[str] = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
     ordered: List[onnx.NodeProto] = []
-    pending = [n for i, n in enumerate(graph.node) if i in needed]
+    pending = [(n, deps[i]) for i, n in enumerate(graph.node) if i in needed]
     while pending:
         rest = []
-        for node in pending:
-            if all(t in available for t in node.input):
+        for node, needs in pending:
+            if all(t in available for t in needs):
                 ordered.append(node)
                 available.update(node.output)
             else:
-                rest.append(node)
+                rest.append((node, needs))
         if len(rest) == len(pending):
-            raise ValueError(f"patched graph has a cycle or a missing input at node '{rest[0].name}'")
+            raise ValueError(f"patched graph has a cycle or a missing input at node '{rest[0][0].name}'")
         pending = rest
     del graph.node[:]
     graph.node.extend(ordered)
-    used = {t for n in ordered for t in n.input}
+    used = {t for n in ordered for t in [*n.input, *_subgraph_reads(n)]}
     inits = [t for t in graph.initializer if t.name in used or t.name in {o.name for o in graph.output}]
     del graph.initializer[:]
     graph.initializer.extend(inits)

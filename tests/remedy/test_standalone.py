@@ -236,3 +236,40 @@ def test_nan_bisect_write_model_over_the_bisected_model_is_refused(tmp_path):
                      "--write-model", fp16], exit_code=2)
     assert "is an input model" in result.stderr
     assert hashlib.sha256(fp16.read_bytes()).hexdigest() == before
+
+
+def test_patched_model_keeps_values_only_its_subgraphs_read(tmp_path):
+    """Old code: the pruning looked at node inputs only, so a value read only inside an If branch
+    (Silero VAD's export does this) was dropped: 'This is an invalid model. In Node, ("If_9", If ...'."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.normal(0, 1, (4, 4)).astype(np.float32), "w")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    then_branch = helper.make_graph([helper.make_node("Identity", ["doubled"], ["then_y"])], "then", [],
+                                    [helper.make_tensor_value_info("then_y", TensorProto.FLOAT, None)])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["doubled"], ["else_y"])], "else", [],
+                                    [helper.make_tensor_value_info("else_y", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Mul", ["h", "two"], ["doubled"], name="double"),  # read only by the branches
+             helper.make_node("ReduceSum", ["x"], ["total"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["cond"], name="positive"),
+             helper.make_node("If", ["cond"], ["y"], name="choose", then_branch=then_branch, else_branch=else_branch)]
+    graph = helper.make_graph(nodes, "if_model", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              [w, two, numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    fp32 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    fp32.ir_version = 8
+    onnx.save(fp32, tmp_path / "fp32.onnx")
+    calibration = [{"x": rng.normal(0, 1, (1, 4)).astype(np.float32)} for _ in range(8)]
+    quantize_qdq(tmp_path / "fp32.onnx", tmp_path / "int8.onnx", calibration)
+    int8 = onnx.load(tmp_path / "int8.onnx")
+    assert "mm" in quantised_nodes(int8)
+    for nodes_in_float in ([], ["mm"]):
+        patched = bypass_qdq(int8, nodes_in_float, fp32)
+        session = ort.InferenceSession(patched.SerializeToString())
+        feeds = {"x": np.array([[1.0, -0.5, 2.0, 0.25]], np.float32)}
+        expected = ort.InferenceSession(fp32.SerializeToString()).run(None, feeds)[0]
+        got = session.run(None, feeds)[0]
+        if nodes_in_float:  # mm in float: the fp32 function exactly
+            np.testing.assert_allclose(got, expected, rtol=1e-6)
