@@ -210,7 +210,7 @@ def _fallback(models: _Standalone, ids: List[str], samples: List[TensorMap], run
                for s in found.steps],
         runs=found.runs, inferences=found.inferences, seconds=found.seconds,
         baseline_latency_ms=found.baseline_latency_ms, final_latency_ms=found.final_latency_ms,
-        skipped=dict(found.skipped), weight_advice=advice, written_model=written,
+        skipped={**found.skipped, **qoperator_kernels(other)}, weight_advice=advice, written_model=written,
         exclude_list=str(cfg.exclude_list) if cfg.exclude_list else None, recheck=recheck, recheck_meets=meets,
         ranking=ranking, ranking_note=note, isolation_seconds=round(iso_seconds, 3), isolated_layers=iso_layers)
 
@@ -271,6 +271,17 @@ def refuse_qoperator(model: onnx.ModelProto) -> None:
                               "and plan on that model; its exclude list applies to both formats")
 
 
+def qoperator_kernels(model: onnx.ModelProto) -> Dict[str, str]:
+    """The QOperator kernels of a mixed model (QDQ nodes beside QLinear*/…Integer ones), which are no
+    candidates of the plan, as `skipped` entries ('QLinearMatMul x 12' -> why)."""
+    counts: Dict[str, int] = {}
+    for node in model.graph.node:
+        if node.op_type in QOPERATOR_OPS:
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return {f"{op} x {n}": "a QOperator kernel: no float node to keep (quantise in the QDQ format to plan on it)"
+            for op, n in sorted(counts.items())}
+
+
 QOPERATOR_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
                            "QLinearMul", "QGemm", "QAttention", "DynamicQuantizeMatMul", "QLinearSigmoid",
                            "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearAveragePool"})
@@ -308,6 +319,9 @@ def fp16_fallback(fp32: "onnx.ModelProto | ModelGraph", ids: List[str], samples:
     return FallbackSection(
         mode="fp16", found=found.found, nodes=list(found.node_block_list), fp32_nodes=list(found.node_block_list),
         targets=list(cfg.targets), baseline={}, final=dict(found.final), steps=steps, runs=found.runs,
+        # block lists the converter turned into a model onnxruntime refuses, with its reason
+        skipped={(", ".join(s["node_block_list"]) or "(plain conversion)"): s["error"] for s in found.steps
+                 if s.get("error")},
         written_model=written, exclude_list=str(cfg.exclude_list) if cfg.exclude_list else None,
         recheck=recheck, recheck_meets=meets,
         # the engine names samples sample0, sample1, ...: back to the sample set's ids

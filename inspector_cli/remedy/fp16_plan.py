@@ -167,6 +167,8 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
         ok = check([*block, node], "add", node)
         if not ok and steps[-1].get("error"):
             refused.add(node)  # not a block the converter can make: try the next one
+            if len(refused) >= 2 * max_nodes:  # the converter fails on this model whatever is blocked
+                break
             continue
         block.append(node)
     if ok:
@@ -176,6 +178,9 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
                 block = trial
     order = {n: i for i, n in enumerate(fp32_names)}
     block.sort(key=lambda n: order.get(n, len(order)))
-    model = convert_fp16(fp32, block)
-    final = evaluate_fp16(ev, model)
+    model: Optional[onnx.ModelProto] = convert_fp16(fp32, block)
+    try:
+        final = evaluate_fp16(ev, model)
+    except InferenceError:  # not even this conversion loads (e.g. the sources' block): no model to give
+        final, model = Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False), None
     return Fp16Plan(block, final.meets, sources, baseline_bad, final.summary(targets), ev.runs, steps, model)
