@@ -16,7 +16,7 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import onnx
 
@@ -175,3 +175,81 @@ def load_model_lazy(path: "str | os.PathLike[str]") -> ModelGraph:
     graph = ModelGraph.from_proto(model, model_path)
     graph.data_folder = rebase_symlinked_data(model, model_path, stored)
     return graph
+
+
+# ---- models that stand alone -------------------------------------------------------------------
+# The lazy loader's references point into the SOURCE file (location = its name, offset = where the
+# bytes sit in it). A copy that is patched, saved or handed to onnxruntime as bytes must not keep
+# them: onnxruntime resolves the locations of a model loaded from bytes against the working folder
+# (or refuses them), and a file written elsewhere would point into a file it does not own.
+
+EMBED_LIMIT = (2 << 30) - (64 << 20)
+"""Protobuf's 2 GiB ceiling, less headroom for the graph itself: beyond it weights go beside the file."""
+
+
+def standalone_model(model: onnx.ModelProto, folder: "Optional[os.PathLike[str] | str]") -> onnx.ModelProto:
+    """A copy of `model` with every external-data tensor read in from `folder` (where its locations
+    are relative to: `ModelGraph.folder`). The copy has no reference to any file, so it can be
+    serialised, patched, run from bytes or saved anywhere. The model itself is left untouched.
+    Locations were checked to stay inside `folder` when the model was loaded (core/external_data)."""
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    from .protoutil import iter_subgraphs
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graphs = [copy.graph, *iter_subgraphs(copy.graph)]
+    if not any(uses_external_data(t) for g in graphs for t in g.initializer):
+        return copy
+    if folder is None:
+        raise ValueError("the model has external data but no folder to read it from")
+    load_external_data_for_model(copy, str(folder))
+    return copy
+
+
+def standalone_graph_model(graph: ModelGraph) -> onnx.ModelProto:
+    """`standalone_model` of a loaded graph (lazy or not), its weights read from its own folder."""
+    return standalone_model(graph.model, graph.folder.resolve() if graph.folder is not None else None)
+
+
+def save_standalone(model: onnx.ModelProto, path: "os.PathLike[str] | str",
+                    inputs: "Sequence[os.PathLike[str] | str]" = ()) -> Path:
+    """Write `model` to `path` so that it stands alone: weights embedded, or (past `EMBED_LIMIT`)
+    in `<name>.data` beside it under its own name; never a reference into another file. Written
+    atomically (a temporary folder beside the target, then renamed), and refused (UsageError) when
+    `path` is one of `inputs` (the models it was made from: writing over one would corrupt it)."""
+    import shutil
+    import tempfile
+
+    from ..errors import UsageError
+
+    target = Path(path)
+    resolved = target.resolve()
+    for source in inputs:
+        if Path(source).resolve() == resolved:
+            raise UsageError(f"--write-model {target}: that is an input model; writing over it would destroy it",
+                             hint="give another file name")
+    from onnx.external_data_helper import uses_external_data
+
+    from .protoutil import iter_subgraphs
+
+    if any(uses_external_data(t) for g in [model.graph, *iter_subgraphs(model.graph)] for t in g.initializer):
+        raise ValueError("save_standalone: the model still references external data (use standalone_model first)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        data_name = f"{target.name}.data"
+        if model.ByteSize() < EMBED_LIMIT:
+            (scratch / target.name).write_bytes(model.SerializeToString())
+            written = [target.name]
+        else:
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
+            onnx.save_model(copy, str(scratch / target.name), save_as_external_data=True,
+                            all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
+            written = [data_name, target.name]  # the data first: the model never names a missing file
+        for name in written:
+            os.replace(scratch / name, target.parent / name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target

@@ -31,7 +31,8 @@ class Target:
     output: Optional[str] = None
 
     def describe(self) -> str:
-        return f"{self.output + ':' if self.output else ''}{self.metric}{self.op}{self.threshold:g}"
+        # 12 digits: a target such as cosine>=0.99999996 must not be shown (and keyed) as cosine>=1
+        return f"{self.output + ':' if self.output else ''}{self.metric}{self.op}{self.threshold:.12g}"
 
     def shortfall(self, value: Optional[float]) -> float:
         """How far `value` is from meeting the target (0 when met; large for NaN)."""

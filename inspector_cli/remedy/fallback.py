@@ -76,13 +76,15 @@ class FallbackPlan:
         """JSON, or YAML when the name ends in .yaml/.yml."""
         import json
 
+        from ..serialize import write_atomic
+
         path = Path(path)
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
-            path.write_text(yaml.safe_dump(self.exclude_list(), sort_keys=False))
+            write_atomic(path, yaml.safe_dump(self.exclude_list(), sort_keys=False))
         else:
-            path.write_text(json.dumps(self.exclude_list(), indent=2) + "\n")
+            write_atomic(path, json.dumps(self.exclude_list(), indent=2) + "\n")
         return path
 
     def to_dict(self) -> Dict[str, Any]:
@@ -100,12 +102,23 @@ class _Search:
         self.fp32_names: Dict[str, str] = {}
         self.cache: Dict[frozenset, Evaluation] = {}
         self.steps: List[FallbackStep] = []
+        self.failed: Dict[frozenset, str] = {}
 
-    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "") -> Evaluation:
+    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "", strict: bool = False) -> Evaluation:
+        """The float set's evaluation (cached); `strict`: raise when it cannot be patched or run, else
+        it counts as missing every target."""
         key = frozenset(nodes)
         if key not in self.cache:
-            model = bypass_qdq(self.qdq, nodes, self.fp32, self.fp32_names)
-            self.cache[key] = self.ev.evaluate(model.SerializeToString(), label=f"float {len(nodes)} nodes")
+            try:
+                model = bypass_qdq(self.qdq, nodes, self.fp32, self.fp32_names)
+                self.cache[key] = self.ev.evaluate(model.SerializeToString(), label=f"float {len(nodes)} nodes")
+            except (InferenceError, ValueError, KeyError) as exc:
+                if strict:  # a sensitivity run: the caller records the candidate as skipped
+                    raise
+                # a float set onnxruntime refuses (or that cannot be patched) never meets the targets;
+                # the search goes on without it rather than ending the whole command (issue 29)
+                self.failed[key] = str(exc).splitlines()[0][:300]
+                self.cache[key] = Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)
         result = self.cache[key]
         if action:
             self.steps.append(FallbackStep(action, node, list(nodes), result.summary(self.ev.targets),
@@ -140,7 +153,7 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
         gains = {}
         for node in candidates[:budget]:
             try:
-                result = search.evaluate([node])
+                result = search.evaluate([node], strict=True)
             except (InferenceError, ValueError) as exc:  # a patch onnxruntime refuses: not a candidate
                 skipped[node] = str(exc).splitlines()[0][:300]
                 continue
@@ -154,6 +167,11 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     if prune and search.evaluate(plan).meets:
         plan = _prune(search, plan, max_runs)
     final = search.evaluate(plan)
+    if frozenset(plan) in search.failed:
+        plan = []  # the best set could not be run: report the quantised model itself
+        final = baseline
+    for failed, reason in search.failed.items():
+        skipped.setdefault(", ".join(sorted(failed)) or "(none)", reason)
     model = bypass_qdq(qdq, plan, fp32, search.fp32_names)
     return FallbackPlan(
         nodes=plan, fp32_nodes=[search.fp32_names.get(n, n) for n in plan], found=final.meets,
@@ -188,13 +206,25 @@ def _rank(candidates: List[str], own_errors: Optional[Mapping[str, float]]) -> L
 
 
 def _static_rank(qdq: onnx.ModelProto, fp32: onnx.ModelProto, fp32_names: Mapping[str, str]) -> List[str]:
-    """Without an own-error list: weights with the lowest deployed SQNR first (no runs needed), then
-    the other quantised nodes in graph order."""
-    from .perchannel import weight_advice
+    """Without an own-error list: weights with the lowest deployed SQNR against the fp32 weight first
+    (no runs needed; per-tensor and per-channel weights alike), then the other quantised nodes in
+    graph order."""
+    from .perchannel import sqnr_db
+    from .qdq_patch import WEIGHT_AXIS, GraphIndex, dequantize_initializer, fp32_weight, weight_input
 
-    advice = sorted(weight_advice(qdq, fp32, fp32_names=fp32_names), key=lambda a: a.sqnr_deployed)
-    ranked = [a.node for a in advice]
-    return ranked + [n for n in quantised_nodes(qdq) if n not in ranked]
+    index = GraphIndex(qdq.graph)
+    sqnr: Dict[str, float] = {}
+    for node in qdq.graph.node:
+        found = weight_input(index, node) if node.op_type in WEIGHT_AXIS and node.name else None
+        if found is None:
+            continue
+        position, dq = found
+        deployed = dequantize_initializer(index, dq)
+        weight = fp32_weight(fp32, fp32_names.get(node.name, node.name), position, deployed.shape)
+        if weight is not None:
+            sqnr[node.name] = sqnr_db(weight, deployed)
+    ranked = sorted(sqnr, key=lambda n: sqnr[n])
+    return ranked + [n for n in quantised_nodes(qdq) if n not in sqnr]
 
 
 def _greedy(search: _Search, order: List[str], max_runs: int) -> List[str]:

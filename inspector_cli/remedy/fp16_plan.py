@@ -23,9 +23,12 @@ from onnx import helper
 
 from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
+from ..errors import InferenceError
 from .evaluate import Evaluation, Evaluator, Target
 
 FP16_MAX = 65504.0
+NO_ARITHMETIC = frozenset({"Constant", "Identity", "Shape", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                           "Transpose", "Concat", "Slice", "Gather", "ConstantOfShape", "Cast", "Expand"})
 
 
 @dataclass
@@ -128,7 +131,14 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
     steps: List[Dict[str, Any]] = []
 
     def check(block: Sequence[str], action: str, node: str = "") -> bool:
-        result = evaluate_fp16(ev, convert_fp16(fp32, block))
+        try:
+            result = evaluate_fp16(ev, convert_fp16(fp32, block))
+        except InferenceError as exc:  # the converter's Casts around this block make an invalid model
+            steps.append({"action": action, "node": node, "node_block_list": list(block), "meets": False,
+                          "nonfinite_samples": [], "error": str(exc).splitlines()[0][:300]})
+            if not hasattr(check, "last"):  # the plain conversion itself: nothing measured yet
+                check.last = Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)  # type: ignore[attr-defined]
+            return False
         steps.append({"action": action, "node": node, "node_block_list": list(block),
                       "nonfinite_samples": list(result.nonfinite_samples), "meets": result.meets})
         check.last = result  # type: ignore[attr-defined]
@@ -140,15 +150,27 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
     block = list(sources)
     ok = check.last.meets or check(block, "sources")  # type: ignore[attr-defined]
     fp32_names = [n.name for n in fp32.graph.node]
+    # nodes that compute in float: blocking a Constant, Identity or shape op changes no arithmetic,
+    # and onnxconverter_common makes invalid models when some of them are blocked
+    arithmetic = [n.name for n in fp32.graph.node if n.op_type not in NO_ARITHMETIC]
+    refused: Set[str] = set()
     while not ok and len(block) < max_nodes:
-        node = _first_nonfinite_node(convert_fp16(fp32, block), samples, runtime, set())
-        if node is None or node not in fp32_names or node in block:
+        try:
+            node = _first_nonfinite_node(convert_fp16(fp32, block), samples, runtime, set())
+        except InferenceError:  # the exposed conversion does not load: fall back to the order below
+            node = None
+        if node is None or node not in fp32_names or node in block or node in refused:
             # no overflow left to chase (a target fails on precision): block the next node in order
-            node = next((n for n in fp32_names if n not in block), None)
+            node = next((n for n in arithmetic if n not in block and n not in refused), None)
             if node is None:
                 break
+        ok = check([*block, node], "add", node)
+        if not ok and steps[-1].get("error"):
+            refused.add(node)  # not a block the converter can make: try the next one
+            if len(refused) >= 2 * max_nodes:  # the converter fails on this model whatever is blocked
+                break
+            continue
         block.append(node)
-        ok = check(block, "add", node)
     if ok:
         for node in list(reversed(block)):
             trial = [n for n in block if n != node]
@@ -156,6 +178,9 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
                 block = trial
     order = {n: i for i, n in enumerate(fp32_names)}
     block.sort(key=lambda n: order.get(n, len(order)))
-    model = convert_fp16(fp32, block)
-    final = evaluate_fp16(ev, model)
+    model: Optional[onnx.ModelProto] = convert_fp16(fp32, block)
+    try:
+        final = evaluate_fp16(ev, model)
+    except InferenceError:  # not even this conversion loads (e.g. the sources' block): no model to give
+        final, model = Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False), None
     return Fp16Plan(block, final.meets, sources, baseline_bad, final.summary(targets), ev.runs, steps, model)

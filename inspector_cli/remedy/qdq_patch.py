@@ -132,15 +132,39 @@ class _Patcher:
             clamp.input.extend([src] + list(ref.input[1:]))
             del clamp.output[:]
             clamp.output.append(name)
-            for extra in ref.input[1:]:  # Clip's min/max initializers
-                if extra and extra not in self.index.inits and self.fp32_index is not None:
-                    tensor = self.fp32_index.inits.get(extra)
-                    if tensor is not None:
-                        self.model.graph.initializer.append(tensor)
-                        self.index.inits[extra] = tensor
+            for position, extra in enumerate(ref.input[1:], start=1):  # Clip's min/max
+                if extra and extra not in self.index.inits and extra not in self.index.producer:
+                    tensor = self._fp32_constant(extra)
+                    if tensor is None:  # computed at run time in the fp32 model: cannot be copied
+                        raise ValueError(f"cannot restore '{ref.name}' folded into '{q.name}': its input "
+                                         f"'{extra}' is not a constant")
+                    # exporters write Clip's bounds as Constant nodes (torch) or initializers
+                    tensor.name = f"{ref.name}__bound{position}"
+                    clamp.input[position] = tensor.name
+                    self.model.graph.initializer.append(tensor)
+                    self.index.inits[tensor.name] = tensor
             self.model.graph.node.append(clamp)
         self.float_of[src] = name
         return name
+
+    def _fp32_constant(self, name: str) -> Optional[onnx.TensorProto]:
+        """A copy of the fp32 model's constant `name`: an initializer or a Constant node's value."""
+        assert self.fp32_index is not None
+        tensor = onnx.TensorProto()
+        if name in self.fp32_index.inits:
+            tensor.CopyFrom(self.fp32_index.inits[name])
+            return tensor
+        node = self.fp32_index.producer.get(name)
+        if node is None or node.op_type != "Constant":
+            return None
+        for attr in node.attribute:
+            if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                tensor.CopyFrom(attr.t)
+                return tensor
+            if attr.name in ("value_float", "value_int"):
+                value = helper.get_attribute_value(attr)
+                return numpy_helper.from_array(np.asarray(value, np.float32 if attr.name == "value_float" else np.int64))
+        return None
 
     def _starts_at_zero(self, q: onnx.NodeProto) -> bool:
         zero = self.index.array(q.input[2]) if len(q.input) > 2 and q.input[2] else None
@@ -276,33 +300,50 @@ def _requantize_bias(model: onnx.ModelProto, index: GraphIndex, node: onnx.NodeP
     node.input[2] = f"{base}_b_float"
 
 
+def _subgraph_reads(node: onnx.NodeProto) -> Set[str]:
+    """Every name read inside the If/Loop/Scan bodies of `node`, at any depth (outer-scope values
+    among them are inputs of `node` that its input list does not show)."""
+    names: Set[str] = set()
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for sub in graphs:
+            for inner in sub.node:
+                names.update(t for t in inner.input if t)
+                names.update(_subgraph_reads(inner))
+            names.update(o.name for o in sub.output)
+    return names
+
+
 def _prune_and_sort(graph: onnx.GraphProto) -> None:
-    """Drop nodes and initializers nothing reads any more, then order the nodes topologically."""
+    """Drop nodes and initializers nothing reads any more, then order the nodes topologically
+    (a node's dependencies include the outer-scope values its subgraphs read)."""
     producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    outer = set(producer) | {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    deps = [[t for t in n.input if t] + sorted(t for t in _subgraph_reads(n) if t in outer) for n in graph.node]
     needed: Set[int] = set()
     stack = [o.name for o in graph.output]
     while stack:  # the nodes graph outputs depend on (node order is not topological yet)
         index = producer.get(stack.pop())
         if index is not None and index not in needed:
             needed.add(index)
-            stack.extend(t for t in graph.node[index].input if t)
+            stack.extend(deps[index])
     available: Set[str] = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
     ordered: List[onnx.NodeProto] = []
-    pending = [n for i, n in enumerate(graph.node) if i in needed]
+    pending = [(n, deps[i]) for i, n in enumerate(graph.node) if i in needed]
     while pending:
         rest = []
-        for node in pending:
-            if all(t in available for t in node.input):
+        for node, needs in pending:
+            if all(t in available for t in needs):
                 ordered.append(node)
                 available.update(node.output)
             else:
-                rest.append(node)
+                rest.append((node, needs))
         if len(rest) == len(pending):
-            raise ValueError(f"patched graph has a cycle or a missing input at node '{rest[0].name}'")
+            raise ValueError(f"patched graph has a cycle or a missing input at node '{rest[0][0].name}'")
         pending = rest
     del graph.node[:]
     graph.node.extend(ordered)
-    used = {t for n in ordered for t in n.input}
+    used = {t for n in ordered for t in [*n.input, *_subgraph_reads(n)]}
     inits = [t for t in graph.initializer if t.name in used or t.name in {o.name for o in graph.output}]
     del graph.initializer[:]
     graph.initializer.extend(inits)

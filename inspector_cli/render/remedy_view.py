@@ -89,6 +89,15 @@ def remedy_tables(section: Optional[RemedySection]) -> List[Table]:
                               + ", ".join(f"{k} {_num(v)}" for k, v in plan.recheck.items()) + ")")
         if plan.exclude_list:
             table.caption += f"; node list in {visible(plan.exclude_list)}"
+        if plan.skipped:
+            name, reason = next(iter(plan.skipped.items()))
+            table.caption += (f"; {len(plan.skipped)} skipped (JSON 'skipped'), e.g. {visible(name)}: "
+                              f"{visible(reason[:160])}")
+        if plan.ranking == "isolated":
+            table.caption += (f"; candidates ranked by their own (isolated) error: {plan.isolated_layers} "
+                              f"layer(s) isolated in {plan.isolation_seconds:.1f} s")
+        elif plan.ranking_note:
+            table.caption += f"; {visible(plan.ranking_note)}"
         tables.append(table)
         advice = [a for a in plan.weight_advice if a.advise_per_channel or a.per_channel_enough is not None]
         if advice:

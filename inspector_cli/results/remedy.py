@@ -68,6 +68,14 @@ class FallbackSection:
     """The targets measured again on the written model, loaded from disk (empty without --write-model)."""
     recheck_meets: Optional[bool] = None
     baseline_nonfinite_samples: List[str] = field(default_factory=list)
+    ranking: str = ""
+    """How candidates were ranked before their sensitivity runs: 'isolated' (each layer's own error,
+    measured for the plan), 'isolated (--isolate)' (from the comparison's own isolation), 'weight-sqnr'
+    (the heuristic, when isolating every layer would not fit the budget), '' (fp16 block list)."""
+    ranking_note: Optional[str] = None
+    """Why the heuristic was used and how to get the isolation ranking; None otherwise."""
+    isolation_seconds: float = 0.0
+    isolated_layers: int = 0
 
 
 @dataclass(frozen=True)

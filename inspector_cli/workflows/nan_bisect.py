@@ -244,6 +244,8 @@ def fp16_fallback_plan(result: NanBisectResult, reference: ModelArg, config: Nan
     for sample_id, sample in samples:
         ids.append(sample_id)
         feeds.append(sample)
-    section = fp16_fallback(graph.model, ids, feeds, config.runtime, fallback)
+    # the graph is read in full there; --write-model must not land on the bisected model either
+    section = fp16_fallback(graph, ids, feeds, config.runtime, fallback,
+                            inputs=[Path(m.path) for m in result.models if m.path])
     return replace(result, remedy=RemedySection(fallback=section),
                    findings=[*result.findings, *plan_findings(section, fallback)])
