@@ -192,33 +192,67 @@ def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: 
         raise ValueError("every capture target needs the same number of chunks")
     total = n_chunks * len(samples)
     runs = 0
-    for index in range(n_chunks):
-        runners = _runners(targets, index)
-        for position, (sample_id, feeds) in enumerate(samples, start=1):
-            outputs = []
-            for position_t, (target, runner) in enumerate(zip(targets, runners)):
-                if before_run is not None:
-                    before_run(position_t, sample_id)
-                outputs.append(runner.run(target.adapt(feeds), sample=sample_id) if runner is not None else {})
-                runs += runner is not None
-            on_chunk(sample_id, index, outputs)
-            del outputs
-            if progress is not None:
-                progress(index * len(samples) + position, total, sample_id)
-        del runners
+    from concurrent.futures import ThreadPoolExecutor
+
+    # One pool for every chunk: its threads (and so glibc's arenas) are reused by each chunk's
+    # sessions instead of new threads spreading the next sessions over new arenas.
+    with ThreadPoolExecutor(max_workers=max(1, len(targets)), thread_name_prefix="mi-session") as pool:
+        for index in range(n_chunks):
+            runs += _run_chunk(targets, index, samples, on_chunk, pool,
+                               lambda done, sample_id, base=index * len(samples):
+                               progress(base + done, total, sample_id) if progress is not None else None,
+                               before_run)
+            # The chunk's sessions are gone (they lived in _run_chunk only) before the next are built.
+            _return_freed_memory()
     return runs
 
 
-def _runners(targets: Sequence[CaptureTarget], index: int) -> "List[Optional[BoundRunner]]":
+def _run_chunk(targets: Sequence[CaptureTarget], index: int, samples: SampleSet, on_chunk: ChunkCallback,
+               pool: Any, progress: Callable[[int, str], None], before_run: Optional[BeforeRun]) -> int:
+    """Every sample through the sessions of chunk `index`; they are freed when this returns."""
+    runners = _runners(targets, index, pool)
+    runs = 0
+    for position, (sample_id, feeds) in enumerate(samples, start=1):
+        outputs = []
+        for position_t, (target, runner) in enumerate(zip(targets, runners)):
+            if before_run is not None:
+                before_run(position_t, sample_id)
+            outputs.append(runner.run(target.adapt(feeds), sample=sample_id) if runner is not None else {})
+            runs += runner is not None
+        on_chunk(sample_id, index, outputs)
+        del outputs
+        progress(position, sample_id)
+    return runs
+
+
+def _return_freed_memory() -> None:
+    """Give the memory of the sessions just freed back to the system (glibc's malloc_trim).
+
+    A session's weights and prepacked kernels are many allocations below glibc's mmap threshold,
+    spread over the arenas of the threads that built them; freed, they stay in the process, and the
+    next chunk's sessions, built on other threads, do not always reuse them. Measured on two 32 MB
+    models in 16 chunks: peak RSS 353 MB without trimming, 180 MB with (one chunk: 176 MB).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        trim = getattr(libc, "malloc_trim", None)
+    except OSError:  # pragma: no cover - no C library to load (not Linux)
+        return
+    if trim is not None:
+        trim(0)
+
+
+def _runners(targets: Sequence[CaptureTarget], index: int, pool: Any) -> "List[Optional[BoundRunner]]":
     """The runners of one chunk; distinct models' sessions are created in parallel threads
     (onnxruntime releases the GIL while it optimises a graph)."""
     distinct = len({id(t.graph) for t in targets}) == len(targets)
     if len(targets) < 2 or not distinct:
         return [_runner(t, index) for t in targets]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="mi-session") as pool:
-        return list(pool.map(lambda t: _runner(t, index), targets))
+    return list(pool.map(lambda t: _runner(t, index), targets))
 
 
 def _runner(target: CaptureTarget, index: int) -> "Optional[BoundRunner]":
