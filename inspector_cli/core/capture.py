@@ -56,10 +56,21 @@ class CapturePlan:
     """Estimated bytes of one sample's captured tensors (all chunks, times BYTES_PER_EXPOSED)."""
     budget_bytes: int
     unknown_sizes: int = 0
+    largest_bytes: int = 0
+    """The largest single tensor's cost (times BYTES_PER_EXPOSED): the least memory a capture can use."""
 
     @property
     def runs_per_sample(self) -> int:
         return len(self.chunks)
+
+    def budget_note(self) -> Optional[str]:
+        """Says so when the budget is below what one tensor needs (each such tensor then runs alone:
+        the least memory that works, not more)."""
+        if self.largest_bytes <= self.budget_bytes:
+            return None
+        return (f"memory budget {_mib(self.budget_bytes)} is below what one tensor needs "
+                f"(the largest needs {_mib(self.largest_bytes)} as captured): such tensors are captured one "
+                f"per run, the least memory that works")
 
     def to_dict(self) -> Dict[str, object]:
         return {"strategy": self.strategy.value, "runs_per_sample": self.runs_per_sample,
@@ -152,7 +163,12 @@ def plan_capture(sizes: Sequence[Optional[int]], budget_bytes: Optional[int] = N
         if current:
             chunks.append(tuple(current))
     strategy = Strategy.ALL_AT_ONCE if len(chunks) == 1 else Strategy.CHUNKED
-    return CapturePlan(tuple(chunks), strategy, total, budget, unknown_sizes=len(sizes) - len(known))
+    return CapturePlan(tuple(chunks), strategy, total, budget, unknown_sizes=len(sizes) - len(known),
+                       largest_bytes=max(costs, default=0))
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB" if size < 10 << 20 else f"{size / 2**20:.0f} MiB"
 
 
 @dataclass

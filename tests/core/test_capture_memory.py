@@ -20,7 +20,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from inspector_cli.core import capture
-from inspector_cli.core.capture import CaptureTarget, run_capture
+from inspector_cli.core.capture import CaptureTarget, plan_capture, run_capture
 from inspector_cli.core.graph import load_model
 from inspector_cli.core.runner import RuntimeConfig
 
@@ -106,3 +106,11 @@ def test_a_chunks_sessions_are_freed_before_the_next_chunks_are_built(mlp_pair, 
     runs = run_capture(targets, samples, lambda _s, chunk, outputs: seen.append(chunk))  # type: ignore[arg-type]
     assert runs == 2 * LAYERS and seen == list(range(LAYERS))
     assert alive_at_build == [0, 0] * LAYERS  # old code: [0, 0, 1, 1, 1, 1, ...]
+
+
+def test_a_budget_below_one_tensor_is_reported():
+    plan = plan_capture([3 << 20, 10], budget_bytes=1 << 20)  # 3 MiB, times 2 (onnxruntime's buffer + numpy)
+    assert plan.chunks == ((0,), (1,)) and plan.largest_bytes == 6 << 20
+    assert plan.budget_note() == ("memory budget 1.0 MiB is below what one tensor needs (the largest needs 6.0 MiB "
+                                  "as captured): such tensors are captured one per run, the least memory that works")
+    assert plan_capture([3 << 20, 10], budget_bytes=6 << 20).budget_note() is None  # exactly enough
