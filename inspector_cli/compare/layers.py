@@ -199,6 +199,9 @@ class LayerCapture:
     def run(self, progress: Progress) -> CaptureMeasurements:
         capture_plan, bytes_a, bytes_b = self._chunks()
         self.capture_plan = capture_plan
+        note = capture_plan.budget_note()
+        if note is not None and note not in self.layers.side_a.notes:
+            self.layers.side_a.notes.append(note)  # reported with the capture's notes (CaptureInfo.notes)
         self.targets = self._targets(capture_plan, bytes_a, bytes_b)
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-metrics")
         try:

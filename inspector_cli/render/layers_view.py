@@ -178,6 +178,7 @@ def capture_notes(section: LayerSection) -> List[str]:
     notes = [f"capture: {c.strategy} in {c.chunks} chunk(s), {c.runs} onnxruntime run(s); model A {mode['a']}, "
              f"model B {mode['b']}; about {c.estimated_bytes / 2**20:.1f} MiB per sample "
              f"(budget {c.budget_bytes / 2**20:.0f} MiB)"]
+    notes += [f"warning: {n}" for n in c.notes if n.startswith("memory budget")]  # core.capture.budget_note
     if c.isolation_runs:
         notes.append(f"isolation: {c.isolation_runs} run(s); {len((section.isolation or {}).get('isolated', []))} "
                      "layer(s) isolated")

@@ -52,3 +52,24 @@ def test_external_bytes_that_do_not_hold_the_elements_are_skipped_like_whole_rea
 @pytest.fixture(autouse=True)
 def _folders(tmp_path):
     (tmp_path / "ext").mkdir()
+
+
+def test_fp16_range_check_streams_external_weights(tmp_path, monkeypatch):
+    """nan-bisect --simulate fp16's weight check: the same notes as whole reads, and external data
+    read in chunks, never whole (the old check read each tensor through a proto copy: issue 33)."""
+    from inspector_cli.nanbisect.static import fp16_unsafe_weights
+
+    a = np.zeros(1000, np.float32)
+    a[[255, 256, 700]] = [7e4, np.inf, -9e4]  # largest finite |x| past a chunk cut; the Inf is not a value
+    arrays = {"a": a, "small": np.full(10, 6e4, np.float32), "ints": np.arange(5, dtype=np.int64)}
+    monkeypatch.setattr(weights, "STREAM_CHUNK_BYTES", 1024)
+    (tmp_path / "emb").mkdir()
+    whole = fp16_unsafe_weights(load_model(_model(tmp_path / "emb", arrays, external=False)))
+    ext_graph = load_model(_model(tmp_path / "ext", arrays))
+    reads: list = []
+    monkeypatch.setattr(weights, "initializer_array", lambda graph, tensor: reads.append(tensor.name))
+    streamed = fp16_unsafe_weights(ext_graph)
+    assert streamed == whole == ["weight 'a' holds values up to |x| = 90000, beyond the fp16 range (65504): "
+                                 "it becomes Inf when converted"]
+    assert reads == []  # no external tensor read whole
+    assert weights.finite_abs_max(ext_graph, ext_graph.model.graph.initializer[0]) == 9e4
