@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
+from .placement import Placement
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
 from .scopes import RollupRow, ScopeMap
 
@@ -196,6 +197,8 @@ class ModelProfile:
     """Kernel time by scope (time_us, share, kernels, flops, gflops_per_s), largest first."""
     group_depth: Optional[int] = None
     """Depth of `scope_rollup` below the model (None: each node's own scope)."""
+    placement: Optional[Placement] = None
+    """Which provider ran each node, nodes and kernel time per provider, transfers (results/placement.py)."""
 
 
 @dataclass(frozen=True)
