@@ -49,7 +49,9 @@ class Placement:
     source: str
     providers: List[ProviderShare]
     nodes: Dict[str, str] = field(default_factory=dict)
-    """node name -> provider, for every node onnxruntime assigned."""
+    """node name -> provider, for every node onnxruntime assigned, in graph order."""
+    op_types: Dict[str, str] = field(default_factory=dict)
+    """node name -> op type."""
     fallback: List[FallbackNode] = field(default_factory=list)
     subgraphs: int = 0
     """How many partitions onnxruntime made (a compiling provider fuses each into one kernel)."""
@@ -142,12 +144,13 @@ def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple
                             (time.get(p, 0.0) / total_time if total_time else 0.0) if kernels is not None else None)
               for p in providers]
     rank = {name: i for i, name in enumerate(order or [])}
+    nodes = dict(sorted(nodes.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
     fallback = sorted((FallbackNode(n, ops[n], p) for n, p in nodes.items() if p != requested),
                       key=lambda f: (rank.get(f.node, len(rank)), f.node))
     moved = [ProviderShare(op, int(r[0]), 0.0, r[1], r[1] / total_time if total_time else 0.0)
              for op, r in sorted(transfers.items())]
     return Placement(session=session, requested=requested, source=source, providers=shares, nodes=nodes,
-                     fallback=fallback, subgraphs=count, transfers=moved)
+                     op_types={n: ops[n] for n in nodes}, fallback=fallback, subgraphs=count, transfers=moved)
 
 
 def partition_change(plain: Placement, instrumented: Placement) -> PartitionChange:
@@ -172,9 +175,7 @@ def require_provider_findings(placement: Placement, required: Optional[str]) -> 
     away = [(n, p) for n, p in placement.nodes.items() if p != required]
     if not away and placement.nodes:
         return []
-    ops = {f.node: f.op_type for f in placement.fallback}
-    rank = {f.node: i for i, f in enumerate(placement.fallback)}
-    away.sort(key=lambda item: (rank.get(item[0], len(rank)), item[0]))
+    ops = placement.op_types
     named = ", ".join(f"{n} ({ops.get(n, '?')} on {p})" for n, p in away[:NAMED_NODES])
     more = f" and {len(away) - NAMED_NODES} more" if len(away) > NAMED_NODES else ""
     message = (f"{placement.session}: {len(away)} of {len(placement.nodes)} nodes did not run on {required}: "

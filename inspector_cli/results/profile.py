@@ -287,6 +287,7 @@ class ProfileResult(Result):
             text += (f"; B p50 {self.profiles[1].e2e.p50_us / 1000:.3f} ms, speed-up {c.e2e_speedup:.2f}x "
                      f"[{c.ci_low:.2f}, {c.ci_high:.2f}]")
         failed = [g.message() for g in self.gates if not g.passed]
+        failed += [f.message for f in self.findings if f.severity == Severity.ERROR]
         if failed:
             return "FAIL: " + "; ".join(failed) + f" ({text})"
         return f"PASS: {text}" + ("" if not self.gates else f"; {len(self.gates)} gate(s) passed")
