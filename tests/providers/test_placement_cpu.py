@@ -14,9 +14,11 @@ OV = "OpenVINOExecutionProvider"
 
 
 def test_profile_places_every_node_on_cpu(tmp_path):
-    model, out = conv_block(tmp_path), tmp_path / "r.json"
-    result = invoke(["profile", model, "--runs", "2", "--warmup", "0", "--no-memory-stats", "--json", out])
+    model, out, html = conv_block(tmp_path), tmp_path / "r.json", tmp_path / "r.html"
+    result = invoke(["profile", model, "--runs", "2", "--warmup", "0", "--no-memory-stats", "--json", out,
+                     "--html", html])
     assert "placement of" in result.stdout and "4 partition(s)" in result.stdout
+    assert "placement of" in html.read_text() and "read from onnxruntime&#39;s assignment" in html.read_text()
     placement = read_json(out)["results"]["profiles"][0]["placement"]
     assert placement["requested"] == CPU and placement["source"] == "assignment"
     assert placement["nodes"] == {"conv": CPU, "relu": CPU, "sig": CPU, "mul": CPU}
@@ -67,3 +69,10 @@ def test_partition_change(moved):
     assert change.moved == ({"b": [OV, CPU]} if moved else {})
     same = partition_change(plain, build_placement("instrumented", OV, [(OV, [("a", "Conv"), ("b", "Relu")])]))
     assert not same.changed and same.line().startswith("exposing tensors left")
+
+
+def test_require_provider_from_the_config_file(tmp_path):
+    model, config = conv_block(tmp_path), tmp_path / "mi.yaml"
+    config.write_text("version: 1\nprofile:\n  require-provider: openvino\n  runs: 1\n  warmup: 0\n")
+    result = invoke(["-c", config, "profile", model, "--no-memory-stats"], exit_code=1)
+    assert "4 of 4 nodes did not run on OpenVINOExecutionProvider" in " ".join(result.stdout.split())
