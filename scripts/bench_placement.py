@@ -13,7 +13,6 @@ import statistics
 import time
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 

@@ -31,8 +31,8 @@ def placement_table(placement: Optional[Placement], title: Optional[str] = None)
 
 
 def _caption(placement: Placement) -> str:
-    parts: List[str] = [f"asked for {placement.requested}; {placement.subgraphs} partition(s); "
-                        f"read from onnxruntime's {placement.source}"]
+    parts: List[str] = [(f"asked for {placement.requested}; {placement.subgraphs} partition(s); "
+                         f"read from onnxruntime's {placement.source}")]
     if placement.fallback:
         ops: dict = {}
         for f in placement.fallback:

@@ -29,7 +29,7 @@ def _profile(model, tmp_path, *extra, exit_code=0):
 
 
 def test_cnn_block_runs_whole_on_openvino(tmp_path):
-    result, doc = _profile(conv_block(tmp_path), tmp_path, "--require-provider", "openvino")
+    _, doc = _profile(conv_block(tmp_path), tmp_path, "--require-provider", "openvino")
     placement = doc["profiles"][0]["placement"]
     assert placement["requested"] == OV and placement["subgraphs"] == 1
     assert placement["nodes"] == {"conv": OV, "relu": OV, "sig": OV, "mul": OV}

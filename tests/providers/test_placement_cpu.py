@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from inspector_cli.results.placement import build_placement, partition_change, require_provider_findings
+from inspector_cli.results.placement import (
+    build_placement,
+    partition_change,
+    require_provider_findings,
+)
 
 from ..fixtures.helpers import invoke, read_json
 from .models import conv_block
