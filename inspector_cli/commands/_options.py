@@ -120,6 +120,13 @@ def runtime_options(func: F) -> F:
     )(func)
 
 
+def placement_options(func: F) -> F:
+    """--require-provider: exit 1 when a node runs elsewhere (docs/providers.md)."""
+    return click.option("--require-provider", metavar="NAME", default=None,
+                        help="Fail (exit 1, finding MI871) when any node runs on another execution provider "
+                             "than NAME (e.g. openvino), naming those nodes.")(func)
+
+
 def report_options(func: F, formats: Sequence[str] = FORMATS) -> F:
     return compose(
         click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), metavar="PATH|-",

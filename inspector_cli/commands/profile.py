@@ -5,7 +5,8 @@ from typing import Any, Optional
 
 import click
 
-from ._options import build_runtime, build_synthetic, input_options, model_argument, report_options, runtime_options
+from ._options import (build_runtime, build_synthetic, input_options, model_argument, placement_options, report_options,
+                       runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
@@ -33,6 +34,7 @@ from ._output import app_state, check_report_paths, emit, progress_bar
               help="Skip onnxruntime's per-node memory statistics (saves one extra session).")
 @input_options
 @runtime_options
+@placement_options
 @report_options
 @click.pass_context
 def profile(ctx: click.Context, model: str, **params: Any) -> int:
@@ -71,6 +73,7 @@ def profile(ctx: click.Context, model: str, **params: Any) -> int:
         memory_stats=not params.get("no_memory_stats"),
         group_depth=group_depth,
         group_by=bool(params.get("group_by")),
+        require_provider=params.get("require_provider"),
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "profiling", enabled=show_progress) as progress:

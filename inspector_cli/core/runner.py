@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import InferenceError, UsageError
 from . import failpoints
 from .ortlog import log_severity
+from .placement import RECORD_ASSIGNMENT, Subgraph, read_assignment
 from .types import TensorInfo, TensorMap, numpy_dtype_from_ort
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,6 +97,14 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def provider_name(name: Optional[str]) -> Optional[str]:
+    """onnxruntime's name of a provider given as an alias (`openvino`) or in full."""
+    if not name:
+        return None
+    key = name.strip()
+    return PROVIDER_ALIASES.get(key.lower(), key)
+
+
 def resolve_providers(names: Sequence[str]) -> List[str]:
     """Map `cuda,cpu` style names to onnxruntime provider names, checking they are available."""
     import onnxruntime as ort
@@ -139,6 +148,8 @@ def _session_options(runtime: RuntimeConfig, external_dir: Optional[Path]) -> "o
     if external_dir is not None:
         # Lets a model serialised from memory find its external weights in the original folder.
         options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(external_dir))
+    # Where each node runs (core/placement.py): kept by onnxruntime at session build, read for free.
+    options.add_session_config_entry(RECORD_ASSIGNMENT, "1")
     for key, value in runtime.session_config:
         options.add_session_config_entry(key, value)
     return options
@@ -240,6 +251,15 @@ class Session:
             where = f" on sample {sample}" if sample else ""
             raise InferenceError(f"{self.label}: inference failed{where}: {_first_line(exc)}") from exc
         return dict(zip(names, values))
+
+    @property
+    def providers(self) -> List[str]:
+        """The providers this session was built with, in priority order (onnxruntime's names)."""
+        return list(self._session.get_providers())
+
+    def assignment(self) -> Optional[List[Subgraph]]:
+        """onnxruntime's partitions of this session: (provider, [(node, op type)]) each."""
+        return read_assignment(self._session)
 
     def end_profiling(self) -> str:
         return self._session.end_profiling()

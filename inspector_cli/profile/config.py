@@ -32,6 +32,8 @@ class ProfileConfig:
     """--group-by scope[:DEPTH]: depth of the scope roll-up (None: each node's own scope)."""
     group_by: bool = False
     max_events: int = 1_000_000
+    require_provider: Optional[str] = None
+    """--require-provider: every node must run on this provider (alias or onnxruntime name), else MI871."""
     """onnxruntime's profiler event limit per session (profiled runs are split to stay under it)."""
 
     def to_dict(self) -> Dict[str, Any]:
@@ -47,6 +49,7 @@ class ProfileConfig:
             "max_latency_ms": self.max_latency_ms,
             "min_speedup": self.min_speedup,
             "memory_stats": self.memory_stats,
+            "require_provider": self.require_provider,
             "group_by": (f"scope:{self.group_depth}" if self.group_depth is not None else "scope")
             if self.group_by else None,
         }

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..core.graph import ModelGraph
-from ..core.runner import RuntimeConfig, Session, open_session
+from ..core.placement import Subgraph
+from ..core.runner import RuntimeConfig, Session, open_session, provider_name
 from ..core.types import TensorMap
 from ..errors import InferenceError
 
@@ -35,12 +36,27 @@ class ProfiledRuns:
     warmup: int
     notes: List[str] = field(default_factory=list)
     wall_s: float = 0.0
+    assignment: Optional[List[Subgraph]] = None
+    """onnxruntime's provider partitions of the first profiled session (core/placement.py)."""
+    providers: List[str] = field(default_factory=list)
+    """The providers that session was built with, in priority order."""
 
 
 def runs_per_session(nodes: int, warmup: int, max_events: int = ORT_MAX_EVENTS) -> int:
     """How many measured runs one profiled session can hold within the event budget (at least 1)."""
     per_run = EVENTS_PER_NODE * max(nodes, 1) + 8
     return max(1, int(0.9 * max_events) // per_run - warmup)
+
+
+COMPILING_PROVIDERS = frozenset({
+    "OpenVINOExecutionProvider", "TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider", "QNNExecutionProvider",
+    "CoreMLExecutionProvider", "MIGraphXExecutionProvider", "VitisAIExecutionProvider", "NnapiExecutionProvider"})
+"""Providers that compile their partitions into kernels onnxruntime cannot serialise."""
+
+
+def compiles(runtime: RuntimeConfig) -> bool:
+    """Whether any provider of `runtime` compiles its partitions (no optimised graph can be saved)."""
+    return any(provider_name(p) in COMPILING_PROVIDERS for p in runtime.providers)
 
 
 def _run(session: Session, feeds: TensorMap, label: str) -> None:
@@ -90,6 +106,10 @@ def profile_runs(graph: ModelGraph, runtime: RuntimeConfig, feeds: Sequence[Tens
         result.notes.append(f"{runs} profiled runs exceed onnxruntime's profiler event limit for one session; "
                             f"they ran in {len(plan)} sessions of up to {per_session} runs, each with {warmup} "
                             "warm-up run(s)")
+    if save_optimized and compiles(runtime):
+        save_optimized = False  # onnxruntime refuses: "Unable to serialize model as it contains compiled nodes"
+        result.notes.append("a compiling execution provider ran the model: its optimised graph cannot be saved, "
+                            "kernels were mapped to original nodes by name")
     started = time.perf_counter()
     done = 0
     for index, count in enumerate(plan):
@@ -97,6 +117,8 @@ def profile_runs(graph: ModelGraph, runtime: RuntimeConfig, feeds: Sequence[Tens
         optimized = workdir / "optimized.onnx" if first and save_optimized else None
         hook = _profiling_hook(workdir / f"session{index}", optimized)
         session = open_session(graph, runtime, label=label, options_hook=hook)
+        if first:
+            result.assignment, result.providers = session.assignment(), session.providers
         try:
             for r in range(warmup + count):
                 _run(session, feeds[r % len(feeds)], f"profiled run {r}")

@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence
 from ..results.base import Severity
 from ..results.profile import KernelStat, ModelProfile, ProfileComparison, ProfileResult
 from .numbers import fmt_bytes, fmt_count, fmt_num, fmt_us  # noqa: F401 (re-exported)
+from .placement_view import placement_table
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, View
 
 
@@ -186,7 +187,8 @@ def profile_view(result: ProfileResult, top: int = 15) -> View:
         for row in summary_rows(p):
             summary.add(*row)
         view.tables.extend([summary, kernel_table(p, top, "top kernels"), op_type_table(p)])
-        extra = [groups_table(p, top), critical_table(p, top), *memory_tables(p, top), hints_table(p)]
+        extra = [placement_table(p.placement), groups_table(p, top), critical_table(p, top), *memory_tables(p, top),
+                 hints_table(p)]
         view.tables.extend(t for t in extra if t is not None)
     else:
         a, b = profiles[0], profiles[1]
@@ -201,6 +203,8 @@ def profile_view(result: ProfileResult, top: int = 15) -> View:
         if c is not None:
             view.tables.extend(comparison_tables(c, top))
         view.tables.extend([kernel_table(a, top, "top kernels of A"), kernel_table(b, top, "top kernels of B")])
+        view.tables.extend(t for t in (placement_table(a.placement, "placement of A"),
+                                       placement_table(b.placement, "placement of B")) if t is not None)
         for p, label in ((a, "A"), (b, "B")):
             hints = hints_table(p, f"hints for {label}")
             if hints is not None:

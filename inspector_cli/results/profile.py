@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
+from .placement import Placement
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
 from .scopes import RollupRow, ScopeMap
 
@@ -196,6 +197,8 @@ class ModelProfile:
     """Kernel time by scope (time_us, share, kernels, flops, gflops_per_s), largest first."""
     group_depth: Optional[int] = None
     """Depth of `scope_rollup` below the model (None: each node's own scope)."""
+    placement: Optional[Placement] = None
+    """Which provider ran each node, nodes and kernel time per provider, transfers (results/placement.py)."""
 
 
 @dataclass(frozen=True)
@@ -284,6 +287,7 @@ class ProfileResult(Result):
             text += (f"; B p50 {self.profiles[1].e2e.p50_us / 1000:.3f} ms, speed-up {c.e2e_speedup:.2f}x "
                      f"[{c.ci_low:.2f}, {c.ci_high:.2f}]")
         failed = [g.message() for g in self.gates if not g.passed]
+        failed += [f.message for f in self.findings if f.severity == Severity.ERROR]
         if failed:
             return "FAIL: " + "; ".join(failed) + f" ({text})"
         return f"PASS: {text}" + ("" if not self.gates else f"; {len(self.gates)} gate(s) passed")

@@ -10,7 +10,7 @@ from ..core.graph import ModelGraph
 from ..core.model_arg import ModelArg, as_graph
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import match_names, rename_feeds
-from ..core.runner import Session
+from ..core.runner import Session, provider_name
 from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
 from ..profile import measure
@@ -20,6 +20,7 @@ from ..profile.memory import parameters
 from ..progress import Progress, no_progress
 from ..results.base import Finding, GateOutcome, ModelRef
 from ..inspection.rollups import model_scope_map, profile_rollup
+from ..results.placement import build_placement, require_provider_findings
 from ..results.profile import ModelProfile, ProfileComparison, ProfileResult
 from ..results.scopes import ScopeMap
 
@@ -135,6 +136,12 @@ def _profile_one(graph: ModelGraph, config: ProfileConfig, feeds: List[TensorMap
         input_shapes=measure.input_shapes(feeds), optimized_model=runs.optimized_model, memory_csv=runs.memory_csv,
         role=role, opt_level=config.runtime.opt_level.value, expected_runs=runs.runs_per_session, notes=notes,
         top=config.top))
+    order = [n.name for n in graph.nodes]
+    kernels = [(k.name, k.op_type, k.provider, k.per_run_us) for k in analysis.profile.kernels]
+    requested = runs.providers[0] if runs.providers else "CPUExecutionProvider"
+    where = build_placement(label, requested, runs.assignment, kernels, order)
+    analysis.profile = dataclasses.replace(analysis.profile, placement=where)
+    analysis.findings.extend(require_provider_findings(where, provider_name(config.require_provider)))
     return analysis
 
 
