@@ -113,3 +113,24 @@ def test_fused_decision_of_decoder_logits_uses_the_last_position():
     assert last.decisions() == [[[2], [2]], [[2], [2]]] and not last.differs().any()
     every = fuse(a, b, ["logits"], [0], [0], "logits")
     assert every.differs().tolist() == [True, False]  # every position: step 0's first row differs
+
+
+def test_gpt2_with_a_nan_in_its_lm_head_fails_at_step_0_naming_model_b(gpt_models, tmp_path):
+    """transformers' GPT-2 (causal mask inside, KV cache): one NaN in lm_head's weight makes one vocabulary
+    column NaN at every position; fp32 against itself passes with nothing non-finite."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(gpt_models["fp32"]))
+    weight = next(i for i in model.graph.initializer if i.name == "onnx::MatMul_672")  # lm_head [32, 64]
+    values = numpy_helper.to_array(weight).copy()
+    values[0, 7] = np.nan
+    weight.CopyFrom(numpy_helper.from_array(values, weight.name))
+    nan = save(model, tmp_path / "gpt_nan.onnx")
+    healthy = decode_compare(gpt_models["fp32"], gpt_models["fp32"], [1, 2, 3], DecodeConfig(steps=4))
+    assert healthy.passed and healthy.nonfinite is None and healthy.outputs[0].nonfinite == {}
+    result = decode_compare(gpt_models["fp32"], nan, [1, 2, 3], DecodeConfig(steps=4))
+    nf = result.nonfinite
+    assert (nf.step, nf.model, nf.tensors, nf.in_state) == (0, "B", ["logits"], False) and not result.passed
+    assert result.outputs[0].nonfinite == {"nonfinite_b": 1, "nonfinite_mismatch": 1, "steps": 1, "first_step": 0}
+    assert math.isnan(result.outputs[0].worst["cosine"]) and result.steps == 1
