@@ -110,6 +110,11 @@ class _TensorRun:
 
     def summary(self) -> StepSummary:
         mean = {k: self.total[k] / self.count[k] for k in self.count if self.count[k]}
+        for k, value in self.worst.items():
+            # a step with NaN/Inf disagreement (cosine NaN, an error +inf, SQNR -inf) makes the mean
+            # that too: the finite steps' mean alone would read as agreement
+            if not np.isfinite(value) and not (value == np.inf and METRICS[k].higher_is_better):
+                mean[k] = value
         return StepSummary(self.tensor, self.role, dict(self.worst), dict(self.worst_step), mean, dict(self.last),
                            nonfinite=dict(self.nonfinite))
 
