@@ -7,7 +7,8 @@ Greedy decoding of it picks argmax E[token], so every token is known in advance.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import onnx
@@ -73,9 +74,9 @@ def own_greedy(path: str, prompt: Sequence[int], steps: int) -> Tuple[List[int],
     return tokens, logits
 
 
-def step_folder(folder, steps: Sequence[Sequence[int]]) -> Dict[str, object]:
+def step_folder(folder: Path, steps: Sequence[Sequence[int]]) -> Path:
     """A --sequence folder: one step sample of input_ids per entry."""
     folder.mkdir(parents=True, exist_ok=True)
     for k, ids in enumerate(steps):
         np.savez(folder / f"step_{k:04d}.npz", input_ids=np.asarray([list(ids)], np.int64))
-    return {"folder": folder}
+    return folder
