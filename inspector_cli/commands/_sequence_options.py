@@ -45,8 +45,12 @@ def compare_sequence_options(func: F) -> F:
         click.option("--resume", "sequence_resume", is_flag=True,
                      help="With --sequence and --jsonl: continue from the journal's last checkpoint."),
         click.option("--repro", "sequence_repro", type=click.Path(file_okay=False), metavar="DIR",
-                     help="With --sequence: write the first non-finite step's inputs and state to DIR "
+                     help="With --sequence/--decode: write the first non-finite step's inputs and state to DIR "
                           "(a sample for mi nan-bisect)."),
+        click.option("--allow-nonfinite", is_flag=True,
+                     help="With --sequence/--decode: a NaN, or an Inf the other model lacks, is reported (counts, "
+                          "first step and model) but neither fails the run (exit 1) nor stops it; metrics are then "
+                          "read over the positions finite in both models."),
         click.option("--decode", is_flag=True,
                      help="Greedy-decode a causal LM with its KV cache fed back (needs --prompt)."),
         click.option("--prompt", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
@@ -104,7 +108,15 @@ def _refuse(params: Dict[str, Any], mode: str, flags: Dict[str, str]) -> None:
 
 
 def wants_compare_sequence(params: Dict[str, Any]) -> bool:
-    return bool(params.get("sequence") or params.get("decode"))
+    """Sequence or decode mode; a flag of theirs alone (outputs-only compare) is a usage error."""
+    from ..errors import UsageError
+
+    if params.get("sequence") or params.get("decode"):
+        return True
+    if params.get("allow_nonfinite"):
+        raise UsageError("--allow-nonfinite applies with --sequence/--decode (an outputs or --layers compare "
+                         "reports NaN/Inf as finding MI802)")
+    return False
 
 
 def run_compare_sequence(ctx: click.Context, model_a: str, model_b: Optional[str], params: Dict[str, Any]) -> int:
@@ -141,18 +153,21 @@ def run_compare_sequence(ctx: click.Context, model_a: str, model_b: Optional[str
             if not params.get("prompt"):
                 raise UsageError("--decode needs --prompt FILE (token ids)")
             _refuse(params, mode, {"sequence_resume": "--resume", "chunk": "--chunk", "init_state": "--init-state",
-                                   "layers": "--layers", "sequence_repro": "--repro"})
+                                   "layers": "--layers"})
             config = DecodeConfig(steps=params.get("steps") or 32, gates=gates, journal=journal, runtime=runtime,
                                   mode=DecodeMode.TEACHER_FORCED if params.get("teacher_forced")
                                   else DecodeMode.FREE_RUNNING,
                                   state=tuple(parse_pairs(params.get("state_pairs") or ())),
-                                  logits_output=params.get("decision_output"))
+                                  logits_output=params.get("decision_output"),
+                                  bundle_dir=Path(params["sequence_repro"]) if params.get("sequence_repro") else None,
+                                  allow_nonfinite=bool(params.get("allow_nonfinite")))
             result = decode_sequence(model_a, model_b, params["prompt"], config, on_wiring=_wiring_printer(ctx),
                                      progress=_step_progress(progress))
         else:
             _refuse(params, mode, {"prompt": "--prompt", "teacher_forced": "--teacher-forced"})
             config = _sequence_config(params, runtime, gates=gates, decision_output=params.get("decision_output"),
                                       journal=journal, resume=bool(params.get("sequence_resume")),
+                                      allow_nonfinite=bool(params.get("allow_nonfinite")),
                                       bundle_dir=Path(params["sequence_repro"]) if params.get("sequence_repro") else None)
             result = compare_sequence(model_a, model_b, params["sequence"], config, layers=build_layer_config(params),
                                       on_wiring=_wiring_printer(ctx), progress=_step_progress(progress))

@@ -102,7 +102,7 @@ class TensorTracker:
                       shape_mismatch: bool, nonfinite_mismatch: int) -> None:
         for tally in self.tallies:
             value = None if metrics is None else metrics.get(tally.gate.metric)
-            if metrics is not None and value is None:
+            if metrics is not None and value is None and not nonfinite_mismatch:
                 continue  # metric undefined for this tensor (e.g. top-5 of 3 classes)
             tally.evaluated += 1
             ok = not shape_mismatch and nonfinite_mismatch == 0 and metric_value_ok(tally.gate.metric, value,

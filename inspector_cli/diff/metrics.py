@@ -82,7 +82,11 @@ class PairStats:
     nan_b: int = 0
     inf_b: int = 0
     nonfinite_mismatch: int = 0
-    """Positions where a and b are not both finite and do not hold the same NaN/Inf."""
+    """Positions where a and b are not both finite and do not hold the same Inf (a NaN never matches,
+    not even a NaN: it is never a value either model meant). Any such position makes the element
+    metrics unbounded (see `metrics`)."""
+    inf_same: int = 0
+    """Positions where a and b hold the same +Inf or -Inf (a causal mask): equal, left out of the sums."""
     kl_sum: float = 0.0
     kl_rows: int = 0
     kl_mode: Optional[str] = None
@@ -109,8 +113,16 @@ class PairStats:
                 setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
-    def metrics(self) -> Dict[str, Optional[float]]:
-        """Every metric derived from the sums; None where a metric does not apply."""
+    def metrics(self, allow_nonfinite: bool = False) -> Dict[str, Optional[float]]:
+        """Every metric derived from the sums; None where a metric does not apply.
+
+        NaN/Inf never reads as agreement: with a non-finite mismatch (a NaN on either side, or an Inf
+        the other side does not hold) cosine is NaN, SQNR -inf and every error metric +inf, so every
+        gate fails. `allow_nonfinite` reads the metrics over the positions finite on both sides
+        instead (the mismatch stays counted in `nonfinite()`). Positions holding the same Inf on both
+        sides are equal and left out of the sums either way."""
+        if self.nonfinite_mismatch and not allow_nonfinite:
+            return self._unbounded()
         n = self.count
         values: Dict[str, Optional[float]] = {
             "cosine": _cosine(self.dot, self.sum_a2, self.sum_b2, self.sum_sq_err),
@@ -130,9 +142,18 @@ class PairStats:
             values[topk_metric_name(k)] = self.topk_hits.get(k, 0.0) / rows if rows else None
         return values
 
+    def _unbounded(self) -> Dict[str, Optional[float]]:
+        """The metrics of a comparison with a non-finite mismatch: nothing agrees."""
+        values: Dict[str, Optional[float]] = {name: math.inf for name in ELEMENT_METRICS}
+        values["cosine"], values["sqnr"] = math.nan, -math.inf
+        values["kl"] = None  # not computed over a non-finite row
+        for k in sorted(set(self.topk_rows) | set(DEFAULT_TOPK)):
+            values[topk_metric_name(k)] = None
+        return values
+
     def nonfinite(self) -> Dict[str, int]:
         return {"nan_a": self.nan_a, "inf_a": self.inf_a, "nan_b": self.nan_b, "inf_b": self.inf_b,
-                "mismatch": self.nonfinite_mismatch}
+                "mismatch": self.nonfinite_mismatch, "inf_same": self.inf_same}
 
 
 def _cosine(dot: float, a2: float, b2: float, sq_err: float) -> float:
@@ -166,7 +187,8 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, *, topk: Sequence[int] = DEFAUL
 
     Values are widened to float64 (fp16, bf16-as-float, integers and bools alike). Positions where
     either side is NaN/Inf are left out of the error sums and counted; when both sides hold the
-    same non-finite value there, they agree. `distribution` adds KL and top-k on the last axis
+    same Inf there (a mask), they agree (`inf_same`); anything else, a NaN on either side included,
+    is a `nonfinite_mismatch`. `distribution` adds KL and top-k on the last axis
     (floating tensors only).
     """
     stats = PairStats(samples=1)
@@ -187,9 +209,9 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, *, topk: Sequence[int] = DEFAUL
             stats.nan_a, stats.nan_b = int(np.isnan(a64).sum()), int(np.isnan(b64).sum())
             stats.inf_a, stats.inf_b = int(np.isinf(a64).sum()), int(np.isinf(b64).sum())
             both = finite_a & finite_b
-            neither = ~finite_a & ~finite_b
-            agree = neither & ((a64 == b64) | (np.isnan(a64) & np.isnan(b64)))
-            stats.nonfinite_mismatch = int(a64.size - both.sum() - agree.sum())
+            agree = np.isinf(a64) & (a64 == b64)  # the same +Inf or -Inf; NaN == NaN is False
+            stats.inf_same = int(agree.sum())
+            stats.nonfinite_mismatch = int(a64.size - both.sum() - stats.inf_same)
             # the floor of the significant relative error comes from every finite reference value
             peak = float(np.abs(a64[finite_a]).max()) if finite_a.any() else 0.0
             a64, b64 = a64[both], b64[both]

@@ -1,7 +1,7 @@
 """Tables of a `SequenceResult`: the state wiring, the first events, per-output and per-state summaries."""
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 from ..results.sequence import SequenceResult, StepSummary
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, View, fmt_value
@@ -64,7 +64,8 @@ def _events(result: SequenceResult) -> Table:
     if result.nonfinite is not None:
         n = result.nonfinite
         detail = f"model {n.model}: {', '.join(n.tensors)}" + (f"; inputs + state in {n.handoff}" if n.handoff else "")
-        table.add(Cell("first non-finite value", FAIL), str(n.step), detail)
+        allowed = " (allowed: --allow-nonfinite)" if result.nonfinite_allowed else ""
+        table.add(Cell("first non-finite value", WARN if result.nonfinite_allowed else FAIL), str(n.step), detail + allowed)
     if result.first_gate_failure is not None:
         table.add(Cell("first gate failure", FAIL), str(result.first_gate_failure), "")
     if result.first_decision_difference is not None:
@@ -86,12 +87,23 @@ def _summaries(title: str, rows: List[StepSummary]) -> Table:
     columns = ["tensor", "role"]
     for metric in METRICS:
         columns += [f"worst {metric}", "at step"]
-    columns.append("mean cosine")
+    columns += ["mean cosine", "non-finite"]
     table = Table(title=title, columns=columns)
     for s in rows:
         cells: List[object] = [s.tensor, s.role]
         for metric in METRICS:
             cells += [fmt_value(s.worst.get(metric), metric), str(s.worst_step.get(metric, ""))]
         cells.append(fmt_value(s.mean.get("cosine"), "cosine"))
+        cells.append(_nonfinite_cell(s.nonfinite))
         table.add(*cells)
     return table
+
+
+def _nonfinite_cell(counts: Dict[str, int]) -> object:
+    """NaN/Inf element counts summed over the steps: A's, B's, the mismatches and the same Inf in both."""
+    if not counts:
+        return "0"
+    text = "/".join(str(counts.get(k, 0)) for k in ("nonfinite_a", "nonfinite_b", "nonfinite_mismatch", "nonfinite_same"))
+    if counts.get("nonfinite_mismatch"):
+        return Cell(f"{text} from step {counts.get('first_step', '?')}", FAIL)
+    return text

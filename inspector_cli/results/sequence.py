@@ -36,6 +36,11 @@ class StepSummary:
     worst_step: Dict[str, int] = field(default_factory=dict)
     mean: Dict[str, Optional[float]] = field(default_factory=dict)
     last: Dict[str, Optional[float]] = field(default_factory=dict)
+    nonfinite: Dict[str, int] = field(default_factory=dict)
+    """NaN/Inf element counts summed over the steps: nonfinite_a, nonfinite_b (NaN + Inf of each
+    model), nonfinite_mismatch (positions not finite in both and not the same Inf: a NaN always),
+    nonfinite_same (the same Inf in both, e.g. a mask: equal), 'steps' with a mismatch and the
+    'first_step' of them. Empty when every value was finite."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,8 @@ class SequenceResult(Result):
     config: Dict[str, Any] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     findings: List[Finding] = field(default_factory=list)
+    nonfinite_allowed: bool = False
+    """`--allow-nonfinite`: the non-finite step is reported but does not fail the run."""
 
     @property
     def failed_gates(self) -> List[GateOutcome]:
@@ -176,7 +183,7 @@ class SequenceResult(Result):
     @property
     def passed(self) -> bool:
         errors = [f for f in self.findings if f.severity == Severity.ERROR]
-        return not self.failed_gates and self.nonfinite is None and not errors
+        return not self.failed_gates and (self.nonfinite is None or self.nonfinite_allowed) and not errors
 
     def summary(self) -> str:
         what = f"{self.steps} step(s)" + (f" ({self.resumed_steps} resumed)" if self.resumed_steps else "")
@@ -209,7 +216,8 @@ class SequenceResult(Result):
     def checks(self) -> List[Check]:
         checks = super().checks()
         if self.mode != "decode" or self.nonfinite is not None:
-            checks.append(Check(name="non-finite values", group="sequence.nonfinite", passed=self.nonfinite is None,
+            checks.append(Check(name="non-finite values", group="sequence.nonfinite",
+                                passed=self.nonfinite is None or self.nonfinite_allowed,
                                 message="" if self.nonfinite is None else
                                 f"step {self.nonfinite.step}: {', '.join(self.nonfinite.tensors)}"))
         return checks

@@ -20,7 +20,7 @@ from ..diff.metrics import REL_EPSILON
 from .metrics import KEEP, decision_of
 
 Pair = Tuple[np.ndarray, np.ndarray]
-COUNTS = ("nonfinite_mismatch", "nonfinite_a", "nonfinite_b", "shape_mismatch")
+COUNTS = ("nonfinite_mismatch", "nonfinite_a", "nonfinite_b", "nonfinite_same", "shape_mismatch")
 """Per-step counts a metrics row may carry besides the metrics (absent = 0)."""
 _ELEMENT = ("cosine", "max_abs", "mean_abs", "rmse", "max_rel", "sqnr")
 

@@ -37,6 +37,9 @@ class SequenceConfig:
     bundle_dir: Optional[Path] = None
     """Where the non-finite step's inputs + state are written (nan-bisect hand-off)."""
     stop_on_nonfinite: bool = True
+    allow_nonfinite: bool = False
+    """Compare mode: a NaN, or an Inf the other model lacks, neither fails the run nor stops it; the
+    metrics are read over the positions finite in both (`--allow-nonfinite`). Counts stay reported."""
     attribute: bool = True
     runtime: RuntimeConfig = RuntimeConfig()
     timeline_points: int = 512
@@ -50,4 +53,4 @@ class SequenceConfig:
                 "decision_output": self.decision_output, "journal": str(self.journal) if self.journal else None,
                 "resume": self.resume, "checkpoint_every": self.checkpoint_every,
                 "bundle_dir": str(self.bundle_dir) if self.bundle_dir else None,
-                "stop_on_nonfinite": self.stop_on_nonfinite, "runtime": self.runtime.to_dict()}
+                "stop_on_nonfinite": self.stop_on_nonfinite, "allow_nonfinite": self.allow_nonfinite, "runtime": self.runtime.to_dict()}

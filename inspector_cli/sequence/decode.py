@@ -20,10 +20,11 @@ from ..core.types import TensorMap
 from ..diff.gates import Gate, check_gate_targets
 from ..errors import InputDataError, UsageError
 from ..results.base import ModelRef
-from ..results.sequence import DecodeSummary, Divergence, SequenceResult
+from ..results.sequence import DecodeSummary, Divergence, NonFiniteStep, SequenceResult
+from .bundle import write_step_bundle
 from .journal import StepJournal
 from .loop import Progress
-from .metrics import KEEP, step_metrics
+from .metrics import KEEP, step_metrics, unmatched
 from .model import SteppedModel, open_stepped
 from .stats import SequenceStats
 from .wiring import check_same_wiring, initial_state
@@ -51,12 +52,17 @@ class DecodeConfig:
     journal: Optional[Path] = None
     runtime: RuntimeConfig = RuntimeConfig()
     attribute: bool = True
+    bundle_dir: Optional[Path] = None
+    """`--repro DIR`: the first non-finite step's inputs + cache of the model at fault (a nan-bisect sample)."""
+    allow_nonfinite: bool = False
+    """Report the first non-finite step without failing or stopping; metrics over the finite positions."""
 
     def to_dict(self) -> Dict[str, Any]:
         return {"steps": self.steps, "mode": self.mode.value, "state": [f"{a}={b}" for a, b in self.state],
                 "logits_output": self.logits_output, "token_input": self.token_input,
                 "gates": [g.describe() for g in self.gates], "journal": str(self.journal) if self.journal else None,
-                "runtime": self.runtime.to_dict()}
+                "bundle_dir": str(self.bundle_dir) if self.bundle_dir else None,
+                "allow_nonfinite": self.allow_nonfinite, "runtime": self.runtime.to_dict()}
 
 
 def read_prompt(path: "str | Path") -> List[int]:
@@ -178,18 +184,22 @@ def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | Sequence
         model.hold(0)  # the KV cache grows every step: fresh output arrays (binding anew would cost more)
     token_input, logits = _pick(a, config)
     check_gate_targets(config.gates, [logits])
-    stats = SequenceStats([logits], [p.output for p in a.wiring.pairs], config.gates, logits)
+    stats = SequenceStats([logits], [p.output for p in a.wiring.pairs], config.gates, logits,
+                          allow_nonfinite=config.allow_nonfinite)
     runs: List[DecodeSummary] = []
     divergence: Optional[Divergence] = None
+    nonfinite: List[NonFiniteStep] = []
     journal = StepJournal(config.journal) if config.journal else None
     if journal is not None:
         journal.start(fresh=True)
     try:
         for index, tokens in enumerate(prompts):
             summary, found = _decode_one(a, b, token_input, logits, tokens, index, stats, journal, config, progress,
-                                         attribute=divergence is None)
+                                         attribute=divergence is None, nonfinite=nonfinite)
             runs.append(summary)
             divergence = divergence or found
+            if nonfinite and not config.allow_nonfinite:
+                break  # the run stops at the first non-finite step, as --sequence does
     finally:
         if journal is not None:
             journal.close()
@@ -205,6 +215,7 @@ def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | Sequence
         decision_output=logits, first_decision_difference=stats.first_decision_difference,
         decision_agreement=stats.agreement(), divergence=divergence, decode=shown,
         decode_runs=runs if len(runs) > 1 else [], timeline=stats.timeline_result(), source=source,
+        nonfinite=nonfinite[0] if nonfinite else None, nonfinite_allowed=config.allow_nonfinite,
         journal=str(config.journal) if config.journal else None, config=config.to_dict(), notes=list(a.wiring.notes))
 
 
@@ -217,8 +228,11 @@ def _as_prompts(prompt: "Sequence[int] | Sequence[Sequence[int]]") -> List[List[
 
 def _decode_one(a: SteppedModel, b: SteppedModel, token_input: str, logits: str, tokens: List[int], index: int,
                 stats: SequenceStats, journal: Optional[StepJournal], config: DecodeConfig,
-                progress: Optional[Progress], attribute: bool) -> Tuple[DecodeSummary, Optional[Divergence]]:
-    """One prompt from empty caches; its steps are folded into `stats` as steps index * steps + k."""
+                progress: Optional[Progress], attribute: bool,
+                nonfinite: List[NonFiniteStep]) -> Tuple[DecodeSummary, Optional[Divergence]]:
+    """One prompt from empty caches; its steps are folded into `stats` as steps index * steps + k.
+    The first non-finite step (of either model) is appended to `nonfinite`; the prompt stops there
+    unless non-finite values are allowed."""
     dec_a, dec_b = _Decoder(a, token_input), _Decoder(b, token_input)
     tokens_a: List[int] = []
     tokens_b: List[int] = []
@@ -232,8 +246,9 @@ def _decode_one(a: SteppedModel, b: SteppedModel, token_input: str, logits: str,
         tok_a, tok_b = int(last_a.reshape(-1, last_a.shape[-1])[0].argmax()), int(last_b.reshape(-1, last_b.shape[-1])[0].argmax())
         tokens_a.append(tok_a)
         tokens_b.append(tok_b)
-        record = {"step": offset + step, "outputs": {logits: step_metrics(last_a, last_b, distribution=True)},
-                  "states": {p.output: step_metrics(out_a[p.output], out_b[p.output], distribution=False)
+        allow = config.allow_nonfinite
+        record = {"step": offset + step, "outputs": {logits: step_metrics(last_a, last_b, True, allow)},
+                  "states": {p.output: step_metrics(out_a[p.output], out_b[p.output], False, allow)
                              for p in a.wiring.pairs if out_a[p.output].shape == out_b[p.output].shape},
                   "decision": [[tok_a], [tok_b]], "tokens": [tok_a, tok_b]}
         if index:
@@ -245,6 +260,12 @@ def _decode_one(a: SteppedModel, b: SteppedModel, token_input: str, logits: str,
                 divergence = replace(divergence, step=offset + step, detail=f"prompt {index}: {divergence.detail}")
         if journal is not None:
             journal.append(record)
+        found = None if nonfinite else _nonfinite_step(record, offset + step, ((a, feeds_a, state_a), (b, feeds_b, state_b)),
+                                                       config)
+        if found is not None:
+            nonfinite.append(found)
+            if not config.allow_nonfinite:
+                break
         next_a = [tok_a]
         next_b = [tok_a] if config.mode == DecodeMode.TEACHER_FORCED else [tok_b]
         if progress:
@@ -255,12 +276,36 @@ def _decode_one(a: SteppedModel, b: SteppedModel, token_input: str, logits: str,
                          same / len(tokens_a) if tokens_a else 1.0, first, prompt=index), divergence
 
 
+def _nonfinite_step(record: Dict[str, Any], step: int, sides: Sequence[Tuple[SteppedModel, TensorMap, TensorMap]],
+                    config: DecodeConfig) -> Optional[NonFiniteStep]:
+    """The step's non-finite finding, A's side first: the logits (last position) with a NaN or an Inf
+    the other model lacks there, or a present (KV cache) with any NaN/Inf; None when there is none.
+    With `bundle_dir`, the model's inputs at that step (tokens, derived inputs, the cache fed in)
+    are written as a nan-bisect sample."""
+    for model, feeds, state in sides:
+        side = "a" if model.role == "A" else "b"
+        bad = [name for name, row in record["outputs"].items() if unmatched(row, side) > 0]
+        bad += [name for name, row in record["states"].items() if row.get(f"nonfinite_{side}")]
+        if not bad:
+            continue
+        merged = {**feeds, **state}
+        handoff = None
+        if config.bundle_dir is not None:
+            handoff = str(write_step_bundle(config.bundle_dir, str(model.graph.path or model.graph.display_name),
+                                            model.role, step, merged, model.wiring, bad))
+        states = {p.output for p in model.wiring.pairs}
+        inputs_finite = all(v.dtype.kind != "f" or bool(np.isfinite(v).all()) for v in merged.values())
+        return NonFiniteStep(step, model.role, bad, any(n in states for n in bad), inputs_finite=inputs_finite,
+                             handoff=handoff, repro=str(Path(handoff).parent) if handoff else None)
+    return None
+
+
 def _attribute(b: SteppedModel, feeds_b: TensorMap, state_a: TensorMap, state_b: TensorMap, out_a: TensorMap,
                logits: str, step: int, failed: List[str], differs: bool, config: DecodeConfig) -> Divergence:
     """B's step replayed with A's cache: does B then choose A's token / pass the gates?"""
     trigger = "gate" if failed else "token"
     detail = failed[0] if failed else f"token differs at decode step {step}"
-    drift = [step_metrics(state_a[k], state_b[k], distribution=False).get("cosine")
+    drift = [step_metrics(state_a[k], state_b[k], False, config.allow_nonfinite).get("cosine")
              for k in state_a if state_a[k].shape == state_b[k].shape and state_a[k].size]
     drift_value = min((d for d in drift if d is not None), default=None)
     if not config.attribute or step == 0:
@@ -268,8 +313,10 @@ def _attribute(b: SteppedModel, feeds_b: TensorMap, state_a: TensorMap, state_b:
         return Divergence(step, trigger, detail, "step" if step == 0 else "unknown", state_cosine=drift_value)
     replay = b.run(feeds_b, b.cast(state_a), step)
     last_a, last_r = out_a[logits][:, -1], replay[logits][:, -1]
-    metrics = step_metrics(last_a, last_r, distribution=True)
+    metrics = step_metrics(last_a, last_r, True, config.allow_nonfinite)
     agrees = int(last_a.reshape(-1, last_a.shape[-1])[0].argmax()) == int(last_r.reshape(-1, last_r.shape[-1])[0].argmax())
+    # NaN logits whose argmax happens to be A's token do not agree: the replay must say what it shows
+    agrees = agrees and (config.allow_nonfinite or not metrics.get("nonfinite_mismatch"))
     if failed:
         from ..diff.metrics import metric_value_ok
 

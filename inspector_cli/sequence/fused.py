@@ -62,7 +62,8 @@ class FusedBlock:
 
 
 def fuse(outs_a: Sequence[Sequence[Any]], outs_b: Sequence[Sequence[Any]], names: List[str],
-         index_a: List[int], index_b: List[int], decision: Optional[str]) -> Optional[FusedBlock]:
+         index_a: List[int], index_b: List[int], decision: Optional[str],
+         last_position: bool = False) -> Optional[FusedBlock]:
     """The block's metrics, or None when it does not qualify (see the module docstring).
 
     `outs_a[k][index_a[t]]` is A's value of tensor `names[t]` at the block's step k (the lists
@@ -119,15 +120,20 @@ def fuse(outs_a: Sequence[Sequence[Any]], outs_b: Sequence[Sequence[Any]], names
     block = FusedBlock(size, list(names), values)
     if decision is not None and decision in names:
         t = names.index(decision)
-        block.chosen_a = _choose(a, bounds[t], widths[t], shapes[t][-1])
-        block.chosen_b = _choose(b, bounds[t], widths[t], shapes[t][-1])
+        shape = shapes[t]
+        last = shape[1] if last_position and len(shape) == 3 else 1  # a decoder's logits: its last position
+        block.chosen_a = _choose(a, bounds[t], widths[t], shape[-1], last)
+        block.chosen_b = _choose(b, bounds[t], widths[t], shape[-1], last)
     return block
 
 
-def _choose(matrix: np.ndarray, start: int, width: int, last: int) -> np.ndarray:
+def _choose(matrix: np.ndarray, start: int, width: int, last: int, positions: int = 1) -> np.ndarray:
     """metrics.decision_of for every step: argmax on the last axis, one value per row thresholded at
-    0.5 (on float64 copies of the outputs: the widening is exact, so are the comparisons)."""
+    0.5 (on float64 copies of the outputs: the widening is exact, so are the comparisons); with
+    `positions` > 1 only the last of each row's `positions` positions (a decoder's generated token)."""
     rows = matrix[:, start:start + width].reshape(len(matrix), -1, last)
+    if positions > 1:
+        rows = rows.reshape(len(matrix), -1, positions, last)[:, :, -1]
     if last == 1:
         return (rows[:, :, 0] > 0.5).astype(np.int64)
     return rows.argmax(axis=2)

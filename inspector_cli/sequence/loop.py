@@ -220,4 +220,5 @@ def _result(run: RunState, a: SteppedModel, b: Optional[SteppedModel], source: S
         decision_output=run.decision, first_decision_difference=stats.first_decision_difference,
         decision_agreement=stats.agreement(), divergence=run.divergence, nonfinite=run.nonfinite,
         timeline=stats.timeline_result(), source=source.describe(),
-        journal=str(config.journal) if config.journal else None, config=config.to_dict(), notes=notes)
+        journal=str(config.journal) if config.journal else None, config=config.to_dict(), notes=notes,
+        nonfinite_allowed=config.allow_nonfinite and b is not None)

@@ -12,7 +12,8 @@ KEEP = ("cosine", "max_abs", "mean_abs", "rmse", "max_rel", "sqnr", "top1", "top
 DISTRIBUTION = ("kl", "top1", "top5")
 
 
-def step_metrics(a: np.ndarray, b: np.ndarray, distribution: bool = False) -> Dict[str, Any]:
+def step_metrics(a: np.ndarray, b: np.ndarray, distribution: bool = False,
+                 allow_nonfinite: bool = False) -> Dict[str, Any]:
     """The kept metrics of one pair at one step (None values dropped), with non-finite counts.
 
     Element metrics only by default: top-1 agreement is the step's decision, and KL/top-k on the
@@ -22,7 +23,7 @@ def step_metrics(a: np.ndarray, b: np.ndarray, distribution: bool = False) -> Di
     stats = None if distribution else _finite_element_stats(a, b)
     if stats is None:
         stats = compare_arrays(a, b, distribution=distribution)
-    values = stats.metrics()
+    values = stats.metrics(allow_nonfinite)
     out: Dict[str, Any] = {k: values[k] for k in KEEP if values.get(k) is not None}
     if stats.nonfinite_mismatch:
         out["nonfinite_mismatch"] = stats.nonfinite_mismatch
@@ -30,7 +31,21 @@ def step_metrics(a: np.ndarray, b: np.ndarray, distribution: bool = False) -> Di
         out["nonfinite_a"] = stats.nan_a + stats.inf_a
     if stats.nan_b or stats.inf_b:
         out["nonfinite_b"] = stats.nan_b + stats.inf_b
+    if stats.inf_same:
+        out["nonfinite_same"] = stats.inf_same
     return out
+
+
+def unmatched(row: Dict[str, Any], side: str) -> int:
+    """Non-finite values of side 'a' or 'b' in a step's metrics row that the other side does not hold
+    at the same place (a NaN always; an Inf unless the other side has the same Inf there: a mask)."""
+    return int(row.get(f"nonfinite_{side}", 0)) - int(row.get("nonfinite_same", 0))
+
+
+def decision_view(value: np.ndarray, last_position: bool) -> np.ndarray:
+    """The part of a step's decision output the decision is read from: with `last_position` (a
+    decoder's logits [batch, seq, vocab]) the last position of each row, the generated token."""
+    return value[:, -1] if last_position and value.ndim == 3 else value
 
 
 def _finite_element_stats(a: np.ndarray, b: np.ndarray) -> Optional[PairStats]:

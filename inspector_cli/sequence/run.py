@@ -20,7 +20,7 @@ from .batch import BlockColumns, batch_decisions, block_columns, columns_from_ro
 from .bundle import nonfinite_names, write_step_bundle
 from .fused import FusedBlock, fuse
 from .journal import StepJournal
-from .metrics import DISTRIBUTION, KEEP, decision_of, step_metrics
+from .metrics import DISTRIBUTION, KEEP, decision_of, decision_view, step_metrics, unmatched
 from .model import SteppedModel
 from .stats import SequenceStats
 
@@ -50,10 +50,11 @@ class RunState:
         self.a, self.b, self.config = a, b, config
         outputs = list(a.wiring.step_outputs) if b is not None else []
         self.decision = self._decision_output(outputs)
+        self.last_position = self._decoder_logits(self.decision)
         check_gate_targets(config.gates, outputs)
         states = [p.output for p in a.wiring.pairs] if b is not None else []
         self.stats = SequenceStats(outputs, states, config.gates, self.decision or (outputs[0] if outputs else None),
-                                   config.timeline_points)
+                                   config.timeline_points, config.allow_nonfinite)
         # KL / top-k on the last axis only when a gate asks for them (they cost more than a small step).
         self.distribution = any(g.metric in DISTRIBUTION for g in config.gates)
         self.divergence: Optional[Divergence] = None
@@ -81,6 +82,15 @@ class RunState:
         floats = {t.name for t in self.a.graph.outputs if t.numpy_dtype is not None and t.numpy_dtype.kind == "f"}
         return next((o for o in outputs if o in floats), None)
 
+    def _decoder_logits(self, decision: Optional[str]) -> bool:
+        """Whether the decision output is a decoder's logits, whose decision is the last position's
+        argmax (the generated token), not every prompt position's: the output has rank 3 ([batch,
+        seq, vocab]) and the model carries a KV cache (a wired state whose name says past/cache)."""
+        if decision is None or not any(p.kv_cache for p in self.a.wiring.pairs):
+            return False
+        info = next((t for t in self.a.graph.outputs if t.name == decision), None)
+        return info is not None and info.shape is not None and len(info.shape) == 3
+
     # ---- a block's steps, as the per-step code needs them ------------------------------------------
     def state_in(self, block: Block, i: int, role: str) -> TensorMap:
         """The state fed into the block's step `i` of model `role` ('A' or 'B')."""
@@ -97,7 +107,8 @@ class RunState:
 
     def columns(self, block: Block) -> Tuple[Dict[str, BlockColumns], Dict[str, BlockColumns]]:
         """Each step output's and each state's metrics over the block, one column per metric."""
-        one = partial(step_metrics, distribution=self.distribution)
+        one = partial(step_metrics, distribution=self.distribution, allow_nonfinite=self.config.allow_nonfinite)
+        plain = partial(step_metrics, allow_nonfinite=self.config.allow_nonfinite)
         outputs, states = {}, {}
         for name in self.compared:
             ja, jb = self.index_a[name], self.index_b[name]
@@ -106,7 +117,7 @@ class RunState:
                 outputs[name] = columns_from_rows([one(a, b) for a, b in pairs]) if self.distribution \
                     else block_columns(pairs, one)
             else:
-                states[name] = block_columns(pairs, step_metrics)
+                states[name] = block_columns(pairs, plain)
         return outputs, states
 
     def flush(self, block: Block, journal: Optional[StepJournal]) -> int:
@@ -115,7 +126,7 @@ class RunState:
         assert self.b is not None
         fused = None if self.distribution else fuse(
             block.outs_a, block.outs_b, self.compared, [self.index_a[n] for n in self.compared],
-            [self.index_b[n] for n in self.compared], self.decision)
+            [self.index_b[n] for n in self.compared], self.decision, self.last_position)
         if fused is not None:  # the common case: every value finite, one vectorised pass (fused.py)
             keep = len(block.steps)
             events = self.stats.fold_fused(block.steps, fused)
@@ -143,8 +154,8 @@ class RunState:
         decisions: List[Optional[List[List[int]]]] = [None] * len(block.steps)
         if self.decision is not None:
             ja, jb = self.index_a[self.decision], self.index_b[self.decision]
-            chosen_a = batch_decisions([x[ja] for x in block.outs_a])
-            chosen_b = batch_decisions([y[jb] for y in block.outs_b])
+            chosen_a = batch_decisions([decision_view(x[ja], self.last_position) for x in block.outs_a])
+            chosen_b = batch_decisions([decision_view(y[jb], self.last_position) for y in block.outs_b])
             decisions = [[x, y] for x, y in zip(chosen_a, chosen_b)]
         keep = self._check_block(block, list(outputs.values()) + list(states.values()))
         if keep < len(block.steps):
@@ -159,15 +170,26 @@ class RunState:
         assert self.b is not None
         if self.nonfinite is not None or not any(c.counts for c in columns):
             return len(block.steps)
-        flagged_a = [any(f) for f in zip(*(c.flagged("nonfinite_a") for c in columns))]
-        flagged_b = [any(f) for f in zip(*(c.flagged("nonfinite_b") for c in columns))]
+        names = list(self.stats.outputs) + list(self.stats.states)
         for i, step in enumerate(block.steps):
-            if (flagged_a[i] and self.check_nonfinite(step, self.a, block.feeds_a[i], self.state_in(block, i, "A"),
-                                                      self.outputs_of(block, i, "A"))) \
-                    or (flagged_b[i] and self.check_nonfinite(step, self.b, block.feeds_b[i], self.state_in(block, i, "B"),
-                                                              self.outputs_of(block, i, "B"))):
-                return i + 1 if self.config.stop_on_nonfinite else len(block.steps)
+            rows = {n: c.row(i) for n, c in zip(names, columns) if c.has(i)}
+            # A step output is at fault with a NaN, or an Inf the other model lacks at that place (the
+            # same Inf in both is a mask: equal). A fed-back state with any NaN/Inf is (an overflow
+            # carried into the next step is never a mask, even when both models overflow alike).
+            bad_a = [n for n, row in rows.items() if self._at_fault(n, row, "a")]
+            bad_b = [n for n, row in rows.items() if self._at_fault(n, row, "b")]
+            if (bad_a and self.check_nonfinite(step, self.a, block.feeds_a[i], self.state_in(block, i, "A"),
+                                               self.outputs_of(block, i, "A"), bad_a)) \
+                    or (bad_b and self.check_nonfinite(step, self.b, block.feeds_b[i], self.state_in(block, i, "B"),
+                                                       self.outputs_of(block, i, "B"), bad_b)):
+                stop = self.config.stop_on_nonfinite and not self.config.allow_nonfinite
+                return i + 1 if stop else len(block.steps)
         return len(block.steps)
+
+    def _at_fault(self, name: str, row: Dict[str, Any], side: str) -> bool:
+        if name in self.stats.states:
+            return bool(row.get(f"nonfinite_{side}"))
+        return unmatched(row, side) > 0
 
     def _fused_records(self, steps: Sequence[int], fused: FusedBlock) -> List[Dict[str, Any]]:
         """The JSONL records of a fused block (the same lines as `_records` gives for its columns)."""
@@ -203,25 +225,31 @@ class RunState:
         trigger = "gate" if failed else "decision"
         detail = failed[0] if failed else f"decision of '{self.decision}' differs"
         tensor = failed[0].rsplit(" on ", 1)[1] if failed else self.decision
-        drift = [step_metrics(state_a[k], state_b[k], distribution=False).get("cosine") for k in state_a]
+        drift = [step_metrics(state_a[k], state_b[k], distribution=False,
+                              allow_nonfinite=self.config.allow_nonfinite).get("cosine") for k in state_a]
         drift_value = min((d for d in drift if d is not None), default=None)
         if not self.config.attribute:
             self.divergence = Divergence(step, trigger, detail, "unknown", state_cosine=drift_value)
             return
         replay = self.b.run(feeds_b, self.b.cast(state_a), step)
-        metrics = step_metrics(out_a[tensor], replay[tensor], self.distribution)
+        metrics = step_metrics(out_a[tensor], replay[tensor], self.distribution, self.config.allow_nonfinite)
         if failed:
             gates = [g for g in self.config.gates if f"{g.describe()} on {tensor}" in failed]
             agrees = all(metric_value_ok(g.metric, metrics.get(g.metric), g.threshold) for g in gates)
         else:
-            agrees = decision_of(out_a[tensor]) == decision_of(replay[tensor])
+            last = self.last_position and tensor == self.decision
+            agrees = decision_of(decision_view(out_a[tensor], last)) == decision_of(decision_view(replay[tensor], last))
+        # a replay that still differs in its NaN/Inf does not agree, whatever its argmax says
+        agrees = agrees and (self.config.allow_nonfinite or not metrics.get("nonfinite_mismatch"))
         self.divergence = Divergence(step, trigger, detail, "state" if agrees else "step",
                                      replay={k: v for k, v in metrics.items() if k in KEEP},
                                      replay_agrees=agrees, state_cosine=drift_value)
 
     def check_nonfinite(self, step: int, model: SteppedModel, feeds: TensorMap, state: TensorMap,
-                        outputs: TensorMap) -> bool:
-        bad = nonfinite_names(outputs)
+                        outputs: TensorMap, names: Optional[List[str]] = None) -> bool:
+        """Record the first non-finite step of `model` (`names`: its tensors at fault; default: every
+        output holding NaN/Inf, as the one-model scan has it); False when there is none."""
+        bad = names if names is not None else nonfinite_names(outputs)
         if not bad:
             return False
         state_outputs = {p.output for p in model.wiring.pairs}

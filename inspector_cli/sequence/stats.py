@@ -32,6 +32,20 @@ class _TensorRun:
     total: Dict[str, float] = field(default_factory=dict)
     count: Dict[str, int] = field(default_factory=dict)
     last: Dict[str, Optional[float]] = field(default_factory=dict)
+    nonfinite: Dict[str, int] = field(default_factory=dict)
+    """Element counts summed over the steps (nonfinite_a/_b, nonfinite_mismatch, nonfinite_same),
+    plus 'steps' with a mismatch and 'first_step' (the first of them)."""
+
+    def _add_counts(self, steps: Sequence[int], columns: BlockColumns) -> None:
+        for key in ("nonfinite_a", "nonfinite_b", "nonfinite_mismatch", "nonfinite_same"):
+            column = columns.counts.get(key)
+            if column is not None and any(column):
+                self.nonfinite[key] = self.nonfinite.get(key, 0) + int(sum(column))
+        mismatch = columns.counts.get("nonfinite_mismatch")
+        if mismatch is not None and any(mismatch):
+            hits = [i for i, value in enumerate(mismatch) if value]
+            self.nonfinite["steps"] = self.nonfinite.get("steps", 0) + len(hits)
+            self.nonfinite.setdefault("first_step", int(steps[hits[0]]))
 
     def add_columns(self, steps: Sequence[int], columns: BlockColumns) -> None:
         """Fold a block's metrics: the same worst (first occurrence) and the same sequential sums
@@ -40,6 +54,7 @@ class _TensorRun:
             max((i for i, present in enumerate(columns.present) if present), default=-1)
         if last < 0:
             return
+        self._add_counts(steps, columns)
         self.last = columns.row(last)
         names = [name for name in METRICS if name in columns.values]
         if columns.present is None and not any(None in columns.values[name] for name in names):
@@ -95,7 +110,13 @@ class _TensorRun:
 
     def summary(self) -> StepSummary:
         mean = {k: self.total[k] / self.count[k] for k in self.count if self.count[k]}
-        return StepSummary(self.tensor, self.role, dict(self.worst), dict(self.worst_step), mean, dict(self.last))
+        for k, value in self.worst.items():
+            # a step with NaN/Inf disagreement (cosine NaN, an error +inf, SQNR -inf) makes the mean
+            # that too: the finite steps' mean alone would read as agreement
+            if not np.isfinite(value) and not (value == np.inf and METRICS[k].higher_is_better):
+                mean[k] = value
+        return StepSummary(self.tensor, self.role, dict(self.worst), dict(self.worst_step), mean, dict(self.last),
+                           nonfinite=dict(self.nonfinite))
 
 
 @dataclass
@@ -131,7 +152,8 @@ class SequenceStats:
     """Everything the result needs, folded step by step from the records."""
 
     def __init__(self, outputs: Sequence[str], states: Sequence[str], gates: Sequence[Gate],
-                 timeline_tensor: Optional[str], timeline_points: int = 512) -> None:
+                 timeline_tensor: Optional[str], timeline_points: int = 512, allow_nonfinite: bool = False) -> None:
+        self.allow_nonfinite = allow_nonfinite
         self.outputs = {n: _TensorRun(n, "output") for n in outputs}
         self.states = {n: _TensorRun(n, "state") for n in states}
         self.tallies = [_Tally(g, n) for n in outputs for g in gates_for(n, gates)]
@@ -220,7 +242,7 @@ class SequenceStats:
             return
         values = np.array([float(column[i]) for i in index])
         mismatch_column = columns.counts.get("nonfinite_mismatch")
-        mismatch = None if mismatch_column is None else np.array([bool(mismatch_column[i]) for i in index])
+        mismatch = None if mismatch_column is None or self.allow_nonfinite else np.array([bool(mismatch_column[i]) for i in index])
         self._tally_values(tally, steps, index, values, mismatch, failed)
 
     @staticmethod

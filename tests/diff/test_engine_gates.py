@@ -162,11 +162,14 @@ def test_tracker_nonfinite_mismatch_fails_a_gate_the_metric_meets() -> None:
     b = A.copy()
     b[0, 2] = np.nan
     metrics = tracker.add("nan", A, b)
-    assert metrics is not None and metrics["cosine"] == 1.0  # the three finite positions agree
+    # the three finite positions agree, but a NaN is never agreement: cosine NaN, errors unbounded
+    assert metrics is not None and math.isnan(metrics["cosine"]) and metrics["max_abs"] == math.inf
+    assert metrics["sqnr"] == -math.inf
+    assert tracker.total.metrics(allow_nonfinite=True)["cosine"] == 1.0  # the finite positions alone
     tally = tracker.tallies[0]
     assert (tally.evaluated, tally.failed, tally.examples) == (1, 1, ["nan"])
     assert tracker.per_sample[0]["nonfinite_mismatch"] == 1
-    assert tracker.total.nonfinite() == {"nan_a": 0, "inf_a": 0, "nan_b": 1, "inf_b": 0, "mismatch": 1}
+    assert tracker.total.nonfinite() == {"nan_a": 0, "inf_a": 0, "nan_b": 1, "inf_b": 0, "mismatch": 1, "inf_same": 0}
 
 
 def test_tracker_gate_on_an_undefined_metric_is_not_evaluated() -> None:

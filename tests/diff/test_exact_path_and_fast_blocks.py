@@ -19,9 +19,9 @@ def exact(a, b) -> PairStats:
 
 # ---- the significant relative error on the exact path ------------------------------------------------
 def test_rel_sig_with_a_nan_elsewhere_uses_the_finite_references_peak() -> None:
-    # NaN in both at one position sends the pair to the exact path; peak 2 -> floor 0.002
-    stats = exact([1.0, 2.0, np.nan], [1.5, 2.0, np.nan])
-    assert stats.nonfinite_mismatch == 0 and stats.count == 2
+    # -inf in both at one position (a mask) sends the pair to the exact path; peak 2 -> floor 0.002
+    stats = exact([1.0, 2.0, -np.inf], [1.5, 2.0, -np.inf])
+    assert stats.nonfinite_mismatch == 0 and stats.inf_same == 1 and stats.count == 2
     assert stats.count_rel_sig == 2 and stats.max_rel_sig == 0.5 and stats.sum_rel_sig == 0.5
     assert stats.metrics()["mean_rel_sig"] == 0.25
 

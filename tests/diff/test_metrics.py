@@ -83,11 +83,14 @@ def test_nonfinite_positions_are_counted_not_compared():
     a = np.array([1.0, np.nan, np.inf, 2.0, -np.inf])
     b = np.array([1.0, np.nan, 5.0, 2.5, -np.inf])
     stats = compare_arrays(a, b, distribution=False)
-    # position 1 (both NaN) and 4 (both -inf) agree; position 2 (inf vs 5) does not
-    assert stats.nonfinite_mismatch == 1
+    # position 4 (both -inf) agrees; position 1 (NaN: never a match, even with NaN) and 2 (inf vs 5) do not
+    assert stats.nonfinite_mismatch == 2 and stats.inf_same == 1
     assert (stats.nan_a, stats.inf_a, stats.nan_b, stats.inf_b) == (1, 2, 1, 1)
     assert stats.count == 2
-    assert stats.metrics()["max_abs"] == pytest.approx(0.5)
+    assert stats.metrics(allow_nonfinite=True)["max_abs"] == pytest.approx(0.5)  # the finite positions alone
+    metrics = stats.metrics()
+    assert np.isnan(metrics["cosine"]) and metrics["sqnr"] == -np.inf
+    assert all(metrics[k] == np.inf for k in ("max_abs", "mean_abs", "rmse", "max_rel", "mean_rel"))
 
 
 def test_fp16_is_widened_before_arithmetic():

@@ -48,7 +48,7 @@ def test_merge_adds_top_k_hits_and_rows_per_k() -> None:
 
 
 @pytest.mark.parametrize("a, b", [
-    (np.array([np.nan, np.inf]), np.array([np.nan, np.inf])),   # every position non-finite (agreeing)
+    (np.array([-np.inf, np.inf]), np.array([-np.inf, np.inf])),  # every position the same Inf (agreeing)
     (np.zeros(0, np.float32), np.zeros(0, np.float32)),         # an empty tensor
     (np.zeros((0, 4), np.float32), np.zeros((0, 4), np.float32)),  # no rows (a detector's 0 boxes)
 ])

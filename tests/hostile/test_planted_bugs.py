@@ -47,7 +47,7 @@ def test_compare_candidate_nan_where_reference_is_finite_fails_with_mi802(tmp_pa
 @pytest.mark.parametrize("a, b, mismatch", [
     ([np.nan, 1.0], [np.inf, 1.0], 1),      # NaN vs +Inf disagree
     ([np.inf, 1.0], [-np.inf, 1.0], 1),     # +Inf vs -Inf disagree
-    ([np.nan, 1.0], [np.nan, 1.0], 0),      # the same NaN agrees
+    ([np.nan, 1.0], [np.nan, 1.0], 1),      # NaN never agrees, not even with NaN (issue 30)
     ([-np.inf, 1.0], [-np.inf, 1.0], 0),    # the same Inf agrees
     ([np.nan, np.inf], [1.0, 2.0], 2),      # non-finite vs finite
 ])
