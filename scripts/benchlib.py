@@ -104,7 +104,7 @@ def import_time(module: str, *, python: str = sys.executable, repeat: int = 5,
     runs, slowest_runs, slowest = [], [], ""
     for _ in range(repeat):
         done = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"], capture_output=True,
-                              text=True, env={**os.environ, **(env or {})})
+                              text=True, env={**os.environ, **(env or {})}, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"import {module} failed with {python}: {done.stderr.strip()[-400:]}")
         rows = parse_importtime(done.stderr)
