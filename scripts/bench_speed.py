@@ -14,7 +14,8 @@ there in the same pairs: the "before" column.
     python scripts/bench_speed.py [--quick] [--repeat 3] [--models mobilenet_v2,resnet50,encoder]
                                   [--before DIR] [--check | --write-baseline] [--json OUT]
 
---check exits 1 when a ratio is more than 15% above scripts/bench_baseline.json.
+--check exits 1 when a ratio is more than 15% above scripts/bench_baseline.json, or when a dependency's
+import is over its budget (`--parts imports [--python VENV/bin/python]` measures only those; issue 34).
 """
 from __future__ import annotations
 
