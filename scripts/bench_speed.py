@@ -14,12 +14,14 @@ there in the same pairs: the "before" column.
     python scripts/bench_speed.py [--quick] [--repeat 3] [--models mobilenet_v2,resnet50,encoder]
                                   [--before DIR] [--check | --write-baseline] [--json OUT]
 
---check exits 1 when a ratio is more than 15% above scripts/bench_baseline.json.
+--check exits 1 when a ratio is more than 15% above scripts/bench_baseline.json, or when a dependency's
+import is over its budget (`--parts imports [--python VENV/bin/python]` measures only those; issue 34).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -248,6 +250,23 @@ def external_rows(bench: Bench, work: Path) -> None:
                  "<=1.5x, RSS <= floor + 1.2x largest tensor (48 MiB)", 1.5, None, rss=True)
 
 
+def import_rows(bench: Bench, python: str) -> List[str]:
+    """`import X` of every runtime dependency alone (median of --repeat fresh processes, `-X importtime`),
+    against benchlib.IMPORT_BUDGETS: the lines of those over budget."""
+    measured = {}
+    for module in benchlib.IMPORT_BUDGETS:
+        if bench.skip(f"import/{module}"):
+            continue
+        benchlib.import_time(module, python=python, repeat=1)  # warm the file cache
+        got = benchlib.import_time(module, python=python, repeat=max(bench.repeat, 5))
+        measured[module] = got["seconds"]
+        bench.add({"key": f"import/{module}", "target": f"<{benchlib.IMPORT_BUDGETS[module]:.2f} s",
+                   "seconds_max": benchlib.IMPORT_BUDGETS[module], "now_s": got["seconds"],
+                   "slowest": f"{got['slowest']} {got['slowest_s'] * 1000:.0f} ms"})
+        print(f"  import {module}: {got['seconds'] * 1000:.0f} ms (slowest: {got['slowest']})", file=sys.stderr)
+    return benchlib.over_budget(measured)
+
+
 def help_rows(bench: Bench) -> None:
     bench.absolute("help/mi", lambda r: mi(r, "--help"), "<0.15 s", 0.15)
     bench.absolute("help/compare", lambda r: mi(r, "compare", "--help"), "<0.3 s", 0.3)
@@ -318,7 +337,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--nan-models", default="mobilenet_v2,encoder",
                         help="models of the nan-bisect rows (100 samples each: ResNet-50 is slow)")
     parser.add_argument("--rss-256", action="store_true", help="also compare --layers over 256 samples (RSS)")
-    parser.add_argument("--parts", default="models,external,scale,help")
+    parser.add_argument("--parts", default="imports,models,external,scale,help")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter whose packages the imports part measures (e.g. a venv of other versions)")
     parser.add_argument("--before", type=Path, help="an older checkout of mi, measured in the same pairs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
     parser.add_argument("--json", type=Path, help="write every row here")
@@ -330,6 +351,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.report:
         return finish([row for path in args.report for row in json.loads(path.read_text())["rows"]], args)
+    if args.parts == "imports":  # no models needed
+        bench = Bench(args.repeat, None, args.json, [part for part in args.only.split(",") if part])
+        return finish(bench.rows, args, import_rows(bench, args.python))
     if args.quick:
         args.repeat, args.models, args.kinds, args.sizes = 1, "mobilenet_v2", "int8", "5000"
     counts = (8, 64) + ((256,) if args.rss_256 else ())
@@ -347,6 +371,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     work = args.out / "speed"
     work.mkdir(parents=True, exist_ok=True)
     parts = args.parts.split(",")
+    over = import_rows(bench, args.python) if "imports" in parts else []
     if "help" in parts:
         help_rows(bench)
     if "models" in parts:
@@ -357,18 +382,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         external_rows(bench, work)
     if "scale" in parts:
         scale_rows(bench, [int(s) for s in args.sizes.split(",")], work)
-    return finish(bench.rows, args)
+    return finish(bench.rows, args, over)
 
 
-def finish(rows: List[Dict[str, object]], args: argparse.Namespace) -> int:
-    """Print the table; write the figures; --write-baseline, --check."""
+def finish(rows: List[Dict[str, object]], args: argparse.Namespace, over: Sequence[str] = ()) -> int:
+    """Print the table; write the figures; --write-baseline, --check (also fails on an import over budget)."""
     print(table(rows))
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    for line in over:
+        print(line)
     current = ratios(rows)
     if args.json and not args.report:
         args.json.write_text(json.dumps({"rows": rows, "ratios": current}, indent=1, default=str))
     if args.write_baseline:
         BASELINE.write_text(json.dumps({"note": "bench_speed.py --write-baseline", "ratios": current}, indent=1) + "\n")
-    return check(current) if args.check else 0
+    return max(check(current), 1 if over else 0) if args.check else 0
 
 
 if __name__ == "__main__":

@@ -163,3 +163,44 @@ def test_open_sessions_builds_each_model_and_reports_the_first_failure_in_order(
     bad = ModelGraph.from_proto(onnx.ModelProto.FromString(broken.SerializeToString()))
     with pytest.raises(InferenceError, match="^B: onnxruntime could not load the model"):
         open_sessions([(graphs[0], runtime, "A"), (bad, runtime, "B")])
+
+
+# ---- import budgets (issue 34): the logic of scripts/bench_speed.py's imports part, not its timing ----
+def _benchlib():  # type: ignore[no-untyped-def]
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import benchlib
+
+    return benchlib
+
+
+def test_importtime_lines_are_attributed_to_their_top_level_package() -> None:
+    benchlib = _benchlib()
+    text = ("import time: self [us] | cumulative | imported package\n"
+            "import time:       100 |        100 |     numpy._core\n"
+            "import time:    700000 |     700000 |     ml_dtypes._ml_dtypes_ext\n"
+            "import time:      2000 |     702100 |   ml_dtypes\n"
+            "import time:      3000 |     705100 | onnx\n"
+            "some other stderr line\n")
+    rows = benchlib.parse_importtime(text)
+    assert [(r["name"], r["depth"], r["cumulative_us"]) for r in rows] == [
+        ("numpy._core", 2, 100), ("ml_dtypes._ml_dtypes_ext", 2, 700000), ("ml_dtypes", 1, 702100), ("onnx", 0, 705100)]
+    by_package = benchlib.import_seconds_by_package(rows)
+    assert by_package == pytest.approx({"total": 0.7051, "numpy": 0.0001, "ml_dtypes": 0.702, "onnx": 0.003})
+
+
+def test_only_a_module_past_its_budget_is_flagged() -> None:
+    benchlib = _benchlib()
+    lines = benchlib.over_budget({"onnx": 1.004, "numpy": 0.2, "unbudgeted": 9.0}, {"onnx": 0.55, "numpy": 0.2})
+    assert lines == ["IMPORT OVER BUDGET onnx: 1004 ms > 550 ms"]  # numpy at its budget exactly is not over
+
+
+def test_docs_list_the_budgets_the_script_checks() -> None:
+    from pathlib import Path
+
+    benchlib = _benchlib()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "speed.md").read_text()
+    for module, seconds in benchlib.IMPORT_BUDGETS.items():
+        assert f"| `{module}` | {seconds * 1000:.0f} ms |" in text, module
