@@ -17,6 +17,8 @@ import threading
 import time
 from typing import Any, Callable, List
 
+from .interrupts import deferred_interrupt
+
 _lock = threading.Lock()
 _threads: List[threading.Thread] = []
 
@@ -32,7 +34,11 @@ def start(target: Callable[..., Any], *args: Any, name: str) -> threading.Thread
     with _lock:
         _threads[:] = [t for t in _threads if t.is_alive()]
         _threads.append(thread)
-    thread.start()
+    # Not interruptible: a Ctrl-C or SIGTERM raised inside start() (while it waits for the new thread
+    # to run) would leave a thread that is about to enter onnxruntime, yet not alive to `drain`'s eyes
+    # (a thread counts as alive only once it has started): joined by no one, it aborted the process.
+    with deferred_interrupt():
+        thread.start()
     return thread
 
 
