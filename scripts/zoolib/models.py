@@ -199,6 +199,13 @@ SPECS: List[Spec] = [
          return_dict=False)[:2]), vocab_size=1000, hidden_size=96, num_hidden_layers=3, num_attention_heads=12,
          intermediate_size=384), _text(24, 1000), ("last_hidden_state", "pooler_output"), TEXT_DYN, 13,
          recipe={"cls": "BertModel-MiniLM-like"}, int4=True),
+    # ---- old-opset exports (issue 29): opset 11 as converter tools and older pipelines write them;
+    # per-channel QDQ needs opset 13, so qdq_s8s8_pc is refused (recorded) and qdq_u8u8 is per-tensor
+    _cnn("resnet_op11", "ResNetForImageClassification", "ResNetConfig", 11, embedding_size=16,
+         hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], num_labels=100),
+    Spec("bert_op11", "text", _hf("BertModel", "BertConfig", lambda m, i, a: tuple(m(input_ids=i, attention_mask=a,
+         return_dict=False)[:2]), vocab_size=1000, **_TINY_VIT), _text(16, 1000),
+         ("last_hidden_state", "pooler_output"), TEXT_DYN, 11, recipe={"cls": "BertModel", **_TINY_VIT}, int4=True),
 ]
 FAST = ("resnet", "bert", "gpt2like", "vad", "sklearn")
 
