@@ -11,6 +11,7 @@ import onnx
 
 from ..errors import ModelLoadError
 from .protoutil import external_tensors
+from .types import stored_bytes
 
 
 
@@ -98,21 +99,8 @@ def _external_problem(tensor: onnx.TensorProto, folder: _Folder,
     return None
 
 
-# bits per element of the fixed-size element types (strings have no fixed size: not checked)
-_ELEMENT_BITS = {1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64,
-                 14: 64, 15: 128, 16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2}
-
-
 def _stored_bytes(tensor: onnx.TensorProto) -> Optional[int]:
-    """The bytes a tensor of this element type and shape stores (4-bit types packed two a byte), or
-    None for a type without a fixed size."""
-    bits = _ELEMENT_BITS.get(tensor.data_type)
-    if bits is None:
-        return None
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    return (count * bits + 7) // 8
+    return stored_bytes(tensor.data_type, tensor.dims)
 
 
 def _file_problem(location: str, folder: _Folder) -> Tuple[Optional[Tuple[str, str]], int]:

@@ -10,10 +10,9 @@ from typing import Dict, List, Tuple
 
 from .graph import ModelGraph
 from .protoutil import iter_tensors
-from .types import TensorInfo, format_shape
+from .types import TensorInfo, format_shape, stored_bytes
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
-_ELEM_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2}
 
 
 @dataclass(frozen=True)
@@ -62,10 +61,7 @@ def initializer_bytes(graph: ModelGraph) -> int:
     """Bytes of stored tensors, from their dims and type (external data is not read)."""
     total = 0
     for tensor in iter_tensors(graph.model.graph):
-        count = 1
-        for dim in tensor.dims:
-            count *= int(dim)
-        total += count * _ELEM_BYTES.get(tensor.data_type, 1)
+        total += stored_bytes(tensor.data_type, tensor.dims) or 0
     return total
 
 

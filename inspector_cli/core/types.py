@@ -104,3 +104,21 @@ def format_shape(shape: Optional[Tuple[Dim, ...]]) -> str:
 
 def is_float_dtype(dtype: np.dtype) -> bool:
     return np.issubdtype(dtype, np.floating)
+
+
+# Bits per element of ONNX's fixed-size element types (4- and 2-bit types packed into bytes);
+# strings and types without a fixed size are absent.
+ELEMENT_BITS: Dict[int, int] = {1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32,
+                                13: 64, 14: 64, 15: 128, 16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4,
+                                23: 4, 24: 8, 25: 2, 26: 2}
+
+
+def stored_bytes(elem_type: int, dims: "Tuple[int, ...] | list") -> Optional[int]:
+    """The bytes a tensor of this element type and shape stores, or None for a type of no fixed size."""
+    bits = ELEMENT_BITS.get(elem_type)
+    if bits is None:
+        return None
+    count = 1
+    for dim in dims:
+        count *= int(dim)
+    return (count * bits + 7) // 8
