@@ -65,7 +65,8 @@ def fit_table(table: Table, width: int, layout: Layout = Layout()) -> Table:
     elide_all = table.elide or [i for i, h in enumerate(table.columns) if h.lower() in ELIDE_HEADERS]
     hidden: List[str] = []
     while True:
-        sub, need = _fit(table, keep, [i for i in elide_all if i in keep], width, MIN_ELIDED)
+        # --wide keeps names whole (the table may be wider than the terminal)
+        sub, need = _fit(table, keep, [i for i in elide_all if i in keep], 10**9 if layout.wide else width, MIN_ELIDED)
         if need <= width or layout.wide:
             break
         if len(keep) <= 2:  # nothing left to hide: the names give way further, down to a stub

@@ -6,7 +6,6 @@ from typing import List
 
 from ..results.base import Severity
 from ..results.validate import SEVERITY_ORDER, AgainstSection, RuleInfo, ValidateResult
-from .grouping import first_names, group_by, template
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, View
 
 STATUS = {Severity.ERROR: FAIL, Severity.WARNING: WARN, Severity.INFO: MUTED}
@@ -24,17 +23,8 @@ def validate_view(result: ValidateResult) -> View:
             continue
         table = Table(title=f"{model}: {TITLES[severity]} ({len(findings)})",
                       columns=["rule", "node", "tensor", "message", "hint"])
-        # One rule saying the same of many nodes is one row: the count, the first nodes (issue 32).
-        for group in group_by(findings, lambda f: (f.rule, template(f.message, f.node or "", f.tensor or ""),
-                                                   f.hint or "")):
-            f = group.items[0]
-            if group.count == 1:
-                table.add(Cell(f.rule, STATUS[severity]), f.node or "", f.tensor or "", f.message, f.hint or "")
-                continue
-            nodes = [g.node for g in group.items if g.node]
-            tensors = [g.tensor for g in group.items if g.tensor]
-            table.add(Cell(f"{f.rule} ×{group.count}", STATUS[severity]), first_names(nodes), first_names(tensors),
-                      f"{group.count} alike: {group.key[1]}", f.hint or "")
+        for f in findings:
+            table.add(Cell(f.rule, STATUS[severity]), f.node or "", f.tensor or "", f.message, f.hint or "")
         view.tables.append(table)
     if not result.findings:
         view.notes.append(f"{model}: no findings ({', '.join(result.checked)} checked)")
