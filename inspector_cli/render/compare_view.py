@@ -6,6 +6,7 @@ from typing import Dict, List
 from ..diff.metrics import METRICS
 from ..results.base import GateOutcome, Severity
 from ..results.compare import CompareResult, OutputDiff
+from .grouping import group_messages
 from .table import FAIL, MUTED, OK, Cell, Table, View, fmt_value
 
 METRIC_ORDER = ["cosine", "max_abs", "mean_abs", "rmse", "max_rel_sig", "mean_rel_sig", "max_rel", "mean_rel", "sqnr",
@@ -66,5 +67,5 @@ def compare_view(result: CompareResult) -> View:
     for finding in result.findings:
         prefix = "error" if finding.severity == Severity.ERROR else finding.severity.value
         view.notes.append(f"{prefix}: {finding.message}" + (f" ({finding.hint})" if finding.hint else ""))
-    view.notes.extend(f"warning: {w}" for w in result.warnings)
+    view.notes.extend(f"warning: {w}" for w in group_messages(result.warnings))  # alike ones: one line
     return view

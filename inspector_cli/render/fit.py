@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence
 
+from .names import compact_column, elide_distinct, elide_middle
 from .table import Cell, Table
 
-ELLIPSIS = "…"
+
 PAD = 2            # between columns: a blank separator and one space of left padding (no vertical borders)
 MIN_ELIDED = 12    # a shortened name keeps at least this many characters
 MIN_STUB = 6       # ... and only this many when the numbers would not fit otherwise
@@ -33,17 +34,6 @@ class Layout:
 def column_key(header: str) -> str:
     """'max rel' and 'max_rel' and 'Max-Rel' name the same column."""
     return re.sub(r"[\s_\-]+", "_", header.strip().lower())
-
-
-def elide_middle(text: str, width: int) -> str:
-    """'backbone/layer4/conv2/Relu_output_0' -> 'backbone/la…Relu_output_0' in `width` characters."""
-    if len(text) <= width:
-        return text
-    if width <= 1:
-        return ELLIPSIS[:width]
-    tail = (width - 1) // 2 + (width - 1) % 2  # the end of a name usually tells layers apart: keep more of it
-    head = width - 1 - tail
-    return text[:head] + ELLIPSIS + text[len(text) - tail:]
 
 
 def is_nowrap(table: Table, index: int) -> bool:
@@ -75,7 +65,8 @@ def fit_table(table: Table, width: int, layout: Layout = Layout()) -> Table:
     elide_all = table.elide or [i for i, h in enumerate(table.columns) if h.lower() in ELIDE_HEADERS]
     hidden: List[str] = []
     while True:
-        sub, need = _fit(table, keep, [i for i in elide_all if i in keep], width, MIN_ELIDED)
+        # --wide keeps names whole (the table may be wider than the terminal)
+        sub, need = _fit(table, keep, [i for i in elide_all if i in keep], 10**9 if layout.wide else width, MIN_ELIDED)
         if need <= width or layout.wide:
             break
         if len(keep) <= 2:  # nothing left to hide: the names give way further, down to a stub
@@ -106,6 +97,20 @@ def _fit(table: Table, keep: List[int], elide_src: List[int], width: int, floor:
     elided_budget = budget - text_need
     widths = {i: natural[i] for i in elide}
     if elide and elided_budget < sum(widths.values()):
+        # What every row repeats goes first (issue 32), then the cut, where the rows differ.
+        notes = []
+        for i in elide:
+            texts, note = compact_column([r[i].text for r in rows])
+            if note:
+                for row, text in zip(rows, texts):
+                    row[i] = Cell(text, row[i].status)
+                natural[i] = max([len(columns[i])] + [len(t) for t in texts])
+                widths[i] = natural[i]
+                notes.append(f"{columns[i]}: without the {note} every row shares")
+        if notes:
+            note = "; ".join(notes) + " (--wide shows full names)"
+            sub = replace(sub, caption=f"{sub.caption}; {note}" if sub.caption else note)
+    if elide and elided_budget < sum(widths.values()):
         # The first elided column absorbs the squeeze; the others keep MIN_ELIDED.
         widths = {i: min(natural[i], MIN_ELIDED) for i in elide[1:]}
         widths[elide[0]] = max(MIN_ELIDED, elided_budget - sum(widths.values()))
@@ -115,8 +120,8 @@ def _fit(table: Table, keep: List[int], elide_src: List[int], width: int, floor:
             widths[i] -= give
             overflow -= give
         for i, limit in widths.items():
-            for row in rows:
-                row[i] = Cell(elide_middle(row[i].text, limit), row[i].status)
+            for row, text in zip(rows, elide_distinct([row[i].text for row in rows], limit)):
+                row[i] = Cell(text, row[i].status)
     need = width - budget + text_need + sum(widths.values())
     return sub, need
 

@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence
 
 from ..results.base import Severity
 from ..results.profile import KernelStat, ModelProfile, ProfileComparison, ProfileResult
+from .grouping import first_names, group_by
 from .numbers import fmt_bytes, fmt_count, fmt_num, fmt_us  # noqa: F401 (re-exported)
 from .placement_view import placement_table
 from .table import FAIL, MUTED, OK, WARN, Cell, Table, View
@@ -125,14 +126,23 @@ def memory_tables(p: ModelProfile, top: int) -> List[Table]:
 
 
 def hints_table(p: ModelProfile, title: str = "hints") -> Optional[Table]:
-    """Performance patterns with the time of the kernels doing their nodes."""
+    """Performance patterns with the time of the kernels doing their nodes: one row per pattern.
+
+    Matches of one pattern that runtime handles alike (18 Identity nodes) are one row with their
+    count, the time and share they add up to, and the first few nodes (the JSON lists each match).
+    """
     if not p.hints:
         return None
-    table = Table(title=title, columns=["pattern", "time", "share", "fused by ORT", "nodes"],
-                  numeric=[False, True, True, False, False])
-    for h in p.hints:
-        table.add(h.pattern, fmt_us(h.time_us), f"{h.share:.1%}", Cell("yes", OK) if h.fused_by_runtime else Cell("no", WARN),
-                  _names(h.nodes))
+    table = Table(title=title, columns=["pattern", "count", "time", "share", "fused by ORT", "nodes"],
+                  numeric=[False, True, True, True, False, False])
+    groups = group_by(p.hints, lambda h: (h.pattern, h.fused_by_runtime))
+    groups.sort(key=lambda g: (-sum(h.time_us for h in g.items), str(g.key)))
+    for g in groups:
+        first = g.items[0]
+        nodes = [h.nodes[0] if len(g.items) > 1 and h.nodes else _names(h.nodes) for h in g.items]
+        table.add(first.pattern, g.count, fmt_us(sum(h.time_us for h in g.items)),
+                  f"{sum(h.share for h in g.items):.1%}",
+                  Cell("yes", OK) if first.fused_by_runtime else Cell("no", WARN), first_names(nodes))
     return table
 
 
