@@ -59,7 +59,7 @@ def common_affixes(texts: Sequence[str]) -> Tuple[str, str]:
     shortest = min(len(n) for n in names)
     if len(prefix) + len(suffix) >= shortest:  # some name would vanish: keep the suffix
         suffix = ""
-    if len(prefix) >= shortest:
+    if len(prefix) >= shortest or len(prefix) < 2:  # a lone '/' is not worth a note
         prefix = ""
     return prefix, suffix
 

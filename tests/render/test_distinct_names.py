@@ -123,7 +123,7 @@ def test_common_affixes_ignore_unscoped_inputs_and_cut_at_separators():
 def test_a_scope_that_repeats_its_parent_keeps_the_child_only():
     texts, note = compact_column(["/layer1/layer1.0/relu/Relu_output_0", "/layer1/layer1.1/relu/Relu_output_0",
                                   "/conv1/Conv_output_0"])
-    assert texts == ["layer1.0/relu/Relu", "layer1.1/relu/Relu", "conv1/Conv"]
+    assert texts == ["/layer1.0/relu/Relu", "/layer1.1/relu/Relu", "/conv1/Conv"]
 
 
 def test_the_cut_moves_to_where_two_names_differ():
