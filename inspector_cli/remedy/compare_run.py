@@ -251,13 +251,10 @@ def isolated_own_errors(plan: ComparePlan, config: CompareConfig, qdq: onnx.Mode
 
 
 def require_fp16_converter() -> None:
-    """UsageError (exit 2) naming the extra when onnxconverter_common is not installed."""
-    try:
-        import onnxconverter_common  # noqa: F401 - the converter the block list is found with
-    except ImportError:
-        raise UsageError("--fallback-plan on an fp16 model needs onnxconverter-common (the block list is found "
-                         "by converting the fp32 model again), which is not installed",
-                         hint="pip install 'model-inspector[fp16]'") from None
+    """Fail before any work (exit 2, naming the extra) when onnxconverter_common is not installed."""
+    from .fp16_plan import float16_converter
+
+    float16_converter()
 
 
 def refuse_qoperator(model: onnx.ModelProto) -> None:

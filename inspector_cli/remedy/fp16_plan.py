@@ -23,7 +23,7 @@ from onnx import helper
 
 from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
-from ..errors import InferenceError
+from ..errors import InferenceError, UsageError
 from .evaluate import Evaluation, Evaluator, Target
 
 FP16_MAX = 65504.0
@@ -50,10 +50,21 @@ class Fp16Plan:
                 "runs": self.runs, "steps": list(self.steps)}
 
 
+def float16_converter() -> Any:
+    """onnxconverter_common's float16 module (the `fp16` extra); a UsageError (exit 2) naming the
+    extra when it is not installed. The one place the optional dependency is imported."""
+    try:
+        from onnxconverter_common import float16
+    except ImportError:
+        raise UsageError("--fallback-plan on an fp16 model needs onnxconverter-common (the block list is found "
+                         "by converting the fp32 model again), which is not installed",
+                         hint="pip install 'model-inspector[fp16]'") from None
+    return float16
+
+
 def convert_fp16(fp32: onnx.ModelProto, node_block_list: Sequence[str]) -> onnx.ModelProto:
     """onnxconverter_common's float16 conversion (inputs and outputs kept in fp32)."""
-    from onnxconverter_common import float16
-
+    float16 = float16_converter()
     model = onnx.ModelProto.FromString(fp32.SerializeToString())
     return float16.convert_float_to_float16(model, keep_io_types=True, node_block_list=list(node_block_list))
 
