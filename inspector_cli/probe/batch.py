@@ -21,6 +21,7 @@ from ..core.capture import CaptureTarget
 from ..core.graph import ModelGraph, load_model
 from ..core.inputs import SampleRef, SampleSet
 from ..core.masks import MaskAnalysis, find_masks
+from ..core.placement import Subgraph
 from ..core.runner import RuntimeConfig, open_session
 from ..core.types import TensorMap
 from ..errors import UsageError
@@ -55,6 +56,8 @@ class BlockPartial:
     done: int
     hit: Optional[Hit] = None
     restarted: bool = False
+    assignments: Dict[int, Optional[List[Subgraph]]] = field(default_factory=dict)
+    """Chunk index -> the provider partition of its capture session (core/placement.py)."""
 
 
 @dataclass
@@ -113,12 +116,15 @@ class HeldSessions:
     def __init__(self, graph: ModelGraph, runtime: RuntimeConfig, chunks: int) -> None:
         self.graph, self.runtime, self.chunks = graph, runtime, chunks
         self._runners: Dict[int, BoundRunner] = {}
+        self.assignments: Dict[int, Optional[List[Subgraph]]] = {}
+        """Chunk index -> its session's provider partition (read once, free: recorded at the build)."""
 
     def get(self, index: int, names: Sequence[str]) -> BoundRunner:
         if index not in self._runners:
             self._runners.clear()
             session = open_session(self.graph, self.runtime, extra_outputs=list(names), keep_outputs=False,
                                    label=self.graph.display_name)
+            self.assignments.setdefault(index, session.assignment())
             self._runners[index] = BoundRunner(session, list(names), reuse=False)
         return self._runners[index]
 
@@ -178,7 +184,8 @@ class ProbeBlockRunner(Runner):
         runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, chunks, samples, self.consumers,
                                  self.nodes, self.triggers, progress=progress, masks=self.masks)
         hit = runner.run()
-        return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted)
+        return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted,
+                            dict(self.held.assignments))
 
     def close(self) -> None:
         self.held = HeldSessions(self.graph, self.job.runtime, 0)
@@ -216,6 +223,8 @@ class BlockRun:
     hit: Optional[Hit] = None
     restarted: bool = False
     lost: List[Tuple[str, str]] = field(default_factory=list)
+    assignments: Dict[int, Optional[List[Subgraph]]] = field(default_factory=dict)
+    """Chunk index -> provider partition of its capture session, as the first block to build it read it."""
 
 
 def probe_blocks(graph: ModelGraph, plan: Any, config: ProbeConfig, progress: Progress) -> BlockRun:
@@ -257,6 +266,8 @@ def probe_blocks(graph: ModelGraph, plan: Any, config: ProbeConfig, progress: Pr
             else:
                 merge_consumers(merged.consumers, partial.consumers)
             merged.done += partial.done
+            for chunk, assignment in partial.assignments.items():
+                merged.assignments.setdefault(chunk, assignment)
             merged.restarted = merged.restarted or partial.restarted
             progress(min(total, block.start + len(block.refs)), total, block.refs[-1].id)
             if partial.hit is not None:

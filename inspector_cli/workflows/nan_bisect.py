@@ -30,6 +30,7 @@ from ..nanbisect.static import fp16_unsafe_weights, unintended_nonfinite_weights
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
+from .placement import exposed_placement, required_findings
 
 
 
@@ -80,10 +81,12 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
     del graph
     try:
+        scan_assignment = None
         if samples.refs:
-            _check_loadable(prepared, _root_exposed(prepared, config, samples, budget))
+            scan_assignment = _check_loadable(prepared, _root_exposed(prepared, config, samples, budget))
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
+        result = _with_placement(result, prepared, config, scan_assignment)
         result = replace(result, findings=[*mask_findings(masks.masks), *result.findings])
         result = attach_scopes(result, prepared.graph)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
@@ -91,12 +94,20 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
         prepared.close()
 
 
-def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) -> None:
+def _with_placement(result: NanBisectResult, prepared: PreparedModel, config: NanBisectConfig,
+                    scan: Optional[list]) -> NanBisectResult:
+    """Placement of the model as deployed, the scan session's partition against it, and MI871."""
+    where = exposed_placement(prepared.graph, prepared.runtime, [scan] if scan is not None else [])
+    return replace(result, placement=where.placement, partition=where.change,
+                   findings=[*result.findings, *required_findings([where.placement], config.require_provider)])
+
+
+def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) -> Optional[list]:
     """One session of the model, opened before the scan: a model onnxruntime refuses (duplicate
     names, a cycle, an unknown op, opset 99) is one `Error:` naming the model and the cause (exit 3),
     not an error record per sample (issue 15 item 16). With `root` (the checkpoints the first
     sample's scan exposes) it is that scan's session, kept for the search (issue 16: one session
-    fewer per run); otherwise the model as it is, dropped."""
+    fewer per run); otherwise the model as it is, dropped. Returns that session's provider partition."""
     from ..core.expose import serialized_with_outputs
     from ..core.runner import Session
 
@@ -107,6 +118,7 @@ def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) ->
     if root is not None:
         session.label = f"{prepared.label} (scan)"  # as `PreparedModel.open_full` names it
         prepared.preopened[("root", root)] = session
+    return session.assignment()
 
 
 def _root_exposed(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet,

@@ -5,11 +5,11 @@ partition of a session with tensors exposed against the plain one, and the layer
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Set
 
 from ..core.placement import Subgraph
-from ..core.runner import RuntimeConfig, provider_name
+from ..core.runner import RuntimeConfig, cpu_only, open_session, provider_name
 from ..results.base import Finding
 from ..results.placement import (
     CPU,
@@ -88,3 +88,30 @@ def mark_moved_rows(layers: Any, moved: Dict[str, Set[str]]) -> Any:
         which = [m for m, name in (("A", row.name), ("B", row.name_b)) if name in moved.get(m, set())]
         rows.append(replace(row, moved=which) if which else row)
     return replace(layers, layers=rows)
+
+
+@dataclass(frozen=True)
+class ExposedPlacement:
+    """Placement of one model whose tensors were read by exposing them (probe, nan-bisect)."""
+
+    placement: Optional[Placement]
+    change: Optional[PartitionChange]
+    moved: Set[str]
+    """Tensors whose producing node moved provider when exposed."""
+
+
+def exposed_placement(graph: Any, runtime: RuntimeConfig, captured: Sequence[Optional[List[Subgraph]]],
+                      label: str = "model") -> ExposedPlacement:
+    """The deployed placement of `graph` and, beside it, how exposing tensors changed it.
+
+    CPU only: nothing can move, so the capture sessions' partition is the placement (no session is
+    added). Otherwise one plain session is built for its partition (its build is the whole cost:
+    docs/providers.md) and compared with every capture session's."""
+    captured = [a for a in captured if a is not None]
+    if cpu_only(runtime):
+        return ExposedPlacement(session_placement(label, runtime, captured[0] if captured else None, graph), None, set())
+    plain_session = open_session(graph, runtime, label=f"{label} (plain, for its placement)")
+    plain = session_placement(label, runtime, plain_session.assignment(), graph)
+    del plain_session
+    change = partition_changes(plain, captured, runtime, label) if captured else None
+    return ExposedPlacement(plain, change, moved_tensors(change, graph))

@@ -30,6 +30,7 @@ from ..probe.triggers import parse_triggers
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
+from .placement import exposed_placement, required_findings
 
 
 
@@ -109,6 +110,8 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
                              tensor=hit.stats.tensor, values=hit.trigger.values(hit.stats),
                              dump=dumps[0] if dumps else None)
     tensors = [consumers.trackers[t].finish() for t in plan.tensors]
+    where = exposed_placement(graph, config.runtime, [run.assignments[i] for i in sorted(run.assignments)])
+    tensors = [replace(t, moved=True) if t.name in where.moved else t for t in tensors]
     warnings = list(plan.samples.notes) + plan.notes
     if run.restarted:
         warnings.append("a trigger in a later capture chunk stopped at an earlier sample: statistics were "
@@ -124,8 +127,9 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),
         inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
         quant=quant, plugins=plugin_results, history=history,
-        findings=build_findings(tensors, trigger, quant, config, find_masks(graph).masks) + ([lost_finding(run.lost)] if run.lost else []),
-        warnings=warnings, capture=plan.capture), graph)
+        findings=build_findings(tensors, trigger, quant, config, find_masks(graph).masks) + ([lost_finding(run.lost)] if run.lost else [])
+        + required_findings([where.placement], config.require_provider),
+        warnings=warnings, capture=plan.capture, placement=where.placement, partition=where.change), graph)
 
 
 def _dump_again(plan: ProbePlan, config: ProbeConfig, hit: Hit) -> DumpInfo:
