@@ -154,7 +154,8 @@ def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple
                             time.get(p) if kernels is not None else None,
                             (time.get(p, 0.0) / total_time if total_time else 0.0) if kernels is not None else None)
               for p in providers]
-    rank = {name: i for i, name in enumerate(order or [])}
+    # without the graph (a header-only comparison), onnxruntime's own order of the partitions' nodes
+    rank = {name: i for i, name in enumerate(order or list(nodes))}
     nodes = dict(sorted(nodes.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
     fallback = sorted((FallbackNode(n, ops[n], p) for n, p in nodes.items() if p != requested),
                       key=lambda f: (rank.get(f.node, len(rank)), f.node))
