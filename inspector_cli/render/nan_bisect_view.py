@@ -127,7 +127,8 @@ def nan_bisect_view(result: NanBisectResult) -> View:
         from .placement_view import partition_notes, placement_tables
 
         view.tables.extend(placement_tables([result.placement], result.config.get("require_provider")))
-        view.notes.extend(partition_notes([result.partition] if result.partition else []))
+        view.notes.extend(partition_notes([result.partition] if result.partition else [],
+                                          "fewer checkpoints per scan (--checkpoints N)"))
     view.notes.extend(f"warning: {w}" for w in result.warnings)
     if result.jsonl:
         view.notes.append(f"per-sample records: {result.jsonl}")

@@ -55,6 +55,7 @@ def placement_tables(placements: Sequence[Placement], required: Optional[str] = 
     return [t for t in tables if t is not None]
 
 
-def partition_notes(changes: Sequence[PartitionChange]) -> List[str]:
-    """One line per model whose partition changed when tensors were exposed (and one saying it held)."""
-    return [("warning: " if c.changed else "") + c.line() for c in changes]
+def partition_notes(changes: Sequence[PartitionChange], keep: Optional[str] = None) -> List[str]:
+    """One line per model whose partition changed when tensors were exposed (and one saying it held);
+    `keep`: the command's read that keeps the plain partition."""
+    return [("warning: " if c.changed else "") + (c.line(keep) if keep else c.line()) for c in changes]

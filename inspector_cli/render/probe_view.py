@@ -153,7 +153,8 @@ def probe_view(result: ProbeResult) -> View:
         from .placement_view import partition_notes, placement_tables
 
         view.tables.extend(placement_tables([result.placement], result.config.get("require_provider")))
-        view.notes.extend(partition_notes([result.partition] if result.partition else []))
+        view.notes.extend(partition_notes([result.partition] if result.partition else [],
+                                          "fewer tensors per run (--select PATTERN, --capture-budget SIZE)"))
     if result.trigger and result.trigger.dump:
         dump = result.trigger.dump
         skipped = f"; {len(dump.skipped)} left out by the {dump.max_bytes} byte cap" if dump.skipped else ""

@@ -97,14 +97,14 @@ class PartitionChange:
     def changed(self) -> bool:
         return bool(self.moved) or self.subgraphs_plain != self.subgraphs_instrumented
 
-    def line(self) -> str:
-        """One line: whether exposing tensors changed the partition, and the read that keeps it."""
+    def line(self, keep: str = "outputs only (no --layers) or fewer tensors per run (--layers NAME...)") -> str:
+        """One line: whether exposing tensors changed the partition, and `keep`: the read that keeps it."""
         if not self.changed:
             return f"{self.plain}: exposing tensors left the provider partition as in the plain session"
         return (f"{self.plain}: exposing tensors changed the provider partition ({len(self.moved)} node(s) moved "
-                f"provider, {self.subgraphs_plain} -> {self.subgraphs_instrumented} accelerator partition(s)): the "
-                "layer rows marked 'moved' describe another partition than the deployed one; outputs only "
-                "(no --layers) or fewer tensors per run (--layers NAME...) keep the plain partition")
+                f"provider, {self.subgraphs_plain} -> {self.subgraphs_instrumented} accelerator partition(s)): what "
+                f"was read with tensors exposed (rows marked 'moved') describes another partition than the deployed "
+                f"one; {keep} keep the plain partition")
 
 
 TRANSFER_OPS = ("MemcpyToHost", "MemcpyFromHost")

@@ -97,7 +97,8 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
 def _with_placement(result: NanBisectResult, prepared: PreparedModel, config: NanBisectConfig,
                     scan: Optional[list]) -> NanBisectResult:
     """Placement of the model as deployed, the scan session's partition against it, and MI871."""
-    where = exposed_placement(prepared.graph, prepared.runtime, [scan] if scan is not None else [])
+    where = exposed_placement(prepared.graph, prepared.runtime, [scan] if scan is not None else [],
+                              check_plain=bool(config.require_provider))
     return replace(result, placement=where.placement, partition=where.change,
                    findings=[*result.findings, *required_findings([where.placement], config.require_provider)])
 

@@ -101,15 +101,18 @@ class ExposedPlacement:
 
 
 def exposed_placement(graph: Any, runtime: RuntimeConfig, captured: Sequence[Optional[List[Subgraph]]],
-                      label: str = "model") -> ExposedPlacement:
-    """The deployed placement of `graph` and, beside it, how exposing tensors changed it.
+                      label: str = "model", check_plain: bool = False) -> ExposedPlacement:
+    """The placement of `graph` and, with `check_plain`, how exposing tensors changed it.
 
-    CPU only: nothing can move, so the capture sessions' partition is the placement (no session is
-    added). Otherwise one plain session is built for its partition (its build is the whole cost:
-    docs/providers.md) and compared with every capture session's."""
+    Without `check_plain`, or CPU only (nothing can move), the first capture session's partition is
+    the placement: free. With it (`--require-provider`: the deployed placement is the question) and a
+    provider other than CPU, one plain session is built for its partition and compared with every
+    capture session's: one session build, 0.65-1.4 s under OpenVINO on the zoo (docs/providers.md),
+    too much to pay on every run."""
     captured = [a for a in captured if a is not None]
-    if cpu_only(runtime):
-        return ExposedPlacement(session_placement(label, runtime, captured[0] if captured else None, graph), None, set())
+    if cpu_only(runtime) or not check_plain:
+        placement = session_placement(label, runtime, captured[0] if captured else None, graph)
+        return ExposedPlacement(placement, None, set())
     plain_session = open_session(graph, runtime, label=f"{label} (plain, for its placement)")
     plain = session_placement(label, runtime, plain_session.assignment(), graph)
     del plain_session

@@ -110,7 +110,8 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
                              tensor=hit.stats.tensor, values=hit.trigger.values(hit.stats),
                              dump=dumps[0] if dumps else None)
     tensors = [consumers.trackers[t].finish() for t in plan.tensors]
-    where = exposed_placement(graph, config.runtime, [run.assignments[i] for i in sorted(run.assignments)])
+    where = exposed_placement(graph, config.runtime, [run.assignments[i] for i in sorted(run.assignments)],
+                              check_plain=bool(config.require_provider))
     tensors = [replace(t, moved=True) if t.name in where.moved else t for t in tensors]
     warnings = list(plan.samples.notes) + plan.notes
     if run.restarted:

@@ -97,6 +97,9 @@ def test_compare_outputs_require_provider_exits_1_naming_det(tmp_path):
 def test_probe_marks_the_moved_tensors_and_nan_bisect_requires_the_provider(tmp_path):
     model, out = conv_then_det(tmp_path), tmp_path / "p.json"
     invoke(["probe", model, "--providers", "openvino,cpu", "--no-history", "--json", out])
+    assert read_json(out)["results"]["partition"] is None  # the plain session is built for --require-provider only
+    invoke(["probe", model, "--providers", "openvino,cpu", "--require-provider", "openvino", "--no-history",
+            "--json", out], exit_code=1)
     doc = read_json(out)["results"]
     assert doc["placement"]["nodes"]["det"] == CPU and doc["placement"]["nodes"]["conv"] == OV
     assert doc["partition"]["moved"] == MOVED
@@ -107,6 +110,6 @@ def test_probe_marks_the_moved_tensors_and_nan_bisect_requires_the_provider(tmp_
                   "--json", bisect], cwd=tmp_path)
     assert_status(ran, 1)
     doc = read_json(bisect)["results"]
-    assert doc["placement"]["nodes"]["det"] == CPU
+    assert doc["placement"]["nodes"]["det"] == CPU and doc["partition"]["moved"] == MOVED  # its checkpoints hold c
     (finding,) = [f for f in doc["findings"] if f["rule"] == "MI871"]
     assert finding["data"]["nodes"] == {"det": CPU} and "det (Det on CPUExecutionProvider)" in ran.stdout
