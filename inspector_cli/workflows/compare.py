@@ -18,7 +18,7 @@ from ..results.base import Finding
 from ..core.runner import cpu_only
 from ..results.compare import CompareResult
 from ..results.placement import PartitionChange
-from .placement import mark_moved_rows, moved_tensors, partition_changes, required_findings, session_placement
+from ..placement import mark_moved_rows, moved_tensors, partition_changes, required_findings, session_placement
 
 if TYPE_CHECKING:
     from ..compare.layers import LayerRun

@@ -30,7 +30,7 @@ from ..nanbisect.static import fp16_unsafe_weights, unintended_nonfinite_weights
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
-from .placement import exposed_placement, required_findings
+from ..placement import exposed_placement, required_findings
 
 
 

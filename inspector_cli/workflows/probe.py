@@ -30,7 +30,7 @@ from ..probe.triggers import parse_triggers
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
-from .placement import exposed_placement, required_findings
+from ..placement import exposed_placement, required_findings
 
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from inspector_cli.core.runner import RuntimeConfig
 from inspector_cli.results.placement import build_placement
-from inspector_cli.workflows.placement import mark_moved_rows, moved_tensors, partition_changes, required_findings
+from inspector_cli.placement import mark_moved_rows, moved_tensors, partition_changes, required_findings
 
 from ..fixtures.helpers import invoke, read_json
 from ..fixtures.subproc import assert_status, run_mi

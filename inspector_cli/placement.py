@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Set
 
-from ..core.placement import Subgraph
-from ..core.runner import RuntimeConfig, cpu_only, open_session, provider_name
-from ..results.base import Finding
-from ..results.placement import (
+from .core.placement import Subgraph
+from .core.runner import RuntimeConfig, cpu_only, open_session, provider_name
+from .results.base import Finding
+from .results.placement import (
     CPU,
     PartitionChange,
     Placement,
@@ -111,7 +111,9 @@ def exposed_placement(graph: Any, runtime: RuntimeConfig, captured: Sequence[Opt
     too much to pay on every run."""
     captured = [a for a in captured if a is not None]
     if cpu_only(runtime) or not check_plain:
-        placement = session_placement(label, runtime, captured[0] if captured else None, graph)
+        # named for what it is: a capture session's partition may differ from the deployed one
+        named = label if cpu_only(runtime) else f"{label} (tensors exposed)"
+        placement = session_placement(named, runtime, captured[0] if captured else None, graph)
         return ExposedPlacement(placement, None, set())
     plain_session = open_session(graph, runtime, label=f"{label} (plain, for its placement)")
     plain = session_placement(label, runtime, plain_session.assignment(), graph)
