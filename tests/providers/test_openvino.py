@@ -56,9 +56,9 @@ MOVED = {"conv": [OV, CPU], "relu": [OV, CPU], "sig": [OV, CPU], "mul": [OV, CPU
 
 
 def test_compare_layers_detects_the_partition_change_and_marks_the_moved_rows(tmp_path):
-    model, out = conv_then_det(tmp_path), tmp_path / "r.json"
+    model, out, html = conv_then_det(tmp_path), tmp_path / "r.json", tmp_path / "r.html"
     result = invoke(["compare", model, model, "--b-providers", "openvino,cpu", "--layers", "all", "--granularity",
-                     "tensor", "--json", out])
+                     "tensor", "--json", out, "--html", html])
     doc = read_json(out)["results"]
     a, b = doc["placement"]
     assert a["nodes"] == dict.fromkeys(["conv", "relu", "sig", "mul", "det", "tanh"], CPU)
@@ -72,6 +72,9 @@ def test_compare_layers_detects_the_partition_change_and_marks_the_moved_rows(tm
     text = " ".join(result.stdout.split())
     assert "B: exposing tensors changed the provider partition (4 node(s) moved provider, 2 -> 1" in text
     assert "moved B" in text and "placement of B" in text
+    page = html.read_text()
+    assert page.count("moved B") == 4 and "B: exposing tensors changed the provider partition" in page
+    assert "fell back: Det x1" in page
 
 
 def test_exposing_only_tensors_that_keep_the_partition_reports_no_change(tmp_path):

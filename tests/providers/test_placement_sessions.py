@@ -78,6 +78,12 @@ def test_compare_on_cpu_records_both_placements_and_prints_no_table(tmp_path):
     assert "placement of" not in result.stdout  # CPU only: the JSON says it, the table would not
 
 
+def test_compare_on_workers_sends_the_placement_back(tmp_path):
+    model, out = conv_block(tmp_path), tmp_path / "r.json"
+    invoke(["compare", model, model, "--workers", "2", "--json", out])
+    assert [p["nodes"] for p in read_json(out)["results"]["placement"]] == [FOUR, FOUR]
+
+
 def test_compare_layers_on_cpu_reads_placement_without_partition_check(tmp_path):
     model, out = conv_block(tmp_path), tmp_path / "r.json"
     invoke(["compare", model, model, "--layers", "all", "--json", out])
