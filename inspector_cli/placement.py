@@ -100,6 +100,28 @@ class ExposedPlacement:
     """Tensors whose producing node moved provider when exposed."""
 
 
+PLAIN_CHECK_SHARE = 0.03
+"""The plain session for the partition check is built unasked when one build is at most this share of
+the run (the issue's budget for the placement read); `--require-provider` builds it whatever it costs."""
+
+
+def plain_check_wanted(required: Optional[str], build_seconds: float, run_seconds: float) -> bool:
+    """Whether probe or nan-bisect builds the plain session: asked (`--require-provider`), or cheap
+    beside the run (a capture session's build, which a plain one costs about as much as, within
+    PLAIN_CHECK_SHARE of the run's time)."""
+    return bool(required) or (run_seconds > 0 and build_seconds <= PLAIN_CHECK_SHARE * run_seconds)
+
+
+def unchecked_note(runtime: RuntimeConfig, build_seconds: float, run_seconds: float) -> List[str]:
+    """The line saying the placement is the capture session's, when the plain one was not built."""
+    if cpu_only(runtime):
+        return []
+    share = f", {build_seconds / run_seconds:.0%} of this run" if run_seconds > 0 else ""
+    return [f"placement read from a session with tensors exposed: comparing it with the plain session's "
+            f"takes one more session build (~{build_seconds:.1f} s{share}; done unasked under "
+            f"{PLAIN_CHECK_SHARE:.0%}); --require-provider NAME builds it"]
+
+
 def exposed_placement(graph: Any, runtime: RuntimeConfig, captured: Sequence[Optional[List[Subgraph]]],
                       label: str = "model", check_plain: bool = False) -> ExposedPlacement:
     """The placement of `graph` and, with `check_plain`, how exposing tensors changed it.

@@ -97,17 +97,24 @@ def test_compare_outputs_require_provider_exits_1_naming_det(tmp_path):
     assert read_json(out)["results"]["partition"] == []  # outputs only: nothing exposed
 
 
-def test_probe_marks_the_moved_tensors_and_nan_bisect_requires_the_provider(tmp_path):
+def test_probe_marks_the_moved_tensors_and_nan_bisect_requires_the_provider(tmp_path, monkeypatch):
+    import inspector_cli.placement as placement
+
     model, out = conv_then_det(tmp_path), tmp_path / "p.json"
+    monkeypatch.setattr(placement, "PLAIN_CHECK_SHARE", 0.0)  # one more session build never cheap enough
     invoke(["probe", model, "--providers", "openvino,cpu", "--no-history", "--json", out])
-    assert read_json(out)["results"]["partition"] is None  # the plain session is built for --require-provider only
-    invoke(["probe", model, "--providers", "openvino,cpu", "--require-provider", "openvino", "--no-history",
-            "--json", out], exit_code=1)
+    doc = read_json(out)["results"]
+    assert doc["partition"] is None and doc["placement"]["session"] == "model (tensors exposed)"
+    assert doc["placement"]["nodes"]["conv"] == CPU  # the capture session's: c is exposed, the block moved
+    assert any(w.startswith("placement read from a session with tensors exposed") for w in doc["warnings"])
+    monkeypatch.setattr(placement, "PLAIN_CHECK_SHARE", 1e9)  # always cheap enough: checked unasked
+    invoke(["probe", model, "--providers", "openvino,cpu", "--no-history", "--json", out])
     doc = read_json(out)["results"]
     assert doc["placement"]["nodes"]["det"] == CPU and doc["placement"]["nodes"]["conv"] == OV
     assert doc["partition"]["moved"] == MOVED
     assert {t["name"]: t["moved"] for t in doc["tensors"]} == \
         {"c": True, "r": True, "s": True, "m": True, "d": False, "y": False}
+    assert doc["placement"]["session"] == "model" and doc["placement"]["nodes"]["conv"] == OV
     bisect = tmp_path / "n.json"
     ran = run_mi(["nan-bisect", model, "--providers", "openvino,cpu", "--require-provider", "openvino",
                   "--json", bisect], cwd=tmp_path)

@@ -6,7 +6,14 @@ from types import SimpleNamespace
 
 from inspector_cli.core.runner import RuntimeConfig
 from inspector_cli.results.placement import build_placement
-from inspector_cli.placement import mark_moved_rows, moved_tensors, partition_changes, required_findings
+from inspector_cli.placement import (
+    mark_moved_rows,
+    moved_tensors,
+    partition_changes,
+    plain_check_wanted,
+    required_findings,
+    unchecked_note,
+)
 
 from ..fixtures.helpers import invoke, read_json
 from ..fixtures.subproc import assert_status, run_mi
@@ -68,6 +75,16 @@ def test_require_provider_checks_the_sessions_asked_for_it():
     both = required_findings([a, build_placement("B", CPU, [(CPU, [("n1", "Conv")])])], "openvino")
     assert [f.message.split(":")[0] for f in both] == ["A", "B"]  # nobody asked for it: every session fails
     assert required_findings([a, b], None) == [] and required_findings([a], "cpu") == []
+
+
+def test_the_plain_session_is_built_when_asked_or_within_3_percent_of_the_run():
+    assert plain_check_wanted("openvino", 5.0, 1.0)  # --require-provider: whatever it costs
+    assert plain_check_wanted(None, 0.3, 10.0) and not plain_check_wanted(None, 0.31, 10.0)
+    assert not plain_check_wanted(None, 0.0, 0.0)
+    assert unchecked_note(RuntimeConfig(), 1.0, 10.0) == []  # CPU only: nothing can move, nothing to say
+    assert unchecked_note(OV_RUNTIME, 1.4, 10.0) == [
+        "placement read from a session with tensors exposed: comparing it with the plain session's takes one "
+        "more session build (~1.4 s, 14% of this run; done unasked under 3%); --require-provider NAME builds it"]
 
 
 def test_compare_on_cpu_records_both_placements_and_prints_no_table(tmp_path):
