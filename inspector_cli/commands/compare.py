@@ -8,7 +8,7 @@ import click
 from ._compare_options import build_layer_config, build_runtimes, layer_options, model_runtime_options
 from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_reader_options, build_runtime,
                        build_synthetic, compose, decoding_options, executor_options, input_options, model_argument,
-                       name_pairs, report_options, runtime_options)
+                       name_pairs, placement_options, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
 from ._sequence_options import compare_sequence_options, run_compare_sequence, wants_compare_sequence
@@ -48,6 +48,7 @@ def gate_options(func: Any) -> Any:
 @remedy_options
 @runtime_options
 @model_runtime_options
+@placement_options
 @executor_options
 @report_options
 @click.pass_context
@@ -101,6 +102,7 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
         layers=layers,
         golden=golden,
         executor=build_executor(params),
+        require_provider=params.get("require_provider"),
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:

@@ -5,7 +5,8 @@ from typing import Any
 
 import click
 
-from ._options import ByteSize, executor_options, input_options, model_argument, report_options, runtime_options
+from ._options import (ByteSize, executor_options, input_options, model_argument, placement_options, report_options,
+                       runtime_options)
 from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
@@ -44,6 +45,7 @@ from ._remedy_options import build_fallback_config, fallback_options
               help="With --fallback-plan: the fp32 model MODEL was converted from (the block list is found by "
                    "converting it again with onnxconverter_common's float16 converter).")
 @runtime_options
+@placement_options
 @report_options
 @click.pass_context
 def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
@@ -97,6 +99,7 @@ def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:
         overwrite=bool(params.get("overwrite")),
         executor=build_executor(params),
         examples=params["examples"],
+        require_provider=params.get("require_provider"),
     )
     check_report_paths({"--json": params.get("json_path"), "--jsonl": params.get("jsonl")})
     if params.get("sequence"):  # the first non-finite step, then its origin node (issue 19)

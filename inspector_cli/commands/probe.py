@@ -6,7 +6,7 @@ from typing import Any, Optional
 import click
 
 from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options,
-                       report_options, runtime_options)
+                       placement_options, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
 from ._sequence_options import probe_sequence_options, run_probe_sequence
@@ -51,6 +51,7 @@ from ._sequence_options import probe_sequence_options, run_probe_sequence
 @group_by_option
 @probe_sequence_options
 @runtime_options
+@placement_options
 @executor_options
 @report_options
 @click.pass_context
@@ -100,7 +101,7 @@ def probe(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         max_saturation=params["max_saturation"], plugins=tuple(params.get("plugins") or ()),
         history=not params["no_history"], history_dir=params["history_dir"], keep_runs=params["keep_runs"],
         since=params.get("since"), hist_sample=params["hist_sample"], capture_budget=params.get("capture_budget"),
-        executor=build_executor(params))
+        executor=build_executor(params), require_provider=params.get("require_provider"))
     if params.get("sequence"):  # each step one sample, state fed back (issue 19)
         return run_probe_sequence(ctx, model, params, config)
     state = app_state(ctx)

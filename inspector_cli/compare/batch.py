@@ -23,6 +23,7 @@ from ..batching import ItemFailure, batch_runtime, check_executor, fixed_shards,
 from ..core import background
 from ..core.inputs import SampleRef, SampleSet
 from ..core.io_match import NameMatching
+from ..core.placement import Subgraph
 from ..core.runner import RuntimeConfig, Session, open_session, open_sessions
 from ..diff.engine import TensorTracker
 from ..diff.metrics import PairStats, compare_arrays, shapes_compatible
@@ -53,6 +54,8 @@ class ReducedOutput:
 class ReducedSample:
     outputs: List[ReducedOutput]
     notes: List[str] = field(default_factory=list)
+    assignment: Optional[Tuple[Optional[List[Subgraph]], Optional[List[Subgraph]]]] = None
+    """Both sessions' provider partitions (core/placement.py), sent with a runner's first sample only."""
 
 
 class EarlySessions:
@@ -161,6 +164,7 @@ class CompareRunner(Runner):
             # Built side by side: onnxruntime releases the GIL while it builds, on one core each.
             self.session_a, self.session_b = open_sessions([(plan.graph_a, job.runtime_a, labels[0]),
                                                             (plan.graph_b, job.runtime_b, labels[1])])
+        self._assignment_sent = False
 
     def run_item(self, item: WorkItem) -> Any:
         ref: SampleRef = item.payload
@@ -170,7 +174,10 @@ class CompareRunner(Runner):
             reduced = [_reduce(out_a[p.a], out_b[p.b], self.job.topk) for p in self.plan.outputs.pairs]
         except Exception as exc:  # noqa: BLE001 - re-raised by the driver, as in a single-process run
             return ItemFailure.of(exc, item.key)
-        return ReducedSample(reduced, list(notes))
+        assignment = None
+        if not self._assignment_sent:  # read once per runner: free (recorded while the sessions were built)
+            assignment, self._assignment_sent = (self.session_a.assignment(), self.session_b.assignment()), True
+        return ReducedSample(reduced, list(notes), assignment)
 
     def close(self) -> None:
         self.session_a = self.session_b = None  # type: ignore[assignment]
@@ -197,12 +204,24 @@ def fold(tracker: TensorTracker, sample: str, out: ReducedOutput) -> None:
     tracker.add_stats(sample, out.stats)
 
 
+@dataclass
+class OutputRun:
+    """What running the samples gave besides the trackers' sums."""
+
+    notes: List[str] = field(default_factory=list)
+    """Input casts and the like, each once."""
+    lost: List[Tuple[str, str]] = field(default_factory=list)
+    """Samples lost to worker deaths, with why."""
+    assignment: Optional[Tuple[Optional[List[Subgraph]], Optional[List[Subgraph]]]] = None
+    """Sessions A and B's provider partitions, as the first runner to report them read them."""
+
+
 def compare_outputs(plan: ComparePlan, config: CompareConfig, trackers: Sequence[TensorTracker], progress: Progress,
-                    early: Optional[EarlySessions] = None) -> Tuple[List[str], List[Tuple[str, str]]]:
+                    early: Optional[EarlySessions] = None) -> OutputRun:
     """Run every sample on both models through the configured executor, folding into `trackers`
     (with the sessions of `early` when they were built).
 
-    Returns the notes (input casts) and the samples lost to worker deaths, with why.
+    Returns the notes (input casts), the samples lost to worker deaths and both sessions' placement.
     """
     spec = config.executor
     check_executor(spec)
@@ -216,32 +235,33 @@ def compare_outputs(plan: ComparePlan, config: CompareConfig, trackers: Sequence
         runtime_a=batch_runtime(config.runtime_a, spec), runtime_b=batch_runtime(config.runtime_of_b, spec),
         outputs=plan.outputs, inputs=plan.inputs, samples=samples.subset([]), topk=tuple(config.topk),
         plan=plan if spec.in_process else None, early=early if spec.in_process else None)
-    notes: List[str] = []
-    lost: List[Tuple[str, str]] = []
+    run = OutputRun()
     total = len(samples)
     items = (WorkItem(ref.id, ref) for ref in samples.refs)
     try:
         for done, outcome in enumerate(executor.map(job, fixed_shards(items, SHARD_SAMPLES)), start=1):
-            _take(outcome, trackers, notes, lost)
+            _take(outcome, trackers, run)
             progress(done, total, outcome.key)
     except BaseException:
         executor.abort()
         raise
     finally:
         executor.close()
-    return notes, lost
+    return run
 
 
-def _take(outcome: Any, trackers: Sequence[TensorTracker], notes: List[str], lost: List[Tuple[str, str]]) -> None:
+def _take(outcome: Any, trackers: Sequence[TensorTracker], run: OutputRun) -> None:
     if not outcome.ok:
-        lost.append((outcome.key, outcome.error or "failed"))
+        run.lost.append((outcome.key, outcome.error or "failed"))
         return
     value = outcome.value
     if isinstance(value, ItemFailure):
         raise value.error()
     for tracker, out in zip(trackers, value.outputs):
         fold(tracker, outcome.key, out)
-    notes.extend(n for n in value.notes if n not in notes)
+    run.notes.extend(n for n in value.notes if n not in run.notes)
+    if run.assignment is None and value.assignment is not None:
+        run.assignment = value.assignment
 
 
 def lost_finding(lost: Sequence[Tuple[str, str]]) -> Finding:

@@ -24,7 +24,8 @@ import onnx
 from ..core.graph import ModelGraph
 from ..core.lazyload import load_model_lazy
 from ..core.quantparams import QuantSpec, dequantize
-from ..core.runner import OptLevel, RuntimeConfig, Session, open_session
+from ..core.placement import Subgraph
+from ..core.runner import OptLevel, RuntimeConfig, Session, cpu_only, open_session
 from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Affine
@@ -134,6 +135,8 @@ class Side:
     notes: List[str] = field(default_factory=list)
     recomputed: Dict[str, str] = field(default_factory=dict)
     """Tensors fused away in the deployed graph and read from their recomputed chain (fused_side.py) -> how."""
+    plain_assignment: Optional[List[Subgraph]] = None
+    """The provider partition of the model as deployed (no tensor exposed), when a plain session was built."""
 
     @property
     def resolver(self) -> "Union[SemanticGraph, OptimizedGraph]":
@@ -171,8 +174,12 @@ def prepare_side(label: str, graph: ModelGraph, sem: SemanticGraph, runtime: Run
         if want_opt:
             options.optimized_model_filepath = str(optimised)  # type: ignore[attr-defined]
 
-    if want_opt or (observer and first is not None):
+    # The plain partition is needed beside the instrumented one only where a provider other than CPU
+    # may take nodes (exposing a tensor cannot move a node between providers when CPU is the only one).
+    wants_partition = not cpu_only(runtime)
+    if want_opt or (observer and first is not None) or wants_partition:
         session = _plain_session(graph, runtime, label, hook, want_opt)
+        side.plain_assignment = session.assignment()
         if observer and first is not None:
             side.plain = {k: v.copy() for k, v in session.run(first).items()}
         del session
@@ -302,3 +309,5 @@ class CaptureMeasurements:
     budget_bytes: int
     incomparable: Dict[int, str] = field(default_factory=dict)
     """Pairs (index into `pairs`) whose captured shapes are not the same layout: not compared, and why."""
+    instrumented: Dict[str, List[Optional[List[Subgraph]]]] = field(default_factory=dict)
+    """'A' / 'B' -> the provider partition of each chunk's capture session, for a side read by exposing tensors."""

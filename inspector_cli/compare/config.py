@@ -111,6 +111,8 @@ class CompareConfig:
     """Folder of saved reference outputs replacing the first model (`--golden`)."""
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)
     """Where the samples run: this process (default), local worker processes or Ray actors."""
+    require_provider: Optional[str] = None
+    """`--require-provider`: every node of the sessions asked for this provider must run on it, else MI871."""
 
     def __post_init__(self) -> None:
         # the rules the CLI enforces hold for library callers too, with the CLI's words
@@ -142,4 +144,5 @@ class CompareConfig:
             "layers": self.layers.to_dict() if self.layers else None,
             "golden": self.golden,
             **self.executor.to_dict(),
+            **({"require_provider": self.require_provider} if self.require_provider else {}),
         }

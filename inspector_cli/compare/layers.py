@@ -21,6 +21,8 @@ from ..core.capture import CapturePlan, CaptureTarget, estimate_sizes, plan_capt
 from ..core.graph import ModelGraph
 from ..core.inputs import adapt_feeds
 from ..core.io_match import rename_feeds
+from ..core.placement import Subgraph
+from ..core.runner import Session
 from ..core.select import ALL, select_tensors
 from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
@@ -159,6 +161,7 @@ class LayerCapture:
         self.layout_buffers: Dict[Tuple[str, str], np.ndarray] = {}
         self.incomparable: Dict[int, str] = {}
         self.pending: List[Future] = []
+        self.instrumented: Dict[str, List[Optional[List[Subgraph]]]] = {}
 
     def _chunks(self) -> Tuple[CapturePlan, int, int]:
         lc, pairs, plan = self.config.layers or LayerConfig(), self.layers.pairs, self.plan
@@ -190,11 +193,19 @@ class LayerCapture:
         assert graph_a is not None and graph_b is not None  # set by prepare_side
         target_a = CaptureTarget(graph_a, side_a.runtime_for_capture(spin=False), chunks_a,
                                  adapt=self._keep_feeds, keep_outputs=True, label=f"A {self.plan.graph_a.display_name}",
-                                 reuse_buffers=True, buffer_sets=sets_a, options_hook=_capture_options)
+                                 reuse_buffers=True, buffer_sets=sets_a, options_hook=_capture_options,
+                                 on_session=self._partition_reader(side_a))
         target_b = CaptureTarget(graph_b, side_b.runtime_for_capture(spin=False), chunks_b,
                                  adapt=self.adapt_b, keep_outputs=True, label=f"B {self.plan.graph_b.display_name}",
-                                 reuse_buffers=True, buffer_sets=sets_b, options_hook=_capture_options)
+                                 reuse_buffers=True, buffer_sets=sets_b, options_hook=_capture_options,
+                                 on_session=self._partition_reader(side_b))
         return [target_b, target_a] if self.small_first else [target_a, target_b]
+
+    def _partition_reader(self, side: Side) -> Callable[[int, Session], None]:
+        """Keeps the provider partition of each capture session of a side (free to read), to compare
+        with the plain session's where tensors are exposed (capture honesty: docs/providers.md)."""
+        found = self.instrumented.setdefault(side.label, [])
+        return lambda chunk, session: found.append(session.assignment())
 
     def run(self, progress: Progress) -> CaptureMeasurements:
         capture_plan, bytes_a, bytes_b = self._chunks()
@@ -212,7 +223,8 @@ class LayerCapture:
             self.worker.shutdown(wait=True)
         return CaptureMeasurements(self.trackers, self.output_trackers, self.captured_first, self.first_id,
                                    capture_plan.strategy.value, capture_plan.runs_per_sample, runs,
-                                   capture_plan.estimated_bytes, capture_plan.budget_bytes, dict(self.incomparable))
+                                   capture_plan.estimated_bytes, capture_plan.budget_bytes, dict(self.incomparable),
+                                   dict(self.instrumented))
 
     def _keep_feeds(self, feeds: TensorMap) -> TensorMap:
         self.current_feeds = feeds

@@ -187,6 +187,8 @@ class CaptureTarget:
     """With reuse_buffers: 2 alternates two sets, so one sample's arrays live until the next but one run."""
     options_hook: Optional[Callable[[Any], None]] = None
     """Called with the onnxruntime SessionOptions of each capture session (e.g. memory settings)."""
+    on_session: Optional[Callable[[int, Session], None]] = None
+    """Called with the chunk index and each capture session once built (e.g. to read its placement)."""
 
 
 ChunkCallback = Callable[[str, int, List[TensorMap]], None]
@@ -279,5 +281,7 @@ def _runner(target: CaptureTarget, index: int) -> "Optional[BoundRunner]":
     session: Session = open_session(target.graph, target.runtime, extra_outputs=chunk,
                                     keep_outputs=target.keep_outputs, label=target.label or target.graph.display_name,
                                     options_hook=target.options_hook)
+    if target.on_session is not None:
+        target.on_session(index, session)
     names = list(dict.fromkeys([*chunk, *(session.output_names if target.keep_outputs else [])]))
     return BoundRunner(session, names, reuse=target.reuse_buffers, sets=target.buffer_sets)

@@ -105,6 +105,12 @@ def provider_name(name: Optional[str]) -> Optional[str]:
     return PROVIDER_ALIASES.get(key.lower(), key)
 
 
+def cpu_only(runtime: RuntimeConfig) -> bool:
+    """Whether CPU is the only execution provider `runtime` asks for: no node can then move between
+    providers, so placement is all CPU without reading it twice (docs/providers.md)."""
+    return all(provider_name(p) == "CPUExecutionProvider" for p in runtime.providers)
+
+
 def resolve_providers(names: Sequence[str]) -> List[str]:
     """Map `cuda,cpu` style names to onnxruntime provider names, checking they are available."""
     import onnxruntime as ort

@@ -45,6 +45,8 @@ class NanBisectConfig:
     keep_records: int = 200
     """Failing samples whose full record is kept in the result (all are in the JSONL)."""
     shard_size: int = 8
+    require_provider: Optional[str] = None
+    """`--require-provider`: every node must run on this provider as deployed, else MI871."""
 
     def __post_init__(self) -> None:
         # the rules the CLI enforces hold for library callers too, with the CLI's words
@@ -80,4 +82,5 @@ class NanBisectConfig:
             "address": self.executor.address,
             "worker_memory": self.executor.memory_limit,
             "examples": self.examples,
+            **({"require_provider": self.require_provider} if self.require_provider else {}),
         }

@@ -12,6 +12,7 @@ A block whose worker died twice is left out and reported (MI827) with its sample
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -21,6 +22,7 @@ from ..core.capture import CaptureTarget
 from ..core.graph import ModelGraph, load_model
 from ..core.inputs import SampleRef, SampleSet
 from ..core.masks import MaskAnalysis, find_masks
+from ..core.placement import Subgraph
 from ..core.runner import RuntimeConfig, open_session
 from ..core.types import TensorMap
 from ..errors import UsageError
@@ -55,6 +57,10 @@ class BlockPartial:
     done: int
     hit: Optional[Hit] = None
     restarted: bool = False
+    assignments: Dict[int, Optional[List[Subgraph]]] = field(default_factory=dict)
+    """Chunk index -> the provider partition of its capture session (core/placement.py)."""
+    build_seconds: float = 0.0
+    """Wall time of the longest capture-session build so far (what one more session would cost)."""
 
 
 @dataclass
@@ -113,12 +119,18 @@ class HeldSessions:
     def __init__(self, graph: ModelGraph, runtime: RuntimeConfig, chunks: int) -> None:
         self.graph, self.runtime, self.chunks = graph, runtime, chunks
         self._runners: Dict[int, BoundRunner] = {}
+        self.assignments: Dict[int, Optional[List[Subgraph]]] = {}
+        """Chunk index -> its session's provider partition (read once, free: recorded at the build)."""
+        self.build_seconds = 0.0
 
     def get(self, index: int, names: Sequence[str]) -> BoundRunner:
         if index not in self._runners:
             self._runners.clear()
+            started = time.perf_counter()
             session = open_session(self.graph, self.runtime, extra_outputs=list(names), keep_outputs=False,
                                    label=self.graph.display_name)
+            self.build_seconds = max(self.build_seconds, time.perf_counter() - started)
+            self.assignments.setdefault(index, session.assignment())
             self._runners[index] = BoundRunner(session, list(names), reuse=False)
         return self._runners[index]
 
@@ -178,7 +190,8 @@ class ProbeBlockRunner(Runner):
         runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, chunks, samples, self.consumers,
                                  self.nodes, self.triggers, progress=progress, masks=self.masks)
         hit = runner.run()
-        return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted)
+        return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted,
+                            dict(self.held.assignments), self.held.build_seconds)
 
     def close(self) -> None:
         self.held = HeldSessions(self.graph, self.job.runtime, 0)
@@ -216,6 +229,9 @@ class BlockRun:
     hit: Optional[Hit] = None
     restarted: bool = False
     lost: List[Tuple[str, str]] = field(default_factory=list)
+    assignments: Dict[int, Optional[List[Subgraph]]] = field(default_factory=dict)
+    """Chunk index -> provider partition of its capture session, as the first block to build it read it."""
+    build_seconds: float = 0.0
 
 
 def probe_blocks(graph: ModelGraph, plan: Any, config: ProbeConfig, progress: Progress) -> BlockRun:
@@ -257,6 +273,9 @@ def probe_blocks(graph: ModelGraph, plan: Any, config: ProbeConfig, progress: Pr
             else:
                 merge_consumers(merged.consumers, partial.consumers)
             merged.done += partial.done
+            for chunk, assignment in partial.assignments.items():
+                merged.assignments.setdefault(chunk, assignment)
+            merged.build_seconds = max(merged.build_seconds, partial.build_seconds)
             merged.restarted = merged.restarted or partial.restarted
             progress(min(total, block.start + len(block.refs)), total, block.refs[-1].id)
             if partial.hit is not None:

@@ -43,6 +43,8 @@ class ProbeConfig:
     """Bytes of captured tensors alive at once (default: a quarter of the available memory)."""
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)
     """Where the samples run: this process (default), local worker processes or Ray actors."""
+    require_provider: Optional[str] = None
+    """`--require-provider`: every node must run on this provider as deployed, else MI871."""
 
     def __post_init__(self) -> None:
         # the rule the CLI enforces holds for library callers too, with the CLI's words
@@ -71,4 +73,5 @@ class ProbeConfig:
             "hist_sample": self.hist_sample,
             "capture_budget": self.capture_budget,
             **self.executor.to_dict(),
+            **({"require_provider": self.require_provider} if self.require_provider else {}),
         }

@@ -60,6 +60,11 @@ def compare_view(result: CompareResult) -> View:
         view.notes.extend(capture_notes(result.layers))
     for out in result.outputs:
         view.tables.append(output_table(out, result.gates))
+    if result.placement:
+        from .placement_view import partition_notes, placement_tables
+
+        view.tables.extend(placement_tables(result.placement, result.config.get("require_provider")))
+        view.notes.extend(partition_notes(result.partition))
     if result.remedy is not None:
         from .remedy_view import remedy_tables
 

@@ -68,6 +68,10 @@ def layer_table(section: LayerSection, steps: Sequence[QuantStepRow] = ()) -> Ta
         notes.append(f"recomputed A/B = {recomputed} layer(s) fused away in that model's deployed graph (onnxruntime "
                      "kernels such as Gelu, SkipLayerNormalization): read from the original ops rerun unfused on "
                      "the deployed graph's tensors, so those ops' numbers are reference arithmetic")
+    moved = sum(1 for r in section.layers if r.moved)
+    if moved:
+        notes.append(f"moved A/B = {moved} layer(s) whose node ran on another execution provider with tensors "
+                     "exposed than in the plain session (see the partition line below)")
     table.caption = "; ".join(notes)
     return table
 
@@ -93,6 +97,8 @@ def _marks(row: LayerDiff, section: LayerSection) -> List[str]:
     recomputed = [m for m, c in (("A", row.capture_a), ("B", row.capture_b)) if c == "recomputed"]
     if recomputed:
         marks.append(f"recomputed {'+'.join(recomputed)}")
+    if row.moved:  # its node ran on another provider with tensors exposed than as deployed
+        marks.append(f"moved {'+'.join(row.moved)}")
     return marks
 
 

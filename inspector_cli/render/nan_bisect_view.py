@@ -121,8 +121,14 @@ def nan_bisect_view(result: NanBisectResult) -> View:
     for finding in result.findings:
         if finding.rule == "MI906":
             view.notes.append(f"error: {finding.message}")
-        elif finding.severity == Severity.ERROR and finding.rule == "MI901":
+        elif finding.severity == Severity.ERROR and finding.rule in ("MI901", "MI871"):
             view.notes.append(f"error: {finding.message}")
+    if result.placement is not None:
+        from .placement_view import partition_notes, placement_tables
+
+        view.tables.extend(placement_tables([result.placement], result.config.get("require_provider")))
+        view.notes.extend(partition_notes([result.partition] if result.partition else [],
+                                          "fewer checkpoints per scan (--checkpoints N)"))
     view.notes.extend(f"warning: {w}" for w in result.warnings)
     if result.jsonl:
         view.notes.append(f"per-sample records: {result.jsonl}")

@@ -37,7 +37,8 @@ def ranges_table(result: ProbeResult) -> Table:
                   numeric=[False, False, False, True, True, True, True, True, True, True, False])
     for t in result.tensors:
         p = t.percentiles
-        table.add(_short(t.name), t.op_type, "x".join(map(str, t.shape)) or "scalar", fmt_value(t.min),
+        # moved: its node ran on another provider while exposed than as deployed (docs/providers.md)
+        table.add(Cell(_short(t.name) + " [moved]", WARN) if t.moved else _short(t.name), t.op_type, "x".join(map(str, t.shape)) or "scalar", fmt_value(t.min),
                   *[fmt_value(p.get(k)) for k in ("p0.1", "p1", "p50", "p99", "p99.9")], fmt_value(t.max),
                   sparkline(t.histogram))
     return table
@@ -148,6 +149,12 @@ def probe_view(result: ProbeResult) -> View:
     since = since_table(result)
     if since is not None:
         view.tables.append(since)
+    if result.placement is not None:
+        from .placement_view import partition_notes, placement_tables
+
+        view.tables.extend(placement_tables([result.placement], result.config.get("require_provider")))
+        view.notes.extend(partition_notes([result.partition] if result.partition else [],
+                                          "fewer tensors per run (--select PATTERN, --capture-budget SIZE)"))
     if result.trigger and result.trigger.dump:
         dump = result.trigger.dump
         skipped = f"; {len(dump.skipped)} left out by the {dump.max_bytes} byte cap" if dump.skipped else ""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional
 
 from .base import Finding, GateOutcome, ModelRef, NodeValues, Result, Severity
+from .placement import PartitionChange, Placement
 
 if TYPE_CHECKING:
     from .layers import LayerSection
@@ -87,6 +88,10 @@ class CompareResult(Result):
     """Scopes of the model and the rows rolled up by scope (depth 1; `--group-by` picks another)."""
     remedy: Optional[RemedySection] = None
     """Fallback plan, optimiser bisection, accuracy against labels (`--fallback-plan`, ... ; issue 18)."""
+    placement: List[Placement] = field(default_factory=list)
+    """Which provider ran each node of session A, then B, as deployed (results/placement.py)."""
+    partition: List[PartitionChange] = field(default_factory=list)
+    """With --layers, per model read by exposing tensors: its partition then against the plain session's."""
 
     def node_values(self) -> List[NodeValues]:
         """Cosine, max abs error and SQNR per compared tensor (data-set values), keyed by A's names:

@@ -55,6 +55,9 @@ class LayerDiff:
     recomputed: Optional[str] = None
     """Set when a model's tensor is fused away in onnxruntime's deployed graph (capture 'recomputed'): its
     original ops were rerun unfused beside the deployed kernels; says which model, ops and inputs."""
+    moved: List[str] = field(default_factory=list)
+    """Models ('A', 'B') whose node producing this tensor ran on another execution provider with tensors
+    exposed than in the plain session: the row describes a partition other than the deployed one."""
 
 
 @dataclass(frozen=True)

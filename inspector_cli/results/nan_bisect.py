@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Dict, List, Optional
 
 from ..errors import EXIT_CANNOT_ANALYSE, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .base import Check, Finding, ModelRef, NodeValues, Result, Severity
+from .placement import PartitionChange, Placement
 from .scope_section import ScopeSection
 from .remedy import RemedySection
 
@@ -206,6 +207,10 @@ class NanBisectResult(Result):
     jsonl: Optional[str] = None
     elapsed_s: float = 0.0
     scopes: Optional[ScopeSection] = None
+    placement: Optional[Placement] = None
+    """Which provider ran each node as deployed (results/placement.py)."""
+    partition: Optional[PartitionChange] = None
+    """With a provider other than CPU: the scan session's partition (checkpoints exposed) against the plain one."""
     """Scopes of the model and the rows rolled up by scope (depth 1; `--group-by` picks another)."""
     remedy: Optional[RemedySection] = None
     """`--fallback-plan --reference fp32.onnx`: the fp32 block list of the fp16 conversion (issue 18)."""

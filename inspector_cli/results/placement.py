@@ -57,6 +57,14 @@ class Placement:
     """How many partitions onnxruntime made (a compiling provider fuses each into one kernel)."""
     transfers: List[ProviderShare] = field(default_factory=list)
     """Copies between providers (MemcpyToHost / MemcpyFromHost kernels), when profiled."""
+    partitions: Dict[str, int] = field(default_factory=dict)
+    """provider -> how many of the partitions it got (a compiling provider: one fused kernel each)."""
+
+    def accelerator_subgraphs(self) -> int:
+        """Partitions of the providers other than CPU: what a compiling provider fuses into kernels.
+        CPU's own count moves with any unfused node (an exposed Identity the plain session
+        eliminated), so it says nothing of the provider's partition."""
+        return sum(n for p, n in self.partitions.items() if p != CPU)
 
     @property
     def fell_back(self) -> bool:
@@ -89,13 +97,14 @@ class PartitionChange:
     def changed(self) -> bool:
         return bool(self.moved) or self.subgraphs_plain != self.subgraphs_instrumented
 
-    def line(self) -> str:
+    def line(self, keep: str = "outputs only (no --layers) or fewer tensors per run (--layers NAME...)") -> str:
+        """One line: whether exposing tensors changed the partition, and `keep`: the read that keeps it."""
         if not self.changed:
-            return "exposing tensors left the provider partition as in the plain session"
-        return (f"exposing tensors changed the provider partition: {len(self.moved)} node(s) moved, "
-                f"{self.subgraphs_plain} -> {self.subgraphs_instrumented} subgraphs; the layer rows of "
-                "moved nodes describe a partition other than the deployed one (compare outputs only, "
-                "or expose fewer tensors per run, to keep the plain partition)")
+            return f"{self.plain}: exposing tensors left the provider partition as in the plain session"
+        return (f"{self.plain}: exposing tensors changed the provider partition ({len(self.moved)} node(s) moved "
+                f"provider, {self.subgraphs_plain} -> {self.subgraphs_instrumented} accelerator partition(s)): what "
+                f"was read with tensors exposed (rows marked 'moved') describes another partition than the deployed "
+                f"one; {keep} keep the plain partition")
 
 
 TRANSFER_OPS = ("MemcpyToHost", "MemcpyFromHost")
@@ -113,9 +122,11 @@ def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple
     nodes: Dict[str, str] = {}
     ops: Dict[str, str] = {}
     count = 0
+    partitions: Dict[str, int] = {}
     if subgraphs:
         for provider, members in subgraphs:
             count += 1
+            partitions[provider] = partitions.get(provider, 0) + 1
             for name, op_type in members:
                 nodes[name], ops[name] = provider, op_type
         source = "assignment"
@@ -143,14 +154,16 @@ def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple
                             time.get(p) if kernels is not None else None,
                             (time.get(p, 0.0) / total_time if total_time else 0.0) if kernels is not None else None)
               for p in providers]
-    rank = {name: i for i, name in enumerate(order or [])}
+    # without the graph (a header-only comparison), onnxruntime's own order of the partitions' nodes
+    rank = {name: i for i, name in enumerate(order or list(nodes))}
     nodes = dict(sorted(nodes.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
     fallback = sorted((FallbackNode(n, ops[n], p) for n, p in nodes.items() if p != requested),
                       key=lambda f: (rank.get(f.node, len(rank)), f.node))
     moved = [ProviderShare(op, int(r[0]), 0.0, r[1], r[1] / total_time if total_time else 0.0)
              for op, r in sorted(transfers.items())]
     return Placement(session=session, requested=requested, source=source, providers=shares, nodes=nodes,
-                     op_types={n: ops[n] for n in nodes}, fallback=fallback, subgraphs=count, transfers=moved)
+                     op_types={n: ops[n] for n in nodes}, fallback=fallback, subgraphs=count, transfers=moved,
+                     partitions=partitions)
 
 
 def partition_change(plain: Placement, instrumented: Placement) -> PartitionChange:
@@ -158,7 +171,8 @@ def partition_change(plain: Placement, instrumented: Placement) -> PartitionChan
     moved = {n: [p, instrumented.nodes.get(n, "?")] for n, p in plain.nodes.items()
              if instrumented.nodes.get(n, p) != p}
     return PartitionChange(plain=plain.session, instrumented=instrumented.session, moved=moved,
-                           subgraphs_plain=plain.subgraphs, subgraphs_instrumented=instrumented.subgraphs)
+                           subgraphs_plain=plain.accelerator_subgraphs(),
+                           subgraphs_instrumented=instrumented.accelerator_subgraphs())
 
 
 FALLBACK_RULE = "MI871"

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
 from .base import Finding, ModelRef, NodeValues, Result, Severity
+from .placement import PartitionChange, Placement
 from .scope_section import ScopeSection
 
 Number = Optional[float]
@@ -57,6 +58,9 @@ class TensorStats:
     """-Inf (or +Inf) values an attention mask sets on purpose (core/masks.py): not counted in `inf`."""
     masked_rows: int = 0
     """A Softmax output: rows whose every input was masked (-Inf), which it turns into NaN."""
+    moved: bool = False
+    """Its producing node ran on another execution provider with tensors exposed than in the plain
+    session: these statistics describe a partition other than the deployed one."""
 
     def stat(self, name: str) -> Any:
         """A statistic by name ('min', 'p99', 'zero_frac', 'dead_channels', ...)."""
@@ -194,6 +198,10 @@ class ProbeResult(Result):
     capture: Dict[str, Any] = field(default_factory=dict)
     scopes: Optional[ScopeSection] = None
     """Scopes of the model and the rows rolled up by scope (depth 1; `--group-by` picks another)."""
+    placement: Optional[Placement] = None
+    """Which provider ran each node as deployed (results/placement.py)."""
+    partition: Optional[PartitionChange] = None
+    """With a provider other than CPU: the capture sessions' partition against the plain session's."""
 
     @property
     def passed(self) -> bool:

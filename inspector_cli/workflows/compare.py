@@ -5,7 +5,7 @@ chooses which of its paths runs."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..compare.batch import EarlySessions, compare_outputs, early_sessions, lost_finding
 from ..compare.config import CompareConfig
@@ -15,9 +15,13 @@ from ..diff.engine import TensorTracker
 from ..errors import UsageError
 from ..progress import Progress, no_progress
 from ..results.base import Finding
+from ..core.runner import cpu_only
 from ..results.compare import CompareResult
+from ..results.placement import PartitionChange
+from ..placement import mark_moved_rows, moved_tensors, partition_changes, required_findings, session_placement
 
 if TYPE_CHECKING:
+    from ..compare.layers import LayerRun
     from ..remedy.config import RemedyRequest
 
 # The layer pass, golden files, remedies and scope roll-ups are imported where they run: an
@@ -59,9 +63,11 @@ def compare_models(model_a: ModelArg, model_b: ModelArg, config: Optional[Compar
                               keep_per_sample=config.per_sample) for p in plan.outputs.pairs]
     # samples run in this process or in workers (config.executor); either way the per-sample sums
     # are folded here in sample order, so the result is the same whichever ran them
-    notes, lost = compare_outputs(plan, config, trackers, progress, early)
-    result = build_result(plan, config, trackers, notes)
-    return replace(result, findings=[*result.findings, lost_finding(lost)]) if lost else result
+    run = compare_outputs(plan, config, trackers, progress, early)
+    result = build_result(plan, config, trackers, run.notes)
+    result = replace(result, findings=[*result.findings, lost_finding(run.lost)]) if run.lost else result
+    a, b = run.assignment or (None, None)
+    return with_placement(result, plan, config, a, b)
 
 
 def _plan(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, early: Optional[EarlySessions]) -> ComparePlan:
@@ -89,11 +95,42 @@ def _compare_with_layers(plan: ComparePlan, config: CompareConfig, progress: Pro
     result = build_result(plan, config, run.measured.output_trackers, notes, layers=section,
                           extra_gates=layer_gate_outcomes(run))
     result = attach_scopes(result, plan.graph_a, plan.graph_b)
+    result = _layer_placement(result, plan, config, run)
     steps = quant_step_rows(plan.graph_b.model, section)  # error in quantisation steps (issue 18)
     if not steps:
         return result
     return replace(result, remedy=RemedySection(quant_steps=steps),
                    findings=[*result.findings, *quant_step_findings(steps)])
+
+
+def with_placement(result: CompareResult, plan: ComparePlan, config: CompareConfig, assignment_a: Optional[list],
+                   assignment_b: Optional[list], partition: Sequence[PartitionChange] = ()) -> CompareResult:
+    """The result with both sessions' placement and the --require-provider findings (MI871)."""
+    placements = [session_placement("A", config.runtime_a, assignment_a, plan.graph_a),
+                  session_placement("B", config.runtime_of_b, assignment_b, plan.graph_b)]
+    findings = required_findings(placements, config.require_provider)
+    return replace(result, placement=[p for p in placements if p is not None], partition=list(partition),
+                   findings=[*result.findings, *findings])
+
+
+def _layer_placement(result: CompareResult, plan: ComparePlan, config: CompareConfig, run: "LayerRun") -> CompareResult:
+    """Placement of the plain sessions (or, CPU only, of the capture sessions: all CPU either way), and
+    per model read by exposing tensors, its partition against the plain one, moved rows marked."""
+    captured = run.measured.instrumented
+    assignments, changes, moved = {}, [], {}
+    for side, runtime, graph in ((run.plan.side_a, config.runtime_a, plan.graph_a),
+                                 (run.plan.side_b, config.runtime_of_b, plan.graph_b)):
+        chunks = captured.get(side.label) or [None]
+        assignments[side.label] = side.plain_assignment or (chunks[0] if cpu_only(runtime) else None)
+        if side.mode != "instrumented" or side.plain_assignment is None or cpu_only(runtime):
+            continue
+        plain = session_placement(side.label, runtime, side.plain_assignment, graph)
+        change = partition_changes(plain, chunks, runtime, side.label)
+        if change is not None:
+            changes.append(change)
+            moved[side.label] = moved_tensors(change, graph)
+    result = replace(result, layers=mark_moved_rows(result.layers, moved))
+    return with_placement(result, plan, config, assignments["A"], assignments["B"], changes)
 
 
 def _simulated(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, deployed: CompareResult

@@ -30,6 +30,7 @@ from ..nanbisect.static import fp16_unsafe_weights, unintended_nonfinite_weights
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
+from ..placement import exposed_placement, plain_check_wanted, required_findings, unchecked_note
 
 
 
@@ -80,10 +81,12 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
     prepared = PreparedModel.load(graph, runtime) if owned else PreparedModel(graph, runtime)
     del graph
     try:
+        scan_assignment, build_seconds = None, 0.0
         if samples.refs:
-            _check_loadable(prepared, _root_exposed(prepared, config, samples, budget))
+            scan_assignment, build_seconds = _check_loadable(prepared, _root_exposed(prepared, config, samples, budget))
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
+        result = _with_placement(result, prepared, config, scan_assignment, build_seconds)
         result = replace(result, findings=[*mask_findings(masks.masks), *result.findings])
         result = attach_scopes(result, prepared.graph)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
@@ -91,22 +94,38 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
         prepared.close()
 
 
-def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) -> None:
+def _with_placement(result: NanBisectResult, prepared: PreparedModel, config: NanBisectConfig,
+                    scan: Optional[list], build_seconds: float) -> NanBisectResult:
+    """Placement of the model (as deployed when the plain session is built: `plain_check_wanted`),
+    the scan session's partition against it, and MI871."""
+    check = plain_check_wanted(config.require_provider, build_seconds, result.elapsed_s)
+    where = exposed_placement(prepared.graph, prepared.runtime, [scan] if scan is not None else [],
+                              check_plain=check)
+    warnings = result.warnings if check or scan is None else \
+        [*result.warnings, *unchecked_note(prepared.runtime, build_seconds, result.elapsed_s)]
+    return replace(result, placement=where.placement, partition=where.change, warnings=warnings,
+                   findings=[*result.findings, *required_findings([where.placement], config.require_provider)])
+
+
+def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) -> Tuple[Optional[list], float]:
     """One session of the model, opened before the scan: a model onnxruntime refuses (duplicate
     names, a cycle, an unknown op, opset 99) is one `Error:` naming the model and the cause (exit 3),
     not an error record per sample (issue 15 item 16). With `root` (the checkpoints the first
     sample's scan exposes) it is that scan's session, kept for the search (issue 16: one session
-    fewer per run); otherwise the model as it is, dropped."""
+    fewer per run); otherwise the model as it is, dropped. Returns that session's provider partition and
+    its build's wall time."""
     from ..core.expose import serialized_with_outputs
     from ..core.runner import Session
 
-    started = time.thread_time()  # the estimate of a replay session's build (nanbisect/prebuild.py)
+    started, wall = time.thread_time(), time.perf_counter()  # thread time: a replay build's estimate (prebuild.py)
     data = serialized_with_outputs(prepared.graph, list(root or ()), keep_original=True)
     session = Session(data, scan_runtime(prepared.runtime), label=prepared.label, external_dir=prepared.external_dir)
     prepared.root_build_seconds = time.thread_time() - started
+    built = time.perf_counter() - wall  # wall: a compiling provider builds on its own threads
     if root is not None:
         session.label = f"{prepared.label} (scan)"  # as `PreparedModel.open_full` names it
         prepared.preopened[("root", root)] = session
+    return session.assignment(), built
 
 
 def _root_exposed(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet,

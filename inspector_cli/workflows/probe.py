@@ -7,6 +7,7 @@ the optional per-sample rows.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
@@ -30,6 +31,7 @@ from ..probe.triggers import parse_triggers
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
+from ..placement import exposed_placement, plain_check_wanted, required_findings, unchecked_note
 
 
 
@@ -98,7 +100,9 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
     check_since(config, graph)
     plan = plan_probe(graph, config, samples)
     # blocks of samples, in this process or in workers (config.executor): merged in sample order
+    started = time.perf_counter()
     run = probe_blocks(graph, plan, config, progress)
+    run_seconds = time.perf_counter() - started
     hit, done, consumers = run.hit, run.done, run.consumers
     dumps: List[DumpInfo] = [_dump_again(plan, config, hit)] if hit is not None and config.dump_dir else []
     quant_trackers = _weight_trackers(plan) + [q for qs in consumers.quant.values() for q in qs]
@@ -109,7 +113,13 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
                              tensor=hit.stats.tensor, values=hit.trigger.values(hit.stats),
                              dump=dumps[0] if dumps else None)
     tensors = [consumers.trackers[t].finish() for t in plan.tensors]
+    check = plain_check_wanted(config.require_provider, run.build_seconds, run_seconds)
+    where = exposed_placement(graph, config.runtime, [run.assignments[i] for i in sorted(run.assignments)],
+                              check_plain=check)
+    tensors = [replace(t, moved=True) if t.name in where.moved else t for t in tensors]
     warnings = list(plan.samples.notes) + plan.notes
+    if not check and run.assignments:
+        warnings += unchecked_note(config.runtime, run.build_seconds, run_seconds)
     if run.restarted:
         warnings.append("a trigger in a later capture chunk stopped at an earlier sample: statistics were "
                         f"recomputed over the first {done} sample(s)")
@@ -124,8 +134,9 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),
         inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
         quant=quant, plugins=plugin_results, history=history,
-        findings=build_findings(tensors, trigger, quant, config, find_masks(graph).masks) + ([lost_finding(run.lost)] if run.lost else []),
-        warnings=warnings, capture=plan.capture), graph)
+        findings=build_findings(tensors, trigger, quant, config, find_masks(graph).masks) + ([lost_finding(run.lost)] if run.lost else [])
+        + required_findings([where.placement], config.require_provider),
+        warnings=warnings, capture=plan.capture, placement=where.placement, partition=where.change), graph)
 
 
 def _dump_again(plan: ProbePlan, config: ProbeConfig, hit: Hit) -> DumpInfo:

@@ -27,3 +27,19 @@ def with_det(folder: Path) -> Path:
              helper.make_node("Det", ["a"], ["b"], name="det"),
              helper.make_node("Sigmoid", ["b"], ["y"], name="sig")]
     return save(make_model(nodes, [vi("x", [4, 4])], [vi("y", [], F)]), folder / "with_det.onnx")
+
+
+def conv_then_det(folder: Path) -> Path:
+    """conv -> relu -> sig -> mul -> det -> tanh. OpenVINO takes the CNN block (one partition) and tanh,
+    Det stays on CPU. Exposing the Conv's output, which relu also reads, makes OpenVINO's provider drop
+    that block (a Conv whose output leaves a partial cluster and is consumed inside it): conv, relu,
+    sig and mul move to CPU (onnxruntime-openvino 1.24)."""
+    w = np.random.RandomState(0).randn(4, 3, 3, 3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Sigmoid", ["r"], ["s"], name="sig"),
+             helper.make_node("Mul", ["r", "s"], ["m"], name="mul"),
+             helper.make_node("Det", ["m"], ["d"], name="det"),
+             helper.make_node("Tanh", ["d"], ["y"], name="tanh")]
+    return save(make_model(nodes, [vi("x", [1, 3, 8, 8])], [vi("y", [1, 4])], [init("w", w)]),
+                folder / "conv_then_det.onnx")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ..fixtures.helpers import invoke, read_json
-from .models import conv_block, with_det
+from ..fixtures.subproc import assert_status, run_mi
+from .models import conv_block, conv_then_det, with_det
 
 OV = "OpenVINOExecutionProvider"
 CPU = "CPUExecutionProvider"
@@ -48,3 +49,77 @@ def test_unsupported_op_falls_back_to_cpu_and_require_provider_fails(tmp_path):
     assert "det (Det on CPUExecutionProvider)" in finding["message"] and "det" in finding["data"]["nodes"]
     assert "relu" not in finding["data"]["nodes"]
     assert "fell back" in " ".join(result.stdout.split())
+
+
+MOVED = {"conv": [OV, CPU], "relu": [OV, CPU], "sig": [OV, CPU], "mul": [OV, CPU]}
+"""Exposing conv_then_det's Conv output makes OpenVINO drop the CNN block it heads (models.py)."""
+
+
+def test_compare_layers_detects_the_partition_change_and_marks_the_moved_rows(tmp_path):
+    model, out, html = conv_then_det(tmp_path), tmp_path / "r.json", tmp_path / "r.html"
+    result = invoke(["compare", model, model, "--b-providers", "openvino,cpu", "--layers", "all", "--granularity",
+                     "tensor", "--json", out, "--html", html])
+    doc = read_json(out)["results"]
+    a, b = doc["placement"]
+    assert a["nodes"] == dict.fromkeys(["conv", "relu", "sig", "mul", "det", "tanh"], CPU)
+    assert b["nodes"] == {"conv": OV, "relu": OV, "sig": OV, "mul": OV, "det": CPU, "tanh": OV}
+    assert [(f["node"], f["op_type"]) for f in b["fallback"]] == [("det", "Det")]
+    (change,) = doc["partition"]
+    assert change["plain"] == "B" and change["moved"] == MOVED
+    assert (change["subgraphs_plain"], change["subgraphs_instrumented"]) == (2, 1)
+    assert {row["name"]: row["moved"] for row in doc["layers"]["layers"]} == \
+        {"c": ["B"], "r": ["B"], "s": ["B"], "m": ["B"], "d": [], "y": []}
+    text = " ".join(result.stdout.split())
+    assert "B: exposing tensors changed the provider partition (4 node(s) moved provider, 2 -> 1" in text
+    assert "moved B" in text and "placement of B" in text
+    page = html.read_text()
+    assert page.count("moved B") == 4 and "B: exposing tensors changed the provider partition" in page
+    assert "fell back: Det x1" in page
+
+
+def test_exposing_only_tensors_that_keep_the_partition_reports_no_change(tmp_path):
+    model, out = conv_then_det(tmp_path), tmp_path / "r.json"
+    invoke(["compare", model, model, "--b-providers", "openvino,cpu", "--layers", "r", "--layers", "m",
+            "--json", out])
+    doc = read_json(out)["results"]
+    assert doc["partition"][0]["moved"] == {} and doc["partition"][0]["subgraphs_instrumented"] == 2
+    assert all(row["moved"] == [] for row in doc["layers"]["layers"])
+
+
+def test_compare_outputs_require_provider_exits_1_naming_det(tmp_path):
+    model, out = conv_then_det(tmp_path), tmp_path / "r.json"
+    ran = run_mi(["compare", model, model, "--b-providers", "openvino,cpu", "--require-provider", "openvino",
+                  "--json", out], cwd=tmp_path)
+    assert_status(ran, 1)
+    (finding,) = [f for f in read_json(out)["results"]["findings"] if f["rule"] == "MI871"]
+    assert finding["message"].startswith("B: 1 of 6 nodes did not run on OpenVINOExecutionProvider: det (Det on")
+    assert finding["data"]["nodes"] == {"det": CPU}
+    assert read_json(out)["results"]["partition"] == []  # outputs only: nothing exposed
+
+
+def test_probe_marks_the_moved_tensors_and_nan_bisect_requires_the_provider(tmp_path, monkeypatch):
+    import inspector_cli.placement as placement
+
+    model, out = conv_then_det(tmp_path), tmp_path / "p.json"
+    monkeypatch.setattr(placement, "PLAIN_CHECK_SHARE", 0.0)  # one more session build never cheap enough
+    invoke(["probe", model, "--providers", "openvino,cpu", "--no-history", "--json", out])
+    doc = read_json(out)["results"]
+    assert doc["partition"] is None and doc["placement"]["session"] == "model (tensors exposed)"
+    assert doc["placement"]["nodes"]["conv"] == CPU  # the capture session's: c is exposed, the block moved
+    assert any(w.startswith("placement read from a session with tensors exposed") for w in doc["warnings"])
+    monkeypatch.setattr(placement, "PLAIN_CHECK_SHARE", 1e9)  # always cheap enough: checked unasked
+    invoke(["probe", model, "--providers", "openvino,cpu", "--no-history", "--json", out])
+    doc = read_json(out)["results"]
+    assert doc["placement"]["nodes"]["det"] == CPU and doc["placement"]["nodes"]["conv"] == OV
+    assert doc["partition"]["moved"] == MOVED
+    assert {t["name"]: t["moved"] for t in doc["tensors"]} == \
+        {"c": True, "r": True, "s": True, "m": True, "d": False, "y": False}
+    assert doc["placement"]["session"] == "model" and doc["placement"]["nodes"]["conv"] == OV
+    bisect = tmp_path / "n.json"
+    ran = run_mi(["nan-bisect", model, "--providers", "openvino,cpu", "--require-provider", "openvino",
+                  "--json", bisect], cwd=tmp_path)
+    assert_status(ran, 1)
+    doc = read_json(bisect)["results"]
+    assert doc["placement"]["nodes"]["det"] == CPU and doc["partition"]["moved"] == MOVED  # its checkpoints hold c
+    (finding,) = [f for f in doc["findings"] if f["rule"] == "MI871"]
+    assert finding["data"]["nodes"] == {"det": CPU} and "det (Det on CPUExecutionProvider)" in ran.stdout

@@ -72,7 +72,7 @@ def test_partition_change(moved):
     assert change.changed  # two subgraphs where there was one, moved or not
     assert change.moved == ({"b": [OV, CPU]} if moved else {})
     same = partition_change(plain, build_placement("instrumented", OV, [(OV, [("a", "Conv"), ("b", "Relu")])]))
-    assert not same.changed and same.line().startswith("exposing tensors left")
+    assert not same.changed and same.line().startswith("plain: exposing tensors left")
 
 
 def test_require_provider_from_the_config_file(tmp_path):
