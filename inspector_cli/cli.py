@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import click
 
+from .commands._help import GroupedGroup
 from .commands._state import AppState
 from .core.interrupts import sigterm_as_interrupt, terminated
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, MiError, describe_error
@@ -68,8 +69,8 @@ def short_help(summary: str, limit: int) -> str:
     return shown + "..."
 
 
-class MiGroup(click.Group):
-    """A click group with lazy subcommands and the error boundary in `main`."""
+class MiGroup(GroupedGroup):
+    """A click group with lazy subcommands, grouped help (commands/_help.py) and the error boundary in `main`."""
 
     def list_commands(self, ctx: click.Context) -> List[str]:
         return sorted(COMMANDS)

@@ -124,8 +124,18 @@ class Bench:
             return {"now_s": float("nan")}
         roots = {"now": ROOT} if self.before is None else {"now": ROOT, "before": self.before}
         row: Dict[str, object] = {"key": key, "target": target, "seconds_max": seconds_max, **(extra or {})}
-        for label, root in roots.items():
-            row[f"{label}_s"] = statistics.median(run(tool(root))["wall"] for _ in range(self.repeat))
+        walls: Dict[str, List[float]] = {label: [] for label in roots}
+        cpus: Dict[str, List[float]] = {label: [] for label in roots}
+        for _ in range(self.repeat):  # with --before, the two alternate: a pair sees the same load
+            for label, root in roots.items():
+                got = run(tool(root))
+                walls[label].append(got["wall"])
+                cpus[label].append(got["cpu"])
+        for label in roots:
+            row[f"{label}_s"] = statistics.median(walls[label])
+            row[f"{label}_cpu_s"] = statistics.median(cpus[label])
+        if "before" in roots:
+            row["paired_ratio"] = statistics.median(n / b for n, b in zip(walls["now"], walls["before"]))
         self.add(row)
         print(f"  {key}: {row['now_s']:.3f} s", file=sys.stderr, flush=True)
         return row  # type: ignore[return-value]

@@ -11,11 +11,13 @@ from __future__ import annotations
 import inspect
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import click
 
 from inspector_cli.cli import COMMANDS, cli
+from inspector_cli.commands._help import command_key, grouped_sections
+from inspector_cli.commands.help_groups import see_also
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "commands"
@@ -27,12 +29,33 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _option_row(ctx: click.Context, param: click.Parameter) -> str:
-    record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
-    if record is None:
-        return ""
-    names, help_text = record
+def _option_row(names: str, help_text: str) -> str:
     return f"| `{_cell(names)}` | {_cell(help_text)} |"
+
+
+def options_markdown(command: click.Command, ctx: click.Context, depth: int) -> List[str]:
+    """The options under one heading per group, in the order `--help` shows them (commands/help_groups.py)."""
+    sections = grouped_sections(command, ctx)
+    if not sections:
+        return []
+    return ["#" * depth + " Options", "", *grouped_tables(sections, depth + 1)]
+
+
+def grouped_tables(sections: List[Tuple[str, List[Tuple[str, str]]]], depth: int) -> List[str]:
+    """A heading and a table per option group."""
+    lines: List[str] = []
+    for title, rows in sections:
+        lines += ["#" * depth + f" {title}", "", "| option | meaning |", "|---|---|",
+                  *(_option_row(names, text) for names, text in rows), ""]
+    return lines
+
+
+def see_also_markdown(ctx: click.Context, depth: int) -> List[str]:
+    """The guide page `--help` names in its "See also" line, as a link from docs/commands/."""
+    page = see_also(command_key(ctx))
+    if not page or ctx.parent is not None and ctx.parent.parent is not None:
+        return []  # a subcommand shares its parent's guide, linked once on the page
+    return [f"See also: [the guide to `{command_key(ctx)}`](../{page}).", ""]
 
 
 def command_page(command: click.Command, path: List[str], parent: click.Context, depth: int = 2) -> str:
@@ -46,9 +69,8 @@ def command_page(command: click.Command, path: List[str], parent: click.Context,
     help_text = inspect.cleandoc(command.help or "").replace("\b\n", "")
     if help_text:
         lines += [_help_markdown(help_text), ""]
-    rows = [row for row in (_option_row(ctx, p) for p in command.get_params(ctx)) if row]
-    if rows:
-        lines += ["#" * depth + " Options", "", "| option | meaning |", "|---|---|", *rows, ""]
+    lines += see_also_markdown(ctx, depth)
+    lines += options_markdown(command, ctx, depth)
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
@@ -62,14 +84,16 @@ def _help_markdown(text: str) -> str:
     out: List[str] = []
     in_code = False
     for line in text.strip().splitlines():
-        code = line.startswith("  ") and line.strip().startswith("mi ")
+        # an example, or the continuation of one whose line ends with a backslash
+        continued = in_code and bool(out) and out[-1].endswith("\\")
+        code = line.startswith("  ") and (line.strip().startswith("mi ") or continued)
         if code and not in_code:
             out += ["", "```bash"] if out and out[-1] else ["```bash"]
             in_code = True
         elif not code and in_code and line.strip():
             out += ["```", ""]
             in_code = False
-        out.append(line.strip() if code else line)
+        out.append(("    " if continued else "") + line.strip() if code else line)
     if in_code:
         out.append("```")
     return "\n".join(out).strip()
@@ -84,9 +108,9 @@ def index_page(group: click.Group) -> str:
         summary = command.get_short_help_str(120) if command is not None else ""
         lines.append(f"| [`mi {name}`]({name}.md) | {_cell(summary)} |")
     lines += ["", "## Global options", "", "`mi [GLOBAL OPTIONS] COMMAND ...`; they work after the command too "
-              "(see [Global options](../global-options.md)).", "", "| option | meaning |", "|---|---|"]
-    lines += [row for row in (_option_row(ctx, p) for p in group.get_params(ctx)) if row]
-    return "\n".join(lines) + "\n"
+              "(see [Global options](../global-options.md)).", ""]
+    lines += grouped_tables(grouped_sections(group, ctx), 3)
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def pages() -> Dict[str, str]:

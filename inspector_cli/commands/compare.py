@@ -5,6 +5,7 @@ from typing import Any
 
 import click
 
+from ._help import GroupedCommand
 from ._compare_options import build_layer_config, build_runtimes, layer_options, model_runtime_options
 from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_reader_options, build_runtime,
                        build_synthetic, compose, decoding_options, executor_options, input_options, model_argument,
@@ -32,7 +33,7 @@ def gate_options(func: Any) -> Any:
     ])(func)
 
 
-@click.command("compare")
+@click.command("compare", cls=GroupedCommand)
 @model_argument("model_a")
 @click.argument("model_b", required=False, type=click.Path(exists=True, dir_okay=False))
 @input_options

@@ -5,6 +5,7 @@ from typing import Dict, Optional, Tuple
 
 import click
 
+from ._help import GroupedGroup
 from ..render.safe import visible
 from ._output import app_state
 
@@ -19,7 +20,7 @@ def all_commands(ctx: click.Context) -> Dict[str, click.Command]:
             if cmd is not None}
 
 
-@click.group("config")
+@click.group("config", cls=GroupedGroup)
 def config() -> None:
     """Check run configs and suites without running them; print the config JSON Schema."""
 

@@ -5,11 +5,12 @@ from typing import Any, Optional, Tuple
 
 import click
 
+from ._help import GroupedGroup
 from ._options import build_reader_options, build_synthetic, decoding_options, report_options
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
-@click.group("inputs")
+@click.group("inputs", cls=GroupedGroup)
 def inputs() -> None:
     """Make sample folders (.npz) for a model, and show what a data folder holds.
 

@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 import click
 
+from ._help import GroupedCommand
 from ._options import model_argument, report_options
 from ._output import check_report_paths, emit
 from ._state import AppState
@@ -19,7 +20,7 @@ def _table_only(ctx: click.Context, params: Any) -> bool:
     return not step and params.get("fmt") in ("table", "markdown", "csv") and not any(params.get(r) for r in reports)
 
 
-@click.command("inspect")
+@click.command("inspect", cls=GroupedCommand)
 @model_argument("model")
 @click.option("--depth", type=click.IntRange(min=0), default=2, show_default=True,
               help="Levels of the scope tree shown (and aligned by --diff).")

@@ -5,6 +5,7 @@ from typing import Any
 
 import click
 
+from ._help import GroupedCommand
 from ._options import (ByteSize, executor_options, input_options, model_argument, placement_options, report_options,
                        runtime_options)
 from ..render.safe import visible
@@ -14,7 +15,7 @@ from ._sequence_options import nan_sequence_options, run_nan_sequence
 from ._remedy_options import build_fallback_config, fallback_options
 
 
-@click.command("nan-bisect")
+@click.command("nan-bisect", cls=GroupedCommand)
 @model_argument("model")
 @input_options
 @click.option("--max-memory", type=ByteSize(), metavar="SIZE",

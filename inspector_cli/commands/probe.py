@@ -5,6 +5,7 @@ from typing import Any, Optional
 
 import click
 
+from ._help import GroupedCommand
 from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options,
                        placement_options, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
@@ -12,7 +13,7 @@ from ._scope_options import apply_group_by, group_by_option
 from ._sequence_options import probe_sequence_options, run_probe_sequence
 
 
-@click.command("probe")
+@click.command("probe", cls=GroupedCommand)
 @click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option("--list", "list_only", is_flag=True, help="Print every selectable tensor (op type, dtype, shape), or those --select matches; no inference.")
 @click.option("--select", "-s", multiple=True, metavar="PATTERN",

@@ -5,12 +5,13 @@ from typing import Any, Optional
 
 import click
 
+from ._help import GroupedCommand
 from ._options import (build_runtime, build_synthetic, input_options, model_argument, placement_options, report_options,
                        runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
-@click.command("profile")
+@click.command("profile", cls=GroupedCommand)
 @model_argument("model")
 @click.option("--against", type=click.Path(exists=True, dir_okay=False), metavar="OTHER.onnx",
               help="Profile a second model (e.g. its int8 version) the same way and compare them.")

@@ -5,11 +5,12 @@ from typing import Any, Optional, Tuple
 
 import click
 
+from ._help import GroupedCommand
 from ._options import report_options
 from ._output import check_report_paths, emit, print_result, write_reports
 
 
-@click.command("report")
+@click.command("report", cls=GroupedCommand)
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--diff", is_flag=True, help="Compare OLD.json and NEW.json: gates flipped, values worse, findings added.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.05, show_default=True,

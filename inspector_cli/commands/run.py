@@ -5,13 +5,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
+from ._help import GroupedCommand
 from ._options import ByteSize, report_options
 from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit
 from ._state import AppState
 
 
-@click.command("run")
+@click.command("run", cls=GroupedCommand)
 @click.argument("suite_path", metavar="SUITE", type=click.Path(exists=True, dir_okay=False))
 @click.option("--only", multiple=True, metavar="NAMES",
               help="Run only these steps (step names or kinds, comma-separated). Repeatable.")

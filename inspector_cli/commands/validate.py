@@ -6,13 +6,14 @@ from typing import Any, Optional
 
 import click
 
+from ._help import GroupedCommand
 from ._options import build_runtime, report_options_with, runtime_options
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 LEVELS = ("error", "warning", "info")
 
 
-@click.command("validate")
+@click.command("validate", cls=GroupedCommand)
 @click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option("--against", type=click.Path(exists=True, dir_okay=False), metavar="OTHER.onnx",
               help="Reference model (e.g. the fp32 original): structural differences, and dequantised weights "

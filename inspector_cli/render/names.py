@@ -13,11 +13,15 @@ the names differ. The full names stay in --wide, JSON, CSV and HTML.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
-from typing import Dict, List, Sequence, Tuple
+from collections import Counter
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 ELLIPSIS = "…"
+MAX_CANDIDATES = 2000  # two-cut forms tried per clashing name before settling for one merely distinct
+MAX_WINDOW_RIVALS = 64  # two-cut forms are checked against each rival: only for groups up to this size
 _SEPARATORS = "/.:_-"
 _PARENT_REPEAT = re.compile(r"(?:(?<=/)|^)([^/]+)/(?=\1(?:[._/]|$))")
 
@@ -124,29 +128,107 @@ def drop_common_segments(texts: Sequence[str], width: int) -> List[str]:
 
 
 def elide_distinct(texts: Sequence[str], width: int) -> List[str]:
-    """Every name cut to `width`, two different names never reading the same where a cut can help."""
+    """Every name cut to `width`, two different names never reading the same where a cut can help.
+    A name on several rows (a node with several outputs) reads the same on each."""
+    unique = list(dict.fromkeys(texts))
+    shown = dict(zip(unique, _elide_unique(unique, width)))
+    return [shown[t] for t in texts]
+
+
+def _elide_unique(texts: Sequence[str], width: int) -> List[str]:
+    """elide_distinct of names that are all different."""
     reduced = drop_common_segments(texts, width)
     if len(set(reduced)) != len(set(texts)):  # a clash the segments could not avoid: cut the names as given
         reduced = list(texts)
     out = [elide_middle(t, width) for t in reduced]
     if width < 3:
         return out
-    owners: Dict[str, set] = {}
-    for shown, original in zip(out, texts):
-        owners.setdefault(shown, set()).add(original)
+    # Rows that read the same as another: each moves to a form that cannot be read as any of those
+    # names (the layer index shown, not merely the cut shifted), every row of the group, not all but
+    # one. A single cut reads as a rival when the rival has its head and its tail: counted per head.
+    groups: Dict[str, List[int]] = {}
+    for i, shown in enumerate(out):
+        groups.setdefault(shown, []).append(i)
+    uses = {shown: len(rows) for shown, rows in groups.items()}
     taken = set(out)
-    for i, original in enumerate(texts):
-        if len(reduced[i]) <= width or len(owners[out[i]]) < 2:
+    cuts: Dict[Tuple[str, int], Counter] = {}  # per group and head length: how many of its names share each cut
+    default_head = (width - 1) // 2
+    heads = sorted(range(0, width), key=lambda h: (abs(h - default_head), h))
+    for i, start in enumerate(list(out)):
+        group = groups[start]
+        if len(reduced[i]) <= width or len(group) < 2:
             continue
-        # another name reads the same: try every split, nearest the default first
-        default_head = (width - 1) // 2
-        heads = sorted(range(0, width), key=lambda h: (abs(h - default_head), h))
-        for head in heads:
-            candidate = _cut(reduced[i], width, head)
-            if candidate not in taken:
-                owners[out[i]].discard(original)
-                out[i] = candidate
-                taken.add(candidate)
-                owners[candidate] = {original}
+        text = reduced[i]
+        chosen, fallback = None, None
+        for head in heads:  # every single cut, nearest the default first
+            candidate = _cut(text, width, head)
+            if candidate in taken:
+                continue
+            if (start, head) not in cuts:  # built when first asked: most rows settle near the default
+                cuts[start, head] = Counter((reduced[j][:head], _tail(reduced[j], width - 1 - head)) for j in group)
+            if cuts[start, head][(text[:head], _tail(text, width - 1 - head))] < 2:
+                chosen = candidate
                 break
+            fallback = fallback or candidate
+        if chosen is None:  # two cuts around where it differs; checked against each rival in small groups
+            rivals = [reduced[j] for j in group if j != i][:MAX_WINDOW_RIVALS]
+            checked = len(group) <= MAX_WINDOW_RIVALS
+            for candidate in itertools.islice(_windows(text, rivals, width), MAX_CANDIDATES):
+                if candidate in taken:
+                    continue
+                if checked and not any(_reads_as(candidate, rival) for rival in rivals):
+                    chosen = candidate
+                    break
+                fallback = fallback or candidate
+                if not checked:
+                    break
+        chosen = chosen or (fallback if uses[out[i]] > 1 else None)  # distinct at least
+        if chosen is not None:
+            uses[out[i]] -= 1
+            out[i] = chosen
+            uses[chosen] = 1
+            taken.add(chosen)
     return out
+
+
+def _tail(text: str, size: int) -> str:
+    return text[len(text) - size:] if size > 0 else ""
+
+
+def _reads_as(shown: str, name: str) -> bool:
+    """Could `shown` ('head…middle…tail') be `name` cut? Then it does not tell `name` apart."""
+    parts = shown.split(ELLIPSIS)
+    if len(parts) == 1:
+        return shown == name
+    if not name.startswith(parts[0]) or not name.endswith(parts[-1]):
+        return False
+    at, end = len(parts[0]), len(name) - len(parts[-1])
+    for part in parts[1:-1]:
+        found = name.find(part, at, end)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return at <= end
+
+
+def _windows(text: str, others: Sequence[str], width: int) -> Iterator[str]:
+    """'…' + a window where `text` differs from `others` + '…' + its end, in `width` characters:
+    for names alike at both ends, which no single cut tells apart (a QDQ graph's
+    '…/Relu_output_0_QuantizeLinear' beside '…/Relu_output_0_DequantizeLinear' in 12 columns)."""
+    if width < 5:
+        return
+    differs = sorted({_first_difference(text, other) for other in others})
+    room = width - 2  # two ellipses
+    for tail in sorted(range(room), key=lambda t: (abs(t - room // 3), t)):
+        size = room - tail
+        end = len(text) - tail
+        for at in differs:
+            # the differing character in the window, the window centred on it where the name allows
+            starts = range(max(0, at - size + 1), min(at, end - size) + 1)
+            for start in sorted(starts, key=lambda s: (abs(s - (at - size // 2)), s)):
+                yield ELLIPSIS + text[start:start + size] + ELLIPSIS + text[end:]
+
+
+def _first_difference(a: str, b: str) -> int:
+    """The index of the first character where `a` and `b` differ (len of the shorter when one starts the other)."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))

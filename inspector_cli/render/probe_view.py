@@ -27,10 +27,6 @@ def pct(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.1%}" if value >= 0.001 or value == 0 else f"{value:.2e}"
 
 
-def _short(name: str, width: int = 48) -> str:
-    return name if len(name) <= width else "…" + name[-(width - 1):]
-
-
 def ranges_table(result: ProbeResult) -> Table:
     table = Table(title=f"ranges over {result.samples} sample(s) (percentiles within 0.4%)",
                   columns=["tensor", "op", "shape", "min", "p0.1", "p1", "p50", "p99", "p99.9", "max", "histogram"],
@@ -38,7 +34,7 @@ def ranges_table(result: ProbeResult) -> Table:
     for t in result.tensors:
         p = t.percentiles
         # moved: its node ran on another provider while exposed than as deployed (docs/providers.md)
-        table.add(Cell(_short(t.name) + " [moved]", WARN) if t.moved else _short(t.name), t.op_type, "x".join(map(str, t.shape)) or "scalar", fmt_value(t.min),
+        table.add(Cell(t.name + " [moved]", WARN) if t.moved else t.name, t.op_type, "x".join(map(str, t.shape)) or "scalar", fmt_value(t.min),
                   *[fmt_value(p.get(k)) for k in ("p0.1", "p1", "p50", "p99", "p99.9")], fmt_value(t.max),
                   sparkline(t.histogram))
     return table
@@ -50,7 +46,7 @@ def health_table(result: ProbeResult) -> Table:
                   numeric=[False, True, True, True, True, True, True, True, True, True])
     for t in result.tensors:
         dead = "n/a" if t.channels is None else f"{len(t.channels.dead)}/{t.channels.channels}"
-        table.add(_short(t.name), fmt_value(t.mean), fmt_value(t.std), fmt_value(t.absmax), pct(t.zero_frac),
+        table.add(t.name, fmt_value(t.mean), fmt_value(t.std), fmt_value(t.absmax), pct(t.zero_frac),
                   pct(t.outlier_ratio), Cell(str(t.nan), FAIL if t.nan else None),
                   Cell(str(t.inf), FAIL if t.inf else None),
                   Cell(dead, WARN if t.channels and t.channels.dead else None),
@@ -63,12 +59,13 @@ def quant_table(result: ProbeResult) -> Table:
     columns = ["quantiser", "kind", "scale", "zp", "representable", "observed", "saturated",
                "int range used"] + (["reference observed", "reference saturated"] if with_ref else [])
     table = Table(title="quantisation ranges (saturated: values rounding outside the integer range)", columns=columns,
-                  numeric=[False, False, True, True, False, False, True, True] + [False, True] * with_ref)
+                  numeric=[False, False, True, True, False, False, True, True] + [False, True] * with_ref,
+                  elide=[0])  # the quantiser's name: shortened by the fit, in full with --wide
     kinds = {"activation": "act", "weight": "weight", "qlinear-output": "qlinear out"}
     for q in result.quant:
         status = FAIL if q.flagged else OK
         kind = f"{kinds.get(q.source, q.source)} {q.qtype}" + (" relu" if q.clipped_low else "")
-        row: List[Any] = [_short(q.node, 36), kind, f"{q.scale:.4g}", str(q.zero_point),
+        row: List[Any] = [q.node, kind, f"{q.scale:.4g}", str(q.zero_point),
                           f"[{q.representable[0]:.4g}, {q.representable[1]:.4g}]",
                           f"[{q.observed[0]:.4g}, {q.observed[1]:.4g}]", Cell(pct(q.saturated_share), status),
                           pct(q.used_share)]
@@ -88,9 +85,9 @@ def plugin_tables(result: ProbeResult) -> List[Table]:
         for values in plugin.rows.values():
             columns.extend(c for c in values if c not in columns)
         table = Table(title=f"plugin {plugin.name}" + (f": {plugin.description}" if plugin.description else ""),
-                      columns=["row", *columns], numeric=[False] + [True] * len(columns))
+                      columns=["row", *columns], numeric=[False] + [True] * len(columns), elide=[0])
         for label, values in plugin.rows.items():
-            table.add(_short(label), *[_cell(values.get(c)) for c in columns])
+            table.add(label, *[_cell(values.get(c)) for c in columns])
         tables.append(table)
     return tables
 
@@ -105,7 +102,7 @@ def per_sample_table(result: ProbeResult) -> Table:
     table = Table(title="per sample", columns=["sample", "tensor", "min", "max", "mean", "std", "abs max", "zero",
                                                 "NaN", "Inf"], numeric=[False, False] + [True] * 8)
     for r in result.per_sample:
-        table.add(r.sample, _short(r.tensor, 40), fmt_value(r.min), fmt_value(r.max), fmt_value(r.mean),
+        table.add(r.sample, r.tensor, fmt_value(r.min), fmt_value(r.max), fmt_value(r.mean),
                   fmt_value(r.std), fmt_value(r.absmax), pct(r.zero_frac), str(r.nan), str(r.inf))
     return table
 
@@ -120,7 +117,7 @@ def since_table(result: ProbeResult) -> Optional[Table]:
     table = Table(title=f"change since run {history.since} ({history.since_created or '?'}): now (change)",
                   columns=["tensor", *SINCE_STATS], numeric=[False] + [True] * len(SINCE_STATS))
     for tensor, stats in changes.items():
-        cells: List[Any] = [_short(tensor)]
+        cells: List[Any] = [tensor]
         for stat in SINCE_STATS:
             c = stats.get(stat)
             if c is None:

@@ -1,33 +1,27 @@
 """Rows of a narrow table never read the same when their names differ (issue 32).
 
 Checked on a real export (the zoo's transformers ResNet and its int8 QDQ variant, built by
-scripts/zoo.py and cached): `compare --layers all`, `profile` and `probe --list` at 80/100/120
-columns, on the tables the terminal really draws (console.fit_table is wrapped to see them).
+scripts/zoo.py and cached): `compare --layers all`, `profile`, `probe --list` and `probe --select all`
+at 80/100/120 columns, on the tables the terminal really draws (console.fit_table is wrapped to see them).
 """
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict
 
 import pytest
 
-from inspector_cli.render import console
-from inspector_cli.render.console import make_console, print_view
 from inspector_cli.render.fit import Layout
 from inspector_cli.render.names import common_affixes, compact_column, drop_common_segments, elide_distinct
-from inspector_cli.render.table import Table
-from inspector_cli.render.views import view_for
-from inspector_cli.serialize import read_result
 
 from ..fixtures.helpers import invoke
+from .distinct import WIDTHS, drawn_tables, name_columns, row_clashes
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("MI_ZOO_CACHE", Path.home() / ".cache" / "mi-zoo"))
-WIDTHS = (80, 100, 120)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +42,8 @@ def results(resnet, tmp_path_factory) -> Dict[str, Path]:
                     "--layers", "all", "--samples", "2"],
         "profile": ["profile", resnet / "qdq_u8u8.onnx", "--runs", "2", "--warmup", "0"],
         "probe": ["probe", resnet / "fp32.onnx", "--list"],
+        "probe-stats": ["probe", resnet / "qdq_u8u8.onnx", "-i", resnet / "data", "--samples", "2", "--select", "all",
+                        "--no-history"],
     }
     paths = {}
     for kind, args in runs.items():
@@ -57,46 +53,16 @@ def results(resnet, tmp_path_factory) -> Dict[str, Path]:
     return paths
 
 
-def drawn_tables(path: Path, width: int, monkeypatch, layout: Layout = Layout()) -> List[Tuple[Table, Table]]:
-    """(the table as built, the table as fitted to `width`) for every table the terminal draws."""
-    seen: List[Tuple[Table, Table]] = []
-    real = console.fit_table
-
-    def spy(table, w, lay=Layout()):
-        fitted = real(table, w, lay)
-        seen.append((table, fitted))
-        return fitted
-
-    monkeypatch.setattr(console, "fit_table", spy)
-    print_view(view_for(read_result(path)), make_console(io.StringIO(), no_color=True, width=width), layout)
-    return seen
-
-
-def name_columns(table: Table) -> List[str]:
-    return [c for c in table.columns if c.lower() in {"tensor", "kernel", "node", "producer", "name", "nodes"}]
-
-
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("kind", ["compare", "profile", "probe"])
-def test_no_two_rows_read_the_same(results, kind, width, monkeypatch):
-    checked = 0
-    for built, fitted in drawn_tables(results[kind], width, monkeypatch):
-        for column in name_columns(fitted):
-            src, dst = built.columns.index(column), fitted.columns.index(column)
-            full = [r[src].text for r in built.rows]
-            shown = [r[dst].text for r in fitted.rows]
-            pairs = {}
-            for f, s in zip(full, shown):
-                if f:
-                    pairs.setdefault(s, set()).add(f)
-            clashes = {s: names for s, names in pairs.items() if len(names) > 1}
-            assert not clashes, f"{kind} at {width}: {built.title!r} column {column!r}: {clashes}"
-            checked += len(set(full))
+@pytest.mark.parametrize("kind", ["compare", "profile", "probe", "probe-stats"])
+def test_no_two_rows_read_the_same(results, kind, width):
+    problems, checked = row_clashes(results[kind], (width,))
+    assert not problems, f"{kind}:\n" + "\n".join(problems)
     assert checked >= 20  # the ResNet has 24 compared layers: the check saw real rows
 
 
-def test_the_layer_table_at_100_columns_keeps_the_stage_and_block(results, monkeypatch):
-    (built, fitted), *_ = [p for p in drawn_tables(results["compare"], 100, monkeypatch) if "layers" in p[0].title]
+def test_the_layer_table_at_100_columns_keeps_the_stage_and_block(results):
+    (built, fitted), *_ = [p for p in drawn_tables(results["compare"], 100) if "layers" in p[0].title]
     shown = [r[fitted.columns.index("tensor")].text for r in fitted.rows]
     full = [r[built.columns.index("tensor")].text for r in built.rows]
     stage_rows = [s for s, f in zip(shown, full) if "/stages.1/" in f]
@@ -105,8 +71,8 @@ def test_the_layer_table_at_100_columns_keeps_the_stage_and_block(results, monke
     assert "suffix '_output_0'" in fitted.caption
 
 
-def test_wide_keeps_full_names(results, monkeypatch):
-    for built, fitted in drawn_tables(results["compare"], 80, monkeypatch, Layout(wide=True)):
+def test_wide_keeps_full_names(results):
+    for built, fitted in drawn_tables(results["compare"], 80, Layout(wide=True)):
         for column in name_columns(fitted):
             assert [r[fitted.columns.index(column)].text for r in fitted.rows] == \
                    [r[built.columns.index(column)].text for r in built.rows]
@@ -138,3 +104,22 @@ def test_shared_segments_go_before_distinguishing_ones():
     names = [f"encoder/stages.{s}/layers.0/layer.{b}/convolution/Conv" for s in range(2) for b in range(2)]
     shown = drop_common_segments(names, 30)
     assert shown == [f"…/stages.{s}/…/layer.{b}/…/Conv" for s in range(2) for b in range(2)]
+
+
+def test_names_alike_at_both_ends_are_told_apart_by_a_window_where_they_differ():
+    # A QDQ graph's quantiser outputs: alike in their first 14 and last 20 characters, so no single
+    # cut of 12 shows 'Quantize' against 'Dequantize'.
+    names = ["Relu_output_0_QuantizeLinear_Output", "Relu_output_0_DequantizeLinear_Output"]
+    shown = elide_distinct(names, 12)
+    assert len(set(shown)) == 2 and all(len(s) == 12 for s in shown)
+    # the window form, …where they differ…end, on both rows: each shows its own word, not a shifted cut
+    assert shown == ["…_0_Quan…put", "…_0_Dequ…put"]
+
+
+def test_a_name_on_several_rows_reads_the_same_on_each_and_unlike_the_others():
+    # the zoo's dynamic-quantised ResNet in `probe --list`: a node with two outputs is on two rows
+    a = "/model/resnet/encoder/stages.3/layers.0/layer/layer.0/activation/Relu_output_0_QuantizeLinear"
+    b = a.replace("layer.0/activation", "layer.1/activation")
+    shown = elide_distinct([a, a, b, b, b], 12)
+    assert shown[0] == shown[1] and shown[2] == shown[3] == shown[4] and shown[0] != shown[2]
+    assert all(len(s) <= 12 for s in shown) and "layer.0" in shown[0] and "layer.1" in shown[2]

@@ -126,8 +126,7 @@ class Sweep:
         steps: List[Callable[[], Run]] = [lambda: self.compare(model, variant)]
         if variant in QUANTISED:
             steps.append(lambda: self.compare(model, variant, "disable"))
-        steps.append(lambda: self.mi(model, variant, "probe", ["probe", m, "--inputs", data, "--select", "all",
-                                                                "--no-history"]))
+        steps.append(lambda: self.probe(model, variant))
         if variant in QUANT_OPS:
             steps.append(lambda: self.mi(model, variant, "probe-quant", ["probe", m, "--inputs", data,
                                                                           "--quant-ranges", "--reference", fp32,
@@ -135,15 +134,29 @@ class Sweep:
         steps.append(lambda: self.mi(model, variant, "nan-bisect", ["nan-bisect", m, "--inputs", data]))
         steps.append(lambda: self.mi(model, variant, "validate", ["validate", m] + (["--against", fp32]
                                                                                   if variant != "fp32" else [])))
-        steps.append(lambda: self.mi(model, variant, "profile", ["profile", fp32, "--against", m, "--inputs",
-                                                                  self.zoo / model / "data", "--runs", "3",
-                                                                  "--warmup", "1"]))
+        steps.append(lambda: self.profile(model, variant))
         # independent runs, in the order above whatever order they finish in
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             runs = list(pool.map(lambda step: step(), steps))
         if runs[0].json_path:  # reads compare's report: after it
             runs.append(self.mi(model, variant, "report", ["report", runs[0].json_path], json_out=False))
         return runs
+
+    def probe(self, model: str, variant: str) -> Run:
+        """probe VARIANT --select all over the samples."""
+        return self.mi(model, variant, "probe", ["probe", self.path(model, variant), "--inputs",
+                                                 self.data(model, variant), "--select", "all", "--no-history"])
+
+    def profile(self, model: str, variant: str) -> Run:
+        """profile fp32 --against VARIANT over the samples."""
+        return self.mi(model, variant, "profile", ["profile", self.path(model, "fp32"), "--against",
+                                                   self.path(model, variant), "--inputs", self.zoo / model / "data",
+                                                   "--runs", "3", "--warmup", "1"])
+
+    def probe_list(self, model: str, variant: str) -> Run:
+        """probe VARIANT --list: every selectable tensor, no inference."""
+        return self.mi(model, variant, "probe-list", ["probe", self.path(model, variant), "--list", "--no-history"],
+                       html=False)
 
     def profile_without_inputs(self, model: str) -> Run:
         """`mi profile fp32.onnx` with synthetic inputs, as the ci-gate suite's profile step runs it."""

@@ -1,6 +1,7 @@
 """The results table of a zoo sweep (docs/zoo.md): model x variant x command with exit code and seconds,
 layers paired / unpaired, share isolated, the worst |delta cos| against the recomputation, and (at the level the
-truth is checked) the first divergence and the layers whose threshold crossing was excused as negligible.
+truth is checked) the first divergence and the layers whose threshold crossing was excused as negligible, and the
+name clashes of the drawn tables (test_distinct_row_names) out of the names checked.
 
     python -m tests.zoo.table [test-artifacts/zoo]
 """
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-COMMANDS = ("compare", "compare-disable", "probe", "probe-quant", "nan-bisect", "validate", "profile", "report")
+COMMANDS = ("compare", "compare-disable", "probe", "probe-list", "probe-quant", "nan-bisect", "validate", "profile", "report")
 
 
 def table(folder: Path) -> str:
@@ -23,7 +24,7 @@ def table(folder: Path) -> str:
     facts = {(f["model"], f["variant"]): f for f in json.loads((folder / "facts.json").read_text())} \
         if (folder / "facts.json").exists() else {}
     head = ["model", "variant", *COMMANDS, "paired / unpaired A / B", "isolated", "worst abs dcos", "first divergence",
-            "negligible"]
+            "negligible", "name clashes"]
     rows: List[str] = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in sorted(runs):
         cmds, f = runs[key], facts.get(key, {})
@@ -33,7 +34,8 @@ def table(folder: Path) -> str:
         delta = f"{f['worst_delta']:.1e}" if f.get("worst_delta") is not None else "-"
         first = f"`{f['first_divergence'][-40:]}`" if f.get("first_divergence") else "-"
         excused = str(f["excused"]) if f.get("excused") is not None else "-"
-        rows.append("| " + " | ".join([*key, *cells, paired, share, delta, first, excused]) + " |")
+        clashes = f"{f['name_clashes']} of {f['names_checked']}" if f.get("names_checked") is not None else "-"
+        rows.append("| " + " | ".join([*key, *cells, paired, share, delta, first, excused, clashes]) + " |")
     return "\n".join(rows)
 
 

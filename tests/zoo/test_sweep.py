@@ -14,6 +14,7 @@ from .conftest import FULL
 from .known import known
 from .sweep import QUANTISED, isolation_share, layers_doc, pairing_counts
 from .truth import recompute, worst_delta
+from ..render.distinct import WIDTHS, row_clashes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from zoolib.models import FAST, SPECS  # noqa: E402
@@ -151,6 +152,26 @@ def test_pairing(request, sweep, model, variant):
     ours, theirs = pairing_counts(sweep.compare(model, variant))[0], pairing_counts(sweep.compare(model, base))[0]
     _fact(sweep, model, variant, pairing_ratio=ours / theirs if theirs else None)
     assert theirs > 0 and ours >= 0.9 * theirs, f"{variant} pairs {ours} layers, {base} {theirs}"
+
+
+@pytest.mark.parametrize("model,variant", CASES)
+def test_distinct_row_names(request, sweep, model, variant):
+    """At 80, 100 and 120 columns no two rows of a drawn table read the same where their full names
+    differ (issue 32): `compare --layers all`, `probe --select all`, `probe --list` and `profile`, each
+    result rendered from its JSON as the terminal draws it (tests/render/distinct.py)."""
+    _case(request, sweep, "names", model, variant)
+    runs = [sweep.compare(model, variant), sweep.probe(model, variant), sweep.probe_list(model, variant),
+            sweep.profile(model, variant)]
+    problems, checked = [], 0
+    for run in runs:
+        if run.rc in (3, 4) or not run.json_path:
+            pytest.fail(f"{run.command} exited {run.rc}: {run.stderr_tail.strip()[-300:]}")
+        found, names = row_clashes(Path(run.json_path), WIDTHS)
+        problems += [f"{run.command} {line}" for line in found]
+        checked += names
+    _fact(sweep, model, variant, names_checked=checked, name_clashes=len(problems))
+    assert checked > 0, "no name column was drawn"
+    assert not problems, f"{len(problems)} clashes:\n" + "\n".join(problems[:10])
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -39,8 +39,13 @@ def installed_venv(wheel: Path) -> Path:
     bin_dir = venv / "bin"
     if (venv / ".complete").exists():
         return bin_dir
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    # Without PYTHONPATH: a checkout on it (its model_inspector.egg-info, left by `pip wheel .`) reads as
+    # model-inspector already installed, and pip installed the dependencies but not the wheel.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, env=env)
     subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True,
-                   capture_output=True, text=True)
+                   capture_output=True, text=True, env=env)
+    if not (bin_dir / "mi").exists():
+        raise RuntimeError(f"installing {wheel.name} into {venv} left no bin/mi")
     (venv / ".complete").write_text(str(wheel.name))
     return bin_dir
