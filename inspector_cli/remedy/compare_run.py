@@ -300,8 +300,8 @@ def fp16_fallback(fp32: "onnx.ModelProto | ModelGraph", ids: List[str], samples:
     found = plan_fp16_blocklist(fp32, samples, targets, max_nodes=max(cfg.max_nodes, 1), runtime=runtime)
     written, recheck, meets = _write(found.model, cfg, fp32, ids, samples, runtime, targets, inputs)
     if cfg.exclude_list is not None:
-        document = {"node_block_list": list(found.node_block_list), "targets": list(cfg.targets),
-                    "found": found.found, "metrics": dict(found.final)}
+        document = {"node_block_list": list(found.node_block_list), "converter": found.converter,
+                    "targets": list(cfg.targets), "found": found.found, "metrics": dict(found.final)}
         path = Path(cfg.exclude_list)
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml

@@ -75,3 +75,24 @@ def test_precision_target_blocks_the_node_that_adds_the_error():
     plan = plan_fp16_blocklist(fp32, samples, target, max_nodes=1)
     assert plan.found and plan.node_block_list == ["mm"], plan.steps
     assert plan.final["cosine>=0.99999997"] >= 0.99999997
+
+
+def test_a_model_onnxconverter_common_breaks_is_converted_by_onnxruntimes_fork():
+    """A graph output that another node reads (y = x + w is an output and Mul's input): onnxconverter_common's
+    conversion with keep_io_types does not load ('Type parameter (T) of Optype (Mul) bound to different
+    types'), as on the zoo's BERT and GPT-2; the plan then converts with onnxruntime.transformers.float16,
+    gets a model and says which converter the block list is for. Old code: no model, every step refused."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.full((4,), 0.5, np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add"), helper.make_node("Mul", ["y", "w"], ["z"], name="mul")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])], [w])
+    fp32 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    samples = [{"x": np.arange(8, dtype=np.float32).reshape(2, 4) / 4 + k} for k in range(2)]
+    plan = plan_fp16_blocklist(fp32, samples, [parse_target("cosine>=0.999")])
+    assert plan.model is not None and plan.found, plan.steps
+    assert getattr(plan, "converter", None) == "onnxruntime.transformers.float16"
+    assert plan.node_block_list == [] and plan.final["cosine>=0.999"] > 0.9999
