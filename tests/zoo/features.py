@@ -18,6 +18,10 @@ from .sweep import QUANTISED, Run, Sweep
 
 FALLBACK_VARIANTS = ("qdq_u8u8", "qdq_s8s8_pc", "qop", "fp16", "fp16_io")
 BISECT_VARIANTS = QUANTISED + ("fp16", "fp16_io")
+BISECT_FAST = ("qdq_u8u8", "fp16")
+"""Where the issue saw --bisect-optimizers fail (int8 QDQ: ValidationError; fp16: !model_path.empty())."""
+TWINS = ("qdq_s8s8_pc", "fp16_io")
+"""Variants of a kind the fast subset already covers (qdq_u8u8, fp16): their feature runs are MI_ZOO=full only."""
 CLASSIFIER_KINDS = ("cnn", "vit")
 """Models with a task whose labels are a class index per sample (sklearn's batch of 8 rows has 8)."""
 FEATURE_COMMANDS = ("fallback", "bisect-opt", "simulated", "labels", "inspect-diff", "report-diff", "sequence",
@@ -68,11 +72,12 @@ def remedy_doc(run: Run) -> Dict[str, object]:
     return (json.loads(Path(run.json_path).read_text())["results"].get("remedy") or {}).get("fallback") or {}
 
 
-def feature_runs(sweep: Sweep, model: str, variant: str, kind: str) -> List[Run]:
-    """The feature commands that apply to this model and variant (fallback apart: see `fallback`)."""
+def feature_runs(sweep: Sweep, model: str, variant: str, kind: str, full: bool = True) -> List[Run]:
+    """The feature commands that apply to this model and variant (fallback apart: see `fallback`); without
+    `full` (the fast subset) --bisect-optimizers runs on BISECT_FAST only."""
     fp32, m, data = sweep.path(model, "fp32"), sweep.path(model, variant), sweep.zoo / model / "data"
     runs: List[Run] = []
-    if variant in BISECT_VARIANTS:
+    if variant in (BISECT_VARIANTS if full else BISECT_FAST):
         runs.append(sweep.mi(model, variant, "bisect-opt", ["compare", fp32, m, "--inputs", data,
                                                             "--bisect-optimizers", "--a-opt-level", "disable"],
                              html=False))
@@ -91,10 +96,10 @@ def feature_runs(sweep: Sweep, model: str, variant: str, kind: str) -> List[Run]
     if kind == "decoder":
         runs.append(sweep.mi(model, variant, "decode", ["compare", fp32, m, "--decode", "--prompt",
                                                         prompt_file(sweep, model), "--steps", "8"], html=False))
-    # two runs of the same pair: the sweep's compare and a later one (another level or feature)
+    # two compare runs of the same pair: the sweep's and a later one with another feature (a sequence
+    # or decode result is another kind: `report --diff` refuses the pair, exit 2)
     compare = sweep.compare(model, variant)
-    later = next((r for r in runs if r.command in ("simulated", "bisect-opt", "labels", "sequence", "decode")
-                  and r.json_path), None)
+    later = next((r for r in runs if r.command in ("simulated", "bisect-opt", "labels") and r.json_path), None)
     if compare.json_path and later is not None:
         runs.append(sweep.mi(model, variant, "report-diff", ["report", compare.json_path, later.json_path, "--diff"],
                              json_out=False, html=False))
