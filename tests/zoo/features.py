@@ -20,8 +20,9 @@ FALLBACK_VARIANTS = ("qdq_u8u8", "qdq_s8s8_pc", "qop", "fp16", "fp16_io")
 BISECT_VARIANTS = QUANTISED + ("fp16", "fp16_io")
 BISECT_FAST = ("qdq_u8u8", "fp16")
 """Where the issue saw --bisect-optimizers fail (int8 QDQ: ValidationError; fp16: !model_path.empty())."""
-TWINS = ("qdq_s8s8_pc", "fp16_io")
-"""Variants of a kind the fast subset already covers (qdq_u8u8, fp16): their feature runs are MI_ZOO=full only."""
+FAST_FEATURE_VARIANTS = ("fp32", "qdq_u8u8", "qop", "fp16", "renamed")
+"""The variants whose feature runs the fast subset makes (CI): one of each kind the fix-it tier handles
+differently; qdq_s8s8_pc, fp16_io, dynamic and int4 are MI_ZOO=full only."""
 CLASSIFIER_KINDS = ("cnn", "vit")
 """Models with a task whose labels are a class index per sample (sklearn's batch of 8 rows has 8)."""
 FEATURE_COMMANDS = ("fallback", "bisect-opt", "simulated", "labels", "inspect-diff", "report-diff", "sequence",

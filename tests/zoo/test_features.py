@@ -100,7 +100,7 @@ def test_exclude_list_reproduces(request, sweep, model, variant, tmp_path, monke
     assert abs(cosine - planned) <= REPRODUCE_TOL, f"rebuilt {cosine:.6f}, plan {planned:.6f}"
 
 
-@pytest.mark.parametrize("model,variant", [c for c in CASES if FULL or c[1] not in F.TWINS])
+@pytest.mark.parametrize("model,variant", [c for c in CASES if FULL or c[1] in F.FAST_FEATURE_VARIANTS])
 def test_features_run(request, sweep, model, variant):
     """--bisect-optimizers, --simulated, --labels, inspect --diff, report --diff, --sequence / --decode: exit
     0 or 1 (a finding: a gate, a regression, a flipped label), never 2-4, no traceback."""
