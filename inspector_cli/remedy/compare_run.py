@@ -170,8 +170,9 @@ def _fallback(models: _Standalone, ids: List[str], samples: List[TensorMap], run
     fp32, other = models.a, models.b
     if is_fp16(other):
         return fp16_fallback(fp32, ids, samples, runtime, cfg, inputs=models.inputs)
-    from .fallback import own_errors_from_layers, plan_fallback
+    from .fallback import plan_fallback
     from .perchannel import per_channel_enough, weight_advice
+    from .ranking import candidate_scores
     from .qdq_patch import quantised_nodes
 
     if not quantised_nodes(other):
@@ -180,9 +181,8 @@ def _fallback(models: _Standalone, ids: List[str], samples: List[TensorMap], run
     targets = cfg.parsed_targets()
     own = None
     ranking, note, iso_seconds, iso_layers = "weight-sqnr", None, 0.0, 0
-    if layers is not None:  # `--layers --isolate`: rank by each node's own error
-        rows = [(row.name_b, (row.isolated or {}).get("cosine")) for row in layers.layers if row.isolated]
-        own = own_errors_from_layers(other, rows) or None
+    if layers is not None:  # `--layers --isolate`: rank by each node's own error and error growth
+        own = candidate_scores(fp32, other, layers.layers)
         ranking = "isolated (--isolate)" if own else ranking
     candidates = len(quantised_nodes(other))
     if own is None and candidates <= isolation_budget(cfg.max_runs):
@@ -231,23 +231,23 @@ def isolation_budget(max_runs: int) -> int:
 
 def isolated_own_errors(plan: ComparePlan, config: CompareConfig, qdq: onnx.ModelProto
                         ) -> Tuple[Optional[Dict[str, float]], int, float]:
-    """node -> own error (1 - isolated cosine) of every layer of B, by `compare --layers all --isolate
-    all` on the plan's pairing and samples; with the number of layers isolated and the seconds taken."""
+    """node -> ranking score of every layer of B (own error, 1 - isolated cosine, interleaved with the
+    growth of the accumulated error: remedy/ranking.py), by `compare --layers all --isolate all` on the
+    plan's pairing and samples; with the number of layers isolated and the seconds taken."""
     import time
 
     from ..compare.config import LayerConfig
     from ..compare.layers import run_layers
     from ..compare.section import build_section
-    from .fallback import own_errors_from_layers
+    from .ranking import candidate_scores
 
     start = time.perf_counter()
     previous = config.layers or LayerConfig()
     layer_config = LayerConfig(isolate=("all",), capture=previous.capture, max_memory=previous.max_memory)
     run = run_layers(plan, replace(config, layers=layer_config))
     section, _notes = build_section(run, gate_layers=False, worst_count=previous.worst, atol=previous.atol)
-    rows = [(row.name_b, (row.isolated or {}).get("cosine")) for row in section.layers if row.isolated]
-    own = own_errors_from_layers(qdq, rows) or None
-    return own, len(rows), time.perf_counter() - start
+    own = candidate_scores(standalone_graph_model(plan.graph_a), qdq, section.layers)
+    return own, sum(1 for row in section.layers if row.isolated), time.perf_counter() - start
 
 
 def require_fp16_converter() -> None:
@@ -300,8 +300,8 @@ def fp16_fallback(fp32: "onnx.ModelProto | ModelGraph", ids: List[str], samples:
     found = plan_fp16_blocklist(fp32, samples, targets, max_nodes=max(cfg.max_nodes, 1), runtime=runtime)
     written, recheck, meets = _write(found.model, cfg, fp32, ids, samples, runtime, targets, inputs)
     if cfg.exclude_list is not None:
-        document = {"node_block_list": list(found.node_block_list), "targets": list(cfg.targets),
-                    "found": found.found, "metrics": dict(found.final)}
+        document = {"node_block_list": list(found.node_block_list), "converter": found.converter,
+                    "targets": list(cfg.targets), "found": found.found, "metrics": dict(found.final)}
         path = Path(cfg.exclude_list)
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml

@@ -21,7 +21,9 @@ class RemedyConfig:
     targets: Tuple[str, ...] = ("cosine>=0.995",)
     max_nodes: int = 10
     max_runs: int = 30
-    sensitivity_top: int = 12
+    sensitivity_top: Optional[int] = None
+    """Candidates measured one by one; None: as many as `max_runs` leaves beside the greedy search, at
+    least 12 (fallback.plan_fallback)."""
     prune: bool = True
     write_model: Optional[Path] = None
     exclude_list: Optional[Path] = None

@@ -94,7 +94,7 @@ def remedy_tables(section: Optional[RemedySection]) -> List[Table]:
             table.caption += (f"; {len(plan.skipped)} skipped (JSON 'skipped'), e.g. {visible(name)}: "
                               f"{visible(reason[:160])}")
         if plan.ranking == "isolated":
-            table.caption += (f"; candidates ranked by their own (isolated) error: {plan.isolated_layers} "
+            table.caption += (f"; candidates ranked by their own (isolated) error and its growth: {plan.isolated_layers} "
                               f"layer(s) isolated in {plan.isolation_seconds:.1f} s")
         elif plan.ranking_note:
             table.caption += f"; {visible(plan.ranking_note)}"

@@ -88,7 +88,10 @@ class StepSource:
                 only, array = arrays[0] if len(arrays) == 1 else (None, None)
                 for i in range(max(0, start - index), count):
                     # one step input (the usual streaming model): a dict display, no comprehension frame
-                    feeds = {only: array[i]} if only is not None else {name: values[i] for name, values in arrays}
+                    # `[i, ...]`, not `[i]`: a scalar input per step (Silero VAD's sample rate) is then a 0-d
+                    # array, not a numpy scalar that onnxruntime refuses ('Unable to handle object of type')
+                    feeds = {only: array[i, ...]} if only is not None else {name: values[i, ...]
+                                                                            for name, values in arrays}
                     if not checked:  # every step of a time-axis array has the same dtype and shape
                         check_feeds(feeds, self.specs, f"step {index + i}")
                         checked = True

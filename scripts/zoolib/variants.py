@@ -49,11 +49,12 @@ def preprocess(fp32: Path, out: Path) -> str:
 
 
 def _static(pre: Path, out: Path, calib: Sequence[Sample], *, fmt: str, act: str, weight: str, per_channel: bool,
-            ops: Optional[List[str]] = None):
+            ops: Optional[List[str]] = None, exclude: Sequence[str] = ()):
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     quantize_static(str(pre), str(out), _Reader(calib, _input_names(pre)), quant_format=getattr(QuantFormat, fmt),
                     activation_type=getattr(QuantType, act), weight_type=getattr(QuantType, weight),
-                    per_channel=per_channel, calibrate_method=CalibrationMethod.MinMax, op_types_to_quantize=ops)
+                    per_channel=per_channel, calibrate_method=CalibrationMethod.MinMax, op_types_to_quantize=ops,
+                    nodes_to_exclude=list(exclude) or None)
 
 
 def _qoperator(pre: Path, out: Path, calib: Sequence[Sample]) -> Optional[str]:
@@ -76,12 +77,13 @@ def _dynamic(pre: Path, out: Path, calib) -> None:
     quantize_dynamic(str(pre), str(out), weight_type=QuantType.QUInt8)
 
 
-def _fp16(keep_io: bool) -> Callable:
+def _fp16(keep_io: bool, block: Sequence[str] = ()) -> Callable:
     def make(fp32: Path, out: Path, calib) -> str:
         import onnx
         import onnxruntime as ort
         from onnxconverter_common import float16
-        model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=keep_io)
+        model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=keep_io,
+                                                 node_block_list=list(block) or None)
         try:
             ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
             onnx.save(model, str(out))
@@ -90,7 +92,8 @@ def _fp16(keep_io: bool) -> Callable:
             # onnxconverter_common leaves Cast(to=float) and graph outputs read inside the graph with
             # the wrong type; onnxruntime's fork of the converter handles both (what users switch to).
             from onnxruntime.transformers import float16 as ort_float16
-            model = ort_float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=keep_io)
+            model = ort_float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=keep_io,
+                                                         node_block_list=list(block) or None)
             onnx.save(model, str(out))
             return "onnxruntime.transformers.float16 (onnxconverter_common's model does not load)"
     return make
@@ -150,3 +153,18 @@ def make(variant: str, fp32: Path, pre: Path, out: Path, calib: Sequence[Sample]
         "renamed": lambda: _renamed(fp32, out, calib),
     }
     return makers[variant]()
+
+
+def rebuild(variant: str, fp32: Path, pre: Path, out: Path, calib: Sequence[Sample], *,
+            nodes_to_exclude: Sequence[str] = (), node_block_list: Sequence[str] = ()) -> None:
+    """`variant` made again by its own recipe with a fallback plan applied: `nodes_to_exclude` for the
+    int8 QDQ variants (quantize_static), `node_block_list` for the fp16 ones (the zoo sweep checks that
+    `mi compare --exclude-list` reproduces the plan's metrics this way)."""
+    if variant in ("fp16", "fp16_io"):
+        _fp16(variant == "fp16_io", node_block_list)(fp32, out, calib)
+        return
+    recipes = {"qdq_u8u8": dict(act="QUInt8", weight="QUInt8", per_channel=False),
+               "qdq_s8s8_pc": dict(act="QInt8", weight="QInt8", per_channel=True)}
+    if variant not in recipes:
+        raise ValueError(f"no exclude-list recipe for variant {variant}")
+    _static(pre, out, calib, fmt="QDQ", exclude=nodes_to_exclude, **recipes[variant])

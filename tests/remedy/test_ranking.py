@@ -54,3 +54,26 @@ def test_reversed_weight_is_the_first_step(deep, tmp_path, max_runs, ranking):
     else:  # 18 quantised nodes > the budget of 10 runs: the heuristic, and the output says how to do better
         assert isolation_budget(10) == 10
         assert "--layers all --isolate all" in plan["ranking_note"]
+
+
+def test_culprit_past_the_twelfth_is_measured_when_the_budget_allows(deep):
+    """The own-error ranking can miss a node whose error grows downstream (zoo ResNet int8: the classifier
+    Gemm, 13th by isolation, is the one whose float copy reaches the halfway target). The sensitivity phase
+    now measures as many single nodes as --max-runs leaves beside the greedy search (17 of 30 here), not a
+    fixed 12: with conv14 ranked 14th by a misleading own-error list, old code never tried it (10 wrong
+    nodes, plan not found); now it is measured, has the largest gain and is the plan alone."""
+    from inspector_cli.remedy.config import RemedyConfig
+    from inspector_cli.remedy.fallback import plan_fallback
+    from inspector_cli.remedy.qdq_patch import quantised_nodes
+
+    fp32, broken = onnx.load(deep / "fp32.onnx"), onnx.load(deep / "broken.onnx")
+    others = [n for n in quantised_nodes(broken) if n != "conv14"]
+    assert len(others) == 17
+    own = {name: 1.0 - k / 100 for k, name in enumerate(others[:13])}  # 13 nodes ranked ahead of the culprit
+    own["conv14"] = 0.5
+    own.update({name: 0.1 for name in others[13:]})
+    baseline = _baseline_cosine(deep)
+    targets = RemedyConfig(targets=(f"cosine>={round(baseline + (1 - baseline) / 2, 4)}",)).parsed_targets()
+    plan = plan_fallback(fp32, broken, deep_samples(8, 5), targets, own_errors=own, max_runs=30)
+    assert plan.found and plan.nodes == ["conv14"], (plan.nodes, plan.final)
+    assert "conv14" in plan.sensitivity and plan.runs <= 30

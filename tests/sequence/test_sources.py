@@ -113,3 +113,15 @@ def test_a_stored_member_shorter_than_its_header_is_refused(tmp_path):
         archive.writestr("y.npy", after.getvalue())
     with pytest.raises(InputDataError, match=r"short\.npz: member 'x' declares 5 steps but holds fewer"):
         list(open_steps(path, [X]).steps())
+
+
+def test_a_scalar_input_per_step_is_a_0d_array(tmp_path):
+    """Silero-style VAD: a scalar `sr` beside the audio chunk, stacked along the time axis as shape [T]
+    (zoo sweep, issue 29). Each step's value must be a 0-d ndarray: a numpy scalar made onnxruntime
+    fail with 'Unable to handle object of type numpy.int64' (exit 3 blaming model A)."""
+    specs = [X, TensorInfo("sr", TensorProto.INT64, ())]
+    np.savez(tmp_path / "seq.npz", x=np.zeros((3, 1, 4), np.float32), sr=np.array([16000, 8000, 16000]))
+    steps = list(open_steps(tmp_path / "seq.npz", specs).steps())
+    srs = [feeds["sr"] for _, feeds in steps]
+    assert all(isinstance(v, np.ndarray) and v.shape == () for v in srs)
+    assert [int(v) for v in srs] == [16000, 8000, 16000]

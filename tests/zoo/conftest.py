@@ -37,7 +37,8 @@ def zoo_dir() -> Path:
 def sweep(mi_wheel, zoo_dir):
     """The sweep over the zoo with mi from the installed wheel; writes runs.jsonl and facts.json for the table."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    s = Sweep(installed_venv(mi_wheel), zoo_dir, ARTIFACTS)
+    s = Sweep(installed_venv(mi_wheel), zoo_dir, ARTIFACTS,
+              extras={"fp16": lambda: installed_venv(mi_wheel, "fp16")})  # fp16 fallback plans need the extra
     if os.environ.get("MI_ZOO_REUSE") == "1":  # re-check criteria on the recorded runs (docs/zoo.md)
         s.reuse()
     else:

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from .wheel import clean_env
+
 QUANTISED = ("qdq_u8u8", "qdq_s8s8_pc", "qop", "dynamic", "int4")
 QUANT_OPS = ("qdq_u8u8", "qdq_s8s8_pc", "qop")   # have QuantizeLinear / QLinear ops for --quant-ranges
 
@@ -45,6 +47,10 @@ class Sweep:
     """mi processes run at once by `commands` (MI_ZOO_JOBS; 1 for the seconds of an unloaded run): much
     of a short mi run is single-threaded Python, so two at a time nearly halve the sweep on two cores."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    extras: Dict[str, Callable[[], Path]] = field(default_factory=dict, repr=False)
+    """extra name -> a function installing the wheel with that extra into its own venv (its bin folder):
+    what a feature needing an optional dependency runs from (`mi(..., extra=...)`)."""
+    _extra_bins: Dict[str, Path] = field(default_factory=dict, repr=False)
 
     def reuse(self) -> int:
         """Load the runs of a previous session (runs.jsonl in `out`) instead of running them again: for
@@ -71,19 +77,28 @@ class Sweep:
             return None
         return m.get("skipped", {}).get(variant, "not built")
 
+    def bin_for(self, extra: str = "") -> Path:
+        """The bin folder of the core-only venv, or of the venv with `extra` installed (made on first use)."""
+        if not extra:
+            return self.bin_dir
+        with self._lock:
+            if extra not in self._extra_bins:
+                self._extra_bins[extra] = self.extras[extra]()
+            return self._extra_bins[extra]
+
     def mi(self, model: str, variant: str, command: str, args: List[str], *, json_out: bool = True,
-           html: bool = True) -> Run:
+           html: bool = True, extra: str = "") -> Run:
         """Run `mi <args>` once per (model, variant, command); later calls return the recorded run."""
         key = (model, variant, command)
         if key in self.runs:
             return self.runs[key]
         folder = self.out / model / variant
         folder.mkdir(parents=True, exist_ok=True)
-        argv = [str(self.bin_dir / "mi"), *map(str, args)]
+        argv = [str(self.bin_for(extra) / "mi"), *map(str, args)]
         j = folder / f"{command}.json" if json_out else None
         h = folder / f"{command}.html" if html else None
         argv += (["--json", str(j)] if j else []) + (["--html", str(h)] if h else [])
-        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+        env = {**clean_env(), "NO_COLOR": "1", "COLUMNS": "200"}  # the wheel's mi, not the checkout's
         start = time.perf_counter()
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=folder, timeout=900)
         run = Run(model, variant, command, argv, proc.returncode, round(time.perf_counter() - start, 2),

@@ -211,7 +211,8 @@ def test_ci_gate_suite(request, sweep, model):
         pytest.skip("no int8 QDQ variant")
     import subprocess
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "FP32_MODEL": str(sweep.path(model, "fp32")), "INT8_MODEL": str(sweep.path(model, "qdq_u8u8")),
+    from .wheel import clean_env
+    env = {**clean_env(), "FP32_MODEL": str(sweep.path(model, "fp32")), "INT8_MODEL": str(sweep.path(model, "qdq_u8u8")),
            "DATA_DIR": str(sweep.zoo / model / "data")}
     proc = subprocess.run([str(sweep.bin_dir / "mi"), "run", str(root / "configs" / "ci-gate.yaml")],
                           capture_output=True, text=True, env=env, cwd=sweep.out)

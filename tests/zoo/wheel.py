@@ -32,20 +32,25 @@ def content_hash(wheel: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def installed_venv(wheel: Path) -> Path:
-    """A clean venv with `wheel` and its dependencies installed; reused while the wheel's contents are the same.
-    Returns the venv's bin folder."""
-    venv = CACHE / f"venv-{content_hash(wheel)}"
+def clean_env() -> dict:
+    """This process's environment without PYTHONPATH: with the checkout on it, pip takes the checkout's
+    `model_inspector.egg-info` for the installed package and skips the wheel, and `mi` imports the
+    checkout instead of what the wheel installed."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def installed_venv(wheel: Path, extra: str = "") -> Path:
+    """A clean venv with `wheel` and its dependencies installed (core only, or with one optional `extra`,
+    e.g. fp16); reused while the wheel's contents are the same. Returns the venv's bin folder."""
+    venv = CACHE / f"venv-{content_hash(wheel)}{'-' + extra if extra else ''}"
     bin_dir = venv / "bin"
     if (venv / ".complete").exists():
         return bin_dir
-    # Without PYTHONPATH: a checkout on it (its model_inspector.egg-info, left by `pip wheel .`) reads as
-    # model-inspector already installed, and pip installed the dependencies but not the wheel.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, env=env)
-    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True,
-                   capture_output=True, text=True, env=env)
-    if not (bin_dir / "mi").exists():
-        raise RuntimeError(f"installing {wheel.name} into {venv} left no bin/mi")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q",
+                    f"{wheel}[{extra}]" if extra else str(wheel)], check=True,
+                   capture_output=True, text=True, env=clean_env())
+    if not (bin_dir / "mi").exists():  # pip said yes without installing it: never mark such a venv complete
+        raise RuntimeError(f"{venv}: pip installed {wheel.name} but there is no bin/mi")
     (venv / ".complete").write_text(str(wheel.name))
     return bin_dir

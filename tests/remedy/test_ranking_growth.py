@@ -1,0 +1,55 @@
+"""remedy/ranking: the isolated-error order interleaved with the error-growth order (issue 29: the zoo's
+int8 GPT-2, whose attention Softmax has a small own error but the largest growth of accumulated error)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from onnx import TensorProto, helper
+
+from inspector_cli.remedy.ranking import candidate_scores, error_growth, interleave
+
+
+def _chain():
+    """x -> mm (MatMul) -> sm (Softmax) -> out (MatMul); QDQ copy: every tensor through Q/DQ."""
+    def graph(nodes):
+        return helper.make_model(helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+            [helper.make_tensor("w", TensorProto.FLOAT, [2, 2], [1, 0, 0, 1])]))
+    fp32 = graph([helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+                  helper.make_node("Softmax", ["a"], ["b"], name="sm"),
+                  helper.make_node("MatMul", ["b", "w"], ["y"], name="out")])
+    qdq = graph([helper.make_node("MatMul", ["x", "w"], ["a_pre"], name="mm"),
+                 helper.make_node("QuantizeLinear", ["a_pre", "s", "z"], ["a_q"], name="q1"),
+                 helper.make_node("DequantizeLinear", ["a_q", "s", "z"], ["a"], name="dq1"),
+                 helper.make_node("Softmax", ["a"], ["b_pre"], name="sm"),
+                 helper.make_node("QuantizeLinear", ["b_pre", "s", "z"], ["b_q"], name="q2"),
+                 helper.make_node("DequantizeLinear", ["b_q", "s", "z"], ["b"], name="dq2"),
+                 helper.make_node("MatMul", ["b", "w"], ["y"], name="out")])
+    return fp32, qdq
+
+
+def _row(name, name_b, accumulated_cos, isolated_cos):
+    return SimpleNamespace(name=name, name_b=name_b, dataset={"cosine": accumulated_cos},
+                           isolated={"cosine": isolated_cos})
+
+
+def test_growth_is_accumulated_error_over_the_nearest_paired_ancestor():
+    fp32, _ = _chain()
+    rows = [_row("a", "a", 0.9999, 0.9999), _row("b", "b", 0.96, 0.99996), _row("y", "y", 0.95, 0.9998)]
+    growth = error_growth(fp32, rows)
+    # a: 1e-4 over the input (no error); b: 0.04 - 1e-4; y: 0.05 - 0.04
+    assert abs(growth["a"] - 1e-4) < 1e-12 and abs(growth["b"] - 0.0399) < 1e-12 and abs(growth["y"] - 0.01) < 1e-12
+
+
+def test_the_amplifying_softmax_is_measured_second_not_last():
+    fp32, qdq = _chain()
+    rows = [_row("a", "a", 0.9999, 0.9999), _row("b", "b", 0.96, 0.99996), _row("y", "y", 0.95, 0.9998)]
+    scores = candidate_scores(fp32, qdq, rows)
+    order = sorted(scores, key=lambda n: -scores[n])
+    # isolation alone: out (2e-4), mm (1e-4), sm (4e-5) - the Softmax last; growth puts it first
+    assert order == ["out", "sm", "mm"]
+
+
+def test_interleave_keeps_each_node_once():
+    assert interleave(["a", "b", "c"], ["c", "a", "d"]) == ["a", "c", "b", "d"]
