@@ -36,6 +36,26 @@ class SampleMetrics:
     metrics: Metrics
     nonfinite_mismatch: int = 0
     shape_mismatch: bool = False
+    unequal: Optional[int] = None
+    """Values compared for equality (strings, labels, map keys) that differ on this sample; None when
+    the output holds none."""
+
+
+@dataclass(frozen=True)
+class Equality:
+    """How the values of a non-tensor output that no metric measures (strings, labels, map keys) compared:
+    item by item, for equality. Numbers inside sequences and maps get the usual metrics."""
+
+    items: int
+    """Values compared over all samples."""
+    unequal: int
+    """Of them, how many differ (0: all equal)."""
+    unequal_samples: int = 0
+    first_sample: Optional[str] = None
+    """The first differing value: its sample, where inside the output ('[5]', '[1][0]'), both values."""
+    first_at: Optional[str] = None
+    first_a: Optional[str] = None
+    first_b: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +82,10 @@ class OutputDiff:
     kl_mode: Optional[str] = None
     shape_mismatch_samples: int = 0
     per_sample: List[SampleMetrics] = field(default_factory=list)
+    equality: Optional[Equality] = None
+    """Non-tensor outputs: `dtype_a`/`dtype_b` read `string`, `seq(tensor(float32))`, `seq(map(int64,float32))`
+    or `map(...)`, `shape_*` a sequence's length; numbers inside are measured by the metrics (a sequence's
+    tensors as one, a ZipMap's probabilities as a [rows, classes] matrix), strings and labels here."""
 
 
 @dataclass(frozen=True)
