@@ -43,8 +43,9 @@ class SampleMetrics:
 
 @dataclass(frozen=True)
 class Equality:
-    """How the values of a non-tensor output that no metric measures (strings, labels, map keys) compared:
-    item by item, for equality. Numbers inside sequences and maps get the usual metrics."""
+    """Equality counts of the strings, labels and map keys of a non-tensor output (no metric applies to them).
+
+    Compared item by item; numbers inside sequences and maps get the usual metrics instead."""
 
     items: int
     """Values compared over all samples."""
@@ -60,7 +61,12 @@ class Equality:
 
 @dataclass(frozen=True)
 class OutputDiff:
-    """One output pair compared over every sample."""
+    """One output pair compared over every sample; non-tensor outputs: dtype string, seq(...) or map(...), shape [length], `equality`.
+
+    A string output reads dtype `string`, its metrics null and its `equality` counts; a sequence
+    `seq(tensor(float32))` with shape [its length], metrics over its tensors' values one after another; a
+    ZipMap output `seq(map(int64,float32))`, metrics over the [rows, classes] matrix of probabilities (KL and
+    top-k included). A sequence length, element shape or key set that differs is a shape mismatch (MI801)."""
 
     name: str
     """The reference model's (A's) output name."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FULL
+from .conftest import FULL, ZOO_DIR
 from .known import known
 from .sweep import QUANTISED, isolation_share, layers_doc, pairing_counts
 from .truth import recompute, worst_delta
@@ -20,7 +20,8 @@ from zoolib.models import FAST, SPECS  # noqa: E402
 from zoolib.variants import VARIANTS  # noqa: E402
 
 pytestmark = pytest.mark.zoo
-MODELS = [s.name for s in SPECS] if FULL else list(FAST)
+MODELS = [s.name for s in SPECS if (Path(ZOO_DIR) / s.name / "manifest.json").exists()] if ZOO_DIR else \
+    [s.name for s in SPECS] if FULL else list(FAST)
 CASES = [(m, v) for m in MODELS for v in ("fp32",) + VARIANTS]
 TRUTH_TOL = 1e-3
 LAYER_ATOL = 1e-5
