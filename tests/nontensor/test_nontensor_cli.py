@@ -134,3 +134,17 @@ def test_compare_zipmap_probabilities_as_a_matrix(tmp_path):
     pb = np.concatenate([softmax(x.astype(np.float64) + [0, 0, 1]) for x in logits])
     assert abs(prob["dataset"]["max_abs"] - np.abs(pb - pa).max()) < 1e-6
     assert prob["dataset"]["top1"] == float(np.mean(pa.argmax(1) == pb.argmax(1)))
+
+
+def test_nan_bisect_sees_a_nan_carried_by_a_sequence(tmp_path):
+    """A NaN of the input travels through SplitToSequence: the sequence holds it, so the origin is the input
+    (before: the sequence read as clean and ConcatFromSequence was blamed for making NaN from finite inputs)."""
+    model = sequence_model(tmp_path / "q.onnx")
+    x = np.random.default_rng(0).standard_normal((1, 5, 4)).astype(np.float32)
+    x[0, 4, 1] = np.nan
+    data = save_samples(tmp_path / "data", [{"x": x}])
+    ran = run_mi(["nan-bisect", model, "--inputs", data, "--json", tmp_path / "nb.json"], cwd=tmp_path)
+    assert_status(ran, 1)
+    record = json.loads((tmp_path / "nb.json").read_text())["results"]["records"][0]
+    assert record["outputs"] == {"windows": {"nan": 1, "inf": 0}, "joined": {"nan": 1, "inf": 0}}
+    assert (record["origin"]["node"], record["origin"]["op_type"]) == ("x", "(input)")

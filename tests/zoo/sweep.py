@@ -83,7 +83,7 @@ class Sweep:
         j = folder / f"{command}.json" if json_out else None
         h = folder / f"{command}.html" if html else None
         argv += (["--json", str(j)] if j else []) + (["--html", str(h)] if h else [])
-        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+        env = {**clean_env(), "NO_COLOR": "1", "COLUMNS": "200"}
         start = time.perf_counter()
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=folder, timeout=900)
         run = Run(model, variant, command, argv, proc.returncode, round(time.perf_counter() - start, 2),
@@ -149,6 +149,11 @@ class Sweep:
         """`mi profile fp32.onnx` with synthetic inputs, as the ci-gate suite's profile step runs it."""
         return self.mi(model, "fp32", "profile-synthetic", ["profile", self.path(model, "fp32"), "--runs", "2",
                                                              "--warmup", "1"], html=False)
+
+
+def clean_env() -> Dict[str, str]:
+    """This environment without PYTHONPATH: the wheel's mi, not a checkout put first on the path."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def layers_doc(run: Run) -> Dict[str, object]:

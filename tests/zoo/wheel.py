@@ -40,7 +40,10 @@ def installed_venv(wheel: Path) -> Path:
     if (venv / ".complete").exists():
         return bin_dir
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    # without PYTHONPATH: a checkout on it (PYTHONPATH=$PWD pytest ...) has model_inspector.egg-info, which
+    # pip takes for the package already installed, and installs only the dependencies
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True,
-                   capture_output=True, text=True)
+                   capture_output=True, text=True, env=env)
     (venv / ".complete").write_text(str(wheel.name))
     return bin_dir
