@@ -7,6 +7,12 @@ from typing import Dict, Optional, Tuple
 
 KNOWN: Dict[Tuple[str, str, str], str] = {
     # full zoo (MI_ZOO=full), every check, 2026-12-01 (docs/zoo.md): none open
+    # non-tensor members (issue 29), 2026-12-02
+    ("isolation", "seqlist", "*"): "isolation feeds and measures tensors only: the sequence tensors "
+    "(SplitToSequence's, the Loop's list) and ConcatFromSequence, which reads one, are skipped with that "
+    "reason (3 of 5 paired layers)",
+    ("isolation", "sklearn_zipmap", "*"): "isolation measures tensors only: ZipMap's seq(map) output is "
+    "skipped with that reason (1 of 3 paired layers)",
 }
 
 
