@@ -236,12 +236,35 @@ def _small_enough(graph: ModelGraph) -> bool:
     return graph.path is None or (graph.path.stat().st_size < (1 << 30) and not _external_weights(graph))
 
 
+def reload_problem(model: onnx.ModelProto) -> Optional[str]:
+    """Why onnxruntime's saved optimised graph would not load again, or None: a node of the ONNX domain
+    that its opset does not allow (issue 29: a DequantizeLinear `axis` written into an opset-11 graph;
+    onnxruntime checks the same schemas when it loads the graph). Contrib ops are onnxruntime's own."""
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if version is None:
+        return None
+    context = onnx.checker.C.CheckerContext()
+    context.ir_version, context.opset_imports = model.ir_version, {"": version}
+    for node in model.graph.node:
+        if node.domain in ("", "ai.onnx"):
+            try:
+                onnx.checker.check_node(node, context)
+            except onnx.checker.ValidationError as exc:
+                return f"{node.op_type} '{node.name}': {str(exc).splitlines()[0]}"
+    return None
+
+
 def _use_optimised(side: Side, path: Path, views: Sequence[TensorView], mode: CaptureMode,
                    first: Optional[TensorMap]) -> None:
     """Deployed capture of `views` from the optimised graph saved at `path`: each located there, or
     recomputed beside the deployed kernels when fused away. In auto mode, if fewer than AUTO_SHARE of
     them can be read that way, the side is left to instrumented capture (side.opt stays None)."""
     opt_graph = load_model_lazy(path)
+    problem = reload_problem(opt_graph.model)
+    if problem is not None:  # our round trip's defect, not the model's: read it as exported instead
+        side.notes.append(f"model {side.label}: onnxruntime's optimised graph does not reload ({problem}); "
+                          f"its layers are captured instrumented")
+        return
     opt_graph.set_tensor_info({})  # the optimised graph's contrib ops defeat ONNX shape inference: skip it
     opt = OptimizedGraph(opt_graph, {n.name for n in side.graph.nodes} | {n.original_name for n in side.graph.nodes})
     located = {v.expose: opt.locate(side.sem, v) for v in views}
