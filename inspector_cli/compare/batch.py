@@ -26,7 +26,8 @@ from ..core.io_match import NameMatching
 from ..core.placement import Subgraph
 from ..core.runner import RuntimeConfig, Session, open_session, open_sessions
 from ..diff.engine import TensorTracker
-from ..diff.metrics import PairStats, compare_arrays, shapes_compatible
+from ..diff.metrics import PairStats
+from ..diff.values import layout, reduce_values
 from ..errors import UsageError
 from ..executor.base import Job, Runner, WorkItem
 from ..executor.factory import make_executor
@@ -183,24 +184,24 @@ class CompareRunner(Runner):
         self.session_a = self.session_b = None  # type: ignore[assignment]
 
 
-def _reduce(a: np.ndarray, b: np.ndarray, topk: Sequence[int]) -> ReducedOutput:
-    a, b = np.asarray(a), np.asarray(b)
-    stats = compare_arrays(a, b, topk=topk) if shapes_compatible(a.shape, b.shape) else None
-    return ReducedOutput(str(a.dtype), str(b.dtype), tuple(a.shape), tuple(b.shape), stats)
+def _reduce(a: Any, b: Any, topk: Sequence[int]) -> ReducedOutput:
+    """One output pair to its layouts and sums: tensors, or strings, sequences and maps (diff/values.py)."""
+    a = np.asarray(a) if isinstance(a, np.generic) else a
+    b = np.asarray(b) if isinstance(b, np.generic) else b
+    layout_a, layout_b = layout(a), layout(b)
+    return ReducedOutput(layout_a.dtype, layout_b.dtype, layout_a.shape, layout_b.shape,
+                         reduce_values(a, b, topk=topk))
 
 
 def fold(tracker: TensorTracker, sample: str, out: ReducedOutput) -> None:
     """Add one reduced sample to a tracker: the same updates as `TensorTracker.add` on the arrays."""
-    if out.stats is None:
-        # the tracker only looks at layout on a shape mismatch: hand it zero-size stand-ins
-        a = np.broadcast_to(np.zeros((), np.dtype(out.dtype_a)), out.shape_a)
-        b = np.broadcast_to(np.zeros((), np.dtype(out.dtype_b)), out.shape_b)
-        tracker.add(sample, a, b)
-        return
     if not tracker.dtype_a:
         tracker.dtype_a, tracker.dtype_b = out.dtype_a, out.dtype_b
         tracker.shape_a, tracker.shape_b = list(out.shape_a), list(out.shape_b)
     tracker.samples += 1
+    if out.stats is None:
+        tracker.add_mismatch(sample)
+        return
     tracker.add_stats(sample, out.stats)
 
 

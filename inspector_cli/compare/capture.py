@@ -243,12 +243,38 @@ def _small_enough(graph: ModelGraph) -> bool:
     return graph.path is None or (graph.path.stat().st_size < (1 << 30) and not _external_weights(graph))
 
 
+def reload_problem(model: onnx.ModelProto) -> Optional[str]:
+    """Why onnxruntime's saved optimised graph would not load again, or None: a node of the ONNX domain
+    with an attribute its opset's schema lacks (issue 29: DequantizeLinear `axis`, written into an opset-11
+    graph, which onnxruntime then refuses). Ops without an ONNX schema at that opset (onnxruntime's own
+    LayerNormalization, SimplifiedLayerNormalization in the ONNX domain) are onnxruntime's to judge."""
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if version is None:
+        return None
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or not node.attribute:
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, version, "")
+        except onnx.defs.SchemaError:
+            continue
+        unknown = [a.name for a in node.attribute if a.name not in schema.attributes]
+        if unknown:
+            return f"{node.op_type} '{node.name}': Unrecognized attribute: {unknown[0]} for operator {node.op_type}"
+    return None
+
+
 def _use_optimised(side: Side, path: Path, views: Sequence[TensorView], mode: CaptureMode,
                    first: Optional[TensorMap]) -> None:
     """Deployed capture of `views` from the optimised graph saved at `path`: each located there, or
     recomputed beside the deployed kernels when fused away. In auto mode, if fewer than AUTO_SHARE of
     them can be read that way, the side is left to instrumented capture (side.opt stays None)."""
     opt_graph = load_model_lazy(path)
+    problem = reload_problem(opt_graph.model)
+    if problem is not None:  # our round trip's defect, not the model's: read it as exported instead
+        side.notes.append(f"model {side.label}: onnxruntime's optimised graph does not reload ({problem}); "
+                          f"its layers are captured instrumented")
+        return
     opt_graph.set_tensor_info({})  # the optimised graph's contrib ops defeat ONNX shape inference: skip it
     opt = OptimizedGraph(opt_graph, {n.name for n in side.graph.nodes} | {n.original_name for n in side.graph.nodes})
     located = {v.expose: opt.locate(side.sem, v) for v in views}

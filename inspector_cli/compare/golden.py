@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
@@ -31,27 +31,39 @@ from ..core.model_arg import as_graph
 GoldenSample = Tuple[str, TensorMap, TensorMap]
 
 
-def _read_pb(path: Path) -> Tuple[str, np.ndarray]:
+def _read_pb(path: Path, kind: str = "tensor_type") -> Tuple[str, Any]:
+    """One saved value: a TensorProto, or for a sequence / map output (`kind`, the output's ONNX type
+    field) a SequenceProto / MapProto, read as onnxruntime returns it (a list, a dict)."""
     import onnx
     from onnx import numpy_helper
 
-    tensor = onnx.TensorProto()
+    proto_type, read = {"sequence_type": (onnx.SequenceProto, numpy_helper.to_list),
+                        "map_type": (onnx.MapProto, numpy_helper.to_dict)}.get(kind, (onnx.TensorProto, numpy_helper.to_array))
+    proto = proto_type()
     try:
-        tensor.ParseFromString(path.read_bytes())
-        return tensor.name, numpy_helper.to_array(tensor)
+        proto.ParseFromString(path.read_bytes())
+        return proto.name, read(proto)
     except Exception as exc:  # protobuf and numpy_helper raise several types
-        raise InputDataError(f"{path}: not an ONNX TensorProto ({type(exc).__name__})") from exc
+        raise InputDataError(f"{path}: not an ONNX {proto_type.__name__} ({type(exc).__name__})") from exc
+
+
+def _output_kinds(graph: ModelGraph) -> Dict[str, str]:
+    """Each graph output's ONNX type field: tensor_type, sequence_type, map_type, optional_type."""
+    return {o.name: o.type.WhichOneof("value") or "tensor_type" for o in graph.model.graph.output}
 
 
 def _zoo_sample(folder: Path, graph: ModelGraph) -> GoldenSample:
+    kinds = _output_kinds(graph)
+
     def by_index(prefix: str, names: List[str]) -> TensorMap:
         found: TensorMap = {}
         # only input_K.pb / output_K.pb: a stray input_x.pb is not a numbered tensor (and int() on it a crash)
         files = sorted((p for p in folder.glob(f"{prefix}_*.pb") if p.stem.split("_")[-1].isdigit()),
                        key=lambda p: int(p.stem.split("_")[-1]))
         for path in files:
-            name, value = _read_pb(path)
             index = int(path.stem.split("_")[-1])
+            guess = names[index] if index < len(names) else ""
+            name, value = _read_pb(path, kinds.get(guess, "tensor_type") if prefix == "output" else "tensor_type")
             if name not in names:
                 if index >= len(names):
                     raise InputDataError(f"{path}: the model has only {len(names)} {prefix}s")

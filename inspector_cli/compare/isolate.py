@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from ..core.runner import Session, open_session
 from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
+from ..diff.values import is_numeric_tensor
 from ..errors import UsageError
 from .capture import LayerPlan, Reader
 from .config import CompareConfig, LayerConfig
@@ -26,6 +27,9 @@ from .isoshapes import ShapeProbe, runtime_types
 from .pairing.match import TensorPair
 from .plan import ComparePlan
 from .subgraph import build_isolation, fake_quantize, feed_value, qdq_noise_affine
+
+
+NON_TENSOR_SKIP = "a sequence or map value (e.g. ZipMap's): isolation feeds and measures tensors only"
 
 
 @dataclass(frozen=True)
@@ -81,12 +85,16 @@ def run_isolation(layers: LayerPlan, trackers: Sequence[TensorTracker], plan: Co
             noise_trackers[a] = TensorTracker(a, a, distribution=False, keep_per_sample=False)
     probe = ShapeProbe(plan.graph_b, config.runtime_of_b, iso.feeds)
     scratch, runs = Scratch(), 0
+    non_tensor: Set[str] = set()
     for sample, feeds in plan.samples:
         captured = runner_a.run(feeds, sample)
         values: Dict[str, np.ndarray] = {}
         shapes: Dict[str, Tuple[int, ...]] = {}
         for tensor, reader in readers.items():
             raw = captured[reader.expose]
+            if not is_numeric_tensor(raw):  # a sequence or map (ZipMap's output): no tensor to feed or measure
+                non_tensor.add(tensor)
+                continue
             values[tensor] = reader.value(raw, layers.side_a.resolver)
             # the reference layout's shape: binds the candidate's symbolic dims (dynamic exports)
             shapes[tensor] = tuple(raw.shape) if reader.perm is None else \
@@ -104,11 +112,18 @@ def run_isolation(layers: LayerPlan, trackers: Sequence[TensorTracker], plan: Co
         outputs = runner_iso.run(iso_feeds, sample)
         runs += 2
         for a, out in iso.outputs.items():
+            if a in non_tensor:
+                continue
             _add(iso_trackers[a], sample, values[a], Reader(out, by_a[a].view_b.quant).flat(outputs[out], layers.sem_b),
                  scratch)
             if a in noise_specs:
                 noisy = fake_quantize(values[a], noise_specs[a], np.empty_like(values[a]))
                 _add(noise_trackers[a], sample, values[a], (noisy, None), scratch)
+    for a in non_tensor & set(iso.outputs):
+        info["skipped"][a] = NON_TENSOR_SKIP  # type: ignore[index]
+        info["isolated"].remove(a)  # type: ignore[attr-defined]
+        iso_trackers.pop(a)
+        noise_trackers.pop(a, None)
     return IsolationOutcome(info, iso_trackers, noise_trackers, runs)
 
 

@@ -18,16 +18,16 @@ import numpy as np
 from ..core.graph import ModelGraph
 from ..core.runner import RuntimeConfig, Session, open_session
 from ..errors import InferenceError, ModelLoadError
-from .subgraph import IsolationFeed
+from .subgraph import NOT_A_TENSOR, IsolationFeed
 
 Shape = Tuple[int, ...]
 
 
 def runtime_types(graph: ModelGraph, runtime: RuntimeConfig, names: Sequence[str],
                   feeds_b: Dict[str, np.ndarray]) -> Dict[str, int]:
-    """ONNX element types of the candidate's tensors `names`, from one run on `feeds_b` (a tensor that
-    the run does not produce as an array, a map or sequence, is left out; so is everything when that
-    run fails: the layers stay skipped with their reason, the comparison goes on)."""
+    """ONNX element types of the candidate's tensors `names`, from one run on `feeds_b`; NOT_A_TENSOR for a
+    sequence or map (the isolation model feeds tensors only); everything is left out when that run fails:
+    the layers stay skipped with their reason, the comparison goes on."""
     from onnx import helper
 
     try:
@@ -36,8 +36,8 @@ def runtime_types(graph: ModelGraph, runtime: RuntimeConfig, names: Sequence[str
         out = session.run(feeds_b)
     except (ModelLoadError, InferenceError):
         return {}
-    return {name: int(helper.np_dtype_to_tensor_dtype(out[name].dtype)) for name in names
-            if isinstance(out.get(name), np.ndarray)}
+    return {name: int(helper.np_dtype_to_tensor_dtype(out[name].dtype)) if isinstance(out[name], np.ndarray)
+            else NOT_A_TENSOR for name in names if isinstance(out.get(name), (np.ndarray, list, dict))}
 
 
 def needs_probe(feed: IsolationFeed) -> bool:

@@ -28,6 +28,7 @@ from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..diff.gates import Gate, check_gate_targets
+from ..diff.values import is_numeric_tensor
 from ..progress import Progress, no_progress
 from .capture import CaptureMeasurements, LayerPlan, Reader, Side, prepare_side, settle_layout, workdir
 from .config import CompareConfig, Granularity, LayerConfig
@@ -262,6 +263,9 @@ class LayerCapture:
         reader_b = side_b.readers[pair.view_b.expose]
         raw_a, raw_b = out_a[reader_a.expose], out_b[reader_b.expose]
         if index in self.incomparable:
+            return
+        if not (is_numeric_tensor(raw_a) and is_numeric_tensor(raw_b)):
+            tracker.add(sample, raw_a, raw_b)  # strings, sequences, maps: diff/values.py
             return
         if not tracker.dtype_a:  # first sample: check relaid readers against the declared shapes
             reader_a = self._settled(side_a, pair.view_a.expose, reader_a, raw_a)

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 from ..diff.engine import TensorTracker
 from ..results.base import Finding, GateOutcome, ModelRef, Severity, file_sha256
-from ..results.compare import CompareResult, OutputDiff, SampleMetrics
+from ..results.compare import CompareResult, Equality, OutputDiff, SampleMetrics
 from .config import CompareConfig
 from .plan import ComparePlan, FileModel
 
@@ -20,8 +20,18 @@ def output_diff(tracker: TensorTracker, matched_by: str) -> OutputDiff:
         samples=tracker.samples, dataset=tracker.dataset_metrics(), worst=tracker.worst_metrics(),
         mean=tracker.mean_metrics(), nonfinite=tracker.total.nonfinite(), kl_mode=tracker.total.kl_mode,
         shape_mismatch_samples=tracker.shape_mismatch_samples,
-        per_sample=[SampleMetrics(**row) for row in tracker.per_sample],
+        per_sample=[SampleMetrics(**row) for row in tracker.per_sample], equality=equality(tracker),
     )
+
+
+def equality(tracker: TensorTracker) -> "Equality | None":
+    """The equality counts of a tracker whose values hold strings or labels (None for plain tensors)."""
+    total = tracker.total
+    if not total.items:
+        return None
+    first = tracker.first_unequal or (None, None, None, None)
+    return Equality(items=total.items, unequal=total.items_unequal, unequal_samples=tracker.unequal_samples,
+                    first_sample=first[0], first_at=first[1], first_a=first[2], first_b=first[3])
 
 
 def gate_outcomes(tracker: TensorTracker, scope: str = "output") -> List[GateOutcome]:
@@ -42,7 +52,13 @@ def tracker_findings(tracker: TensorTracker, what: str = "output") -> List[Findi
         findings.append(Finding(
             rule="MI801", severity=Severity.ERROR, tensor=tracker.name,
             message=f"{what} '{tracker.name}': shapes differ ({tracker.shape_a} vs {tracker.shape_b}) "
-                    f"on {tracker.shape_mismatch_samples} sample(s)"))
+                    f"on {tracker.shape_mismatch_samples} sample(s)" + _structure(tracker)))
+    if tracker.total.items_unequal:
+        sample, at, a, b = tracker.first_unequal or ("?", "?", "?", "?")
+        findings.append(Finding(
+            rule="MI805", severity=Severity.ERROR, tensor=tracker.name,
+            message=f"{what} '{tracker.name}': {tracker.total.items_unequal} of {tracker.total.items} value(s) differ "
+                    f"on {tracker.unequal_samples} sample(s); first on sample {sample} at {at}: {a} vs {b}"))
     mismatch = tracker.total.nonfinite_mismatch
     if mismatch:
         nf = tracker.total.nonfinite()
@@ -52,6 +68,13 @@ def tracker_findings(tracker: TensorTracker, what: str = "output") -> List[Findi
                     f"(A: {nf['nan_a']} NaN, {nf['inf_a']} Inf; B: {nf['nan_b']} NaN, {nf['inf_b']} Inf)",
             hint="run 'mi nan-bisect' on the model that produces them"))
     return findings
+
+
+def _structure(tracker: TensorTracker) -> str:
+    """What else differs when the output is a sequence or a map (its length or key set, an element's shape)."""
+    if tracker.dtype_a.startswith(("seq(", "map(")):
+        return " (a sequence's length, an element's shape or a map's keys)"
+    return ""
 
 
 def model_ref(graph: Any, role: str) -> ModelRef:

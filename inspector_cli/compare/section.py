@@ -3,7 +3,7 @@ observer checks, pairing report and the structural summary."""
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from ..core.structure import structure_diff
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import fast_pair_stats
 from ..diff.metrics import METRICS
+from ..diff.values import is_numeric_tensor, reduce_values
 from ..results.base import GateOutcome
 from ..results.layers import (CaptureInfo, LayerDiff, LayerSection, LayerThreshold, ObserverCheck, StructureSummary,
                               UnpairedTensor)
@@ -98,6 +99,9 @@ def observer_checks(run: LayerRun) -> List[ObserverCheck]:
             if name not in captured:
                 continue
             got = captured[name]
+            if not (is_numeric_tensor(plain) and is_numeric_tensor(got)):  # strings, sequences, maps
+                checks.append(_value_check(side, name, plain, got, run.measured.first_sample))
+                continue
             same = plain.shape == got.shape and bool(np.array_equal(plain, got))
             if plain.shape != got.shape or not np.issubdtype(plain.dtype, np.number):
                 checks.append(ObserverCheck(side.label, name, side.mode, same, math.nan, math.nan,
@@ -107,6 +111,19 @@ def observer_checks(run: LayerRun) -> List[ObserverCheck]:
             checks.append(ObserverCheck(side.label, name, side.mode, same, float(metrics["max_abs"] or 0.0),
                                         float(metrics["cosine"] or 0.0), run.measured.first_sample))
     return checks
+
+
+def _value_check(side: Any, name: str, plain: Any, got: Any, sample: str) -> ObserverCheck:
+    """The observer check of a non-tensor output: equal strings and keys, and the numbers inside measured."""
+    stats = reduce_values(plain, got, distribution=False)
+    metrics = stats.metrics() if stats is not None else {}
+    same = stats is not None and not stats.items_unequal and not stats.nonfinite_mismatch and \
+        (stats.count == 0 or stats.max_abs == 0.0)
+    max_abs, cosine = metrics.get("max_abs"), metrics.get("cosine")
+    if same and cosine is None:  # equal strings: nothing measured, nothing differs
+        max_abs, cosine = 0.0, 1.0
+    return ObserverCheck(side.label, name, side.mode, same, math.nan if max_abs is None else float(max_abs),
+                         math.nan if cosine is None else float(cosine), sample)
 
 
 NEGLIGIBLE_COSINE = 1 - 1e-9

@@ -23,6 +23,9 @@ from ..core.quantparams import QuantSpec
 from .pairing.match import TensorPair
 from .pairing.semantic import FLOAT_TYPES, SemanticGraph
 
+NOT_A_TENSOR = -1
+"""The run-time type (isoshapes.runtime_types) of a value that is a sequence or a map: never fed."""
+
 
 @dataclass(frozen=True)
 class IsolationFeed:
@@ -96,6 +99,10 @@ def build_isolation(b: SemanticGraph, pairs: Sequence[TensorPair], targets: Sequ
         missing = [t for t in needed if t not in cut and t not in graph.initializer_names]
         if missing:
             skipped[target.a] = f"its subgraph reads '{missing[0]}', which has no counterpart"
+            continue
+        sequences = [t for t in needed if runtime_types.get(t) == NOT_A_TENSOR]
+        if sequences:
+            skipped[target.a] = f"its subgraph reads '{sequences[0]}', a sequence or map: isolation feeds tensors only"
             continue
         new_feeds, unfed = {}, []
         for tensor in dict.fromkeys(needed):

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 
 from .gates import Gate, gates_for
-from .metrics import DEFAULT_TOPK, METRICS, PairStats, compare_arrays, metric_value_ok, shapes_compatible
+from .metrics import DEFAULT_TOPK, METRICS, PairStats, metric_value_ok
+from .values import layout, reduce_values
 
 MAX_EXAMPLES = 5
 """Failing sample ids kept per gate, as examples for the report."""
@@ -60,25 +60,36 @@ class TensorTracker:
     _worst: Dict[str, float] = field(default_factory=dict)
     per_sample: List[dict] = field(default_factory=list)
     tallies: List[GateTally] = field(default_factory=list)
+    unequal_samples: int = 0
+    """Samples where a value compared for equality (a string, a label, a map key) differs."""
+    first_unequal: Optional[Tuple[str, str, str, str]] = None
+    """The first such difference: (sample, where inside the value, A's value, B's value)."""
 
     def __post_init__(self) -> None:
         self.tallies = [GateTally(g) for g in gates_for(self.name, self.gates)]
 
-    def add(self, sample: str, a: np.ndarray, b: np.ndarray) -> Optional[Dict[str, Optional[float]]]:
-        """Compare one sample's pair; returns its metrics (None on a shape mismatch)."""
+    def add(self, sample: str, a: Any, b: Any) -> Optional[Dict[str, Optional[float]]]:
+        """Compare one sample's pair; returns its metrics (None when shapes or structures differ).
+        `a` and `b` are tensors, or any value onnxruntime returns: strings, sequences, maps
+        (diff/values.py)."""
         self.samples += 1
         if not self.dtype_a:
-            self.dtype_a, self.dtype_b = str(a.dtype), str(b.dtype)
-            self.shape_a, self.shape_b = list(a.shape), list(b.shape)
-        if not shapes_compatible(a.shape, b.shape):
-            self.shape_mismatch_samples += 1
-            self._record_gates(sample, None, shape_mismatch=True, nonfinite_mismatch=0)
-            if self.keep_per_sample:
-                self.per_sample.append({"sample": sample, "metrics": {}, "nonfinite_mismatch": 0,
-                                        "shape_mismatch": True})
+            layout_a, layout_b = layout(a), layout(b)
+            self.dtype_a, self.dtype_b = layout_a.dtype, layout_b.dtype
+            self.shape_a, self.shape_b = list(layout_a.shape), list(layout_b.shape)
+        stats = reduce_values(a, b, topk=self.topk, distribution=self.distribution)
+        if stats is None:
+            self.add_mismatch(sample)
             return None
-        stats = compare_arrays(a, b, topk=self.topk, distribution=self.distribution)
         return self.add_stats(sample, stats)
+
+    def add_mismatch(self, sample: str) -> None:
+        """Record a sample whose two values cannot be compared: shapes (or sequence lengths, key sets) differ."""
+        self.shape_mismatch_samples += 1
+        self._record_gates(sample, None, shape_mismatch=True, nonfinite_mismatch=0)
+        if self.keep_per_sample:
+            self.per_sample.append({"sample": sample, "metrics": {}, "nonfinite_mismatch": 0,
+                                    "shape_mismatch": True})
 
     def add_stats(self, sample: str, stats: PairStats) -> Dict[str, Optional[float]]:
         """Fold in one sample already reduced to sums (used by workers that compare remotely)."""
@@ -93,9 +104,16 @@ class TensorTracker:
             if previous is None or _worse(name, value, previous):
                 self._worst[name] = value
         self._record_gates(sample, metrics, shape_mismatch=False, nonfinite_mismatch=stats.nonfinite_mismatch)
+        if stats.items_unequal:
+            self.unequal_samples += 1
+            if self.first_unequal is None and stats.first_unequal is not None:
+                self.first_unequal = (sample, *stats.first_unequal)
         if self.keep_per_sample:
-            self.per_sample.append({"sample": sample, "metrics": metrics,
-                                    "nonfinite_mismatch": stats.nonfinite_mismatch, "shape_mismatch": False})
+            row = {"sample": sample, "metrics": metrics, "nonfinite_mismatch": stats.nonfinite_mismatch,
+                   "shape_mismatch": False}
+            if stats.items:
+                row["unequal"] = stats.items_unequal
+            self.per_sample.append(row)
         return metrics
 
     def _record_gates(self, sample: str, metrics: Optional[Dict[str, Optional[float]]], *,

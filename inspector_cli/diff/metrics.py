@@ -93,6 +93,11 @@ class PairStats:
     topk_hits: Dict[int, float] = field(default_factory=dict)
     topk_rows: Dict[int, int] = field(default_factory=dict)
     samples: int = 0
+    items: int = 0
+    """Values compared for equality where no metric applies (strings, labels, map keys: diff/values.py)."""
+    items_unequal: int = 0
+    first_unequal: Optional[Tuple[str, str, str]] = None
+    """The first of them that differs: (where inside the value, e.g. '[5]', A's value, B's value)."""
 
     def merge(self, other: "PairStats") -> "PairStats":
         """Add another comparison's sums into this one (exact, order-independent up to rounding)."""
@@ -105,6 +110,8 @@ class PairStats:
                     self.kl_mode = "mixed"
                 else:
                     self.kl_mode = self.kl_mode or other.kl_mode
+            elif name == "first_unequal":
+                self.first_unequal = self.first_unequal or other.first_unequal
             elif name in ("topk_hits", "topk_rows"):
                 mine, theirs = getattr(self, name), getattr(other, name)
                 for k, v in theirs.items():
@@ -123,6 +130,8 @@ class PairStats:
         sides are equal and left out of the sums either way."""
         if self.nonfinite_mismatch and not allow_nonfinite:
             return self._unbounded()
+        if self.items and not self.count:  # strings, labels: equality only (`items_unequal`), no metric
+            return {name: None for name in self._unbounded()}
         n = self.count
         values: Dict[str, Optional[float]] = {
             "cosine": _cosine(self.dot, self.sum_a2, self.sum_b2, self.sum_sq_err),

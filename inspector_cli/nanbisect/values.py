@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import enum
 import math
+from dataclasses import replace
 from typing import Any, Dict, Optional
 
 import numpy as np
 
+from ..diff.values import layout, numbers_inside
 from ..results.nan_bisect import TensorStats
 
 FP16_MAX = 65504.0
@@ -35,8 +37,19 @@ HEAD = 1 << 10
 (propagated values fill them), and a full sum of each cost a bad sample ~1 inference (issue 16)."""
 
 
+def float_values(value: Any) -> Any:
+    """A tensor as it is; the float numbers inside a sequence or map (a ZipMap's probabilities, a list's
+    tensors: diff/values.py), flat, so a NaN they carry is seen where it is (issue 29); else the value."""
+    if isinstance(value, (list, tuple, dict)):
+        numbers, _ = numbers_inside(value)
+        return numbers if numbers is not None else value
+    return value
+
+
 def is_bad(array: Any, predicate: Predicate = Predicate.NONFINITE) -> bool:
-    """Does `array` hold a NaN or Inf (NaN only with `Predicate.NAN`)? False for non-float values."""
+    """Does `array` hold a NaN or Inf (NaN only with `Predicate.NAN`)? False for non-float values.
+    A sequence or map is bad when a float inside it is."""
+    array = float_values(array)
     if not is_float(array) or array.size == 0:
         return False
     nan_only = predicate == Predicate.NAN
@@ -61,13 +74,20 @@ def is_bad(array: Any, predicate: Predicate = Predicate.NONFINITE) -> bool:
 
 def nonfinite_counts(array: Any) -> Dict[str, int]:
     """{'nan': n, 'inf': m} of a tensor (zeros for non-float tensors)."""
+    array = float_values(array)
     if not is_bad(array):
         return {"nan": 0, "inf": 0}
     return {"nan": int(np.isnan(array).sum()), "inf": int(np.isinf(array).sum())}
 
 
 def tensor_stats(name: str, array: Any, source: str = "computed") -> TensorStats:
-    """Min/max over finite values, counts of zeros, negatives, NaN and Inf."""
+    """Min/max over finite values, counts of zeros, negatives, NaN and Inf (of the numbers inside, for a
+    sequence or map: its dtype reads seq(...)/map(...), its shape [length])."""
+    if isinstance(array, (list, tuple, dict)):
+        shown = layout(array)
+        inner = tensor_stats(name, float_values(array), source)
+        return replace(inner, dtype=shown.dtype, shape=list(shown.shape)) if inner.count else \
+            TensorStats(name=name, dtype=shown.dtype, shape=list(shown.shape), count=0, source=source)
     if not isinstance(array, np.ndarray):
         return TensorStats(name=name, dtype=type(array).__name__, shape=[], count=0, source=source)
     shape = [int(d) for d in array.shape]

@@ -142,7 +142,7 @@ class ProbeRunner:
             for quant in consumers.quant.get(name, ()):
                 quant.update(array)
             for plugin, accepted in consumers.plugins:
-                if name in accepted:
+                if name in accepted and isinstance(array, np.ndarray):  # plugins take tensors, not sequences
                     call_plugin(plugin, "process_tensor", name, np.asarray(array), self.nodes.get(name))
         return found
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from ..diff.values import layout, numbers_inside
 from ..results.probe import ChannelInfo, SampleRow, TensorStats
 from .channels import ChannelTracker
 from .moments import Moments, MomentScratch, sample_moments
@@ -118,13 +119,29 @@ class ProbeTracker:
         """Add one sample's value of the tensor; returns that sample's statistics. `masked` of its
         infinities are a mask's intentional values (core/masks.py), counted apart from `inf`;
         `masked_rows`: rows a Softmax made NaN because its whole input row was masked."""
-        array = np.asarray(array)
+        if not (isinstance(array, np.ndarray) and array.dtype.kind in "biuf"):
+            return self._update_value(sample, array)
         self._note_layout(array)
-        if array.dtype.kind not in "biuf":  # strings, objects (sequences): nothing to measure
-            if not any("not numeric" in n for n in self.notes):
-                self.notes.append(f"values of dtype {array.dtype} are not numeric: not measured")
+        return self._update_numbers(sample, array, array.size, masked, masked_rows, channels=True)
+
+    def _update_value(self, sample: str, value: Any) -> SampleStats:
+        """A value that is no numeric tensor (issue 29): a sequence's or map's numbers are measured
+        (one after another), its length or item count kept as its shape; strings are counted only."""
+        shown = layout(value)
+        if self.shape is None:
+            self.shape, self.dtype = list(shown.shape), shown.dtype
+        elif list(shown.shape) != self.shape:
+            self._note(f"shape varies between samples ({self.shape} then {list(shown.shape)})")
+        numbers, items = numbers_inside(value)
+        if numbers is None:
+            self._note(f"values of type {shown.dtype} are not numeric: counted ({items} per sample), not measured")
             self.samples += 1
-            return SampleStats(sample, self.name, array.size, 0, None, None, None, None, 0, 0, 0)
+            return SampleStats(sample, self.name, items, 0, None, None, None, None, 0, 0, 0)
+        self._note(f"a {shown.dtype} of {items} item(s): the numbers inside are measured, one after another")
+        return self._update_numbers(sample, numbers, numbers.size, 0, 0, channels=False)
+
+    def _update_numbers(self, sample: str, array: np.ndarray, size: int, masked: int, masked_rows: int, *,
+                        channels: bool) -> SampleStats:
         work = as_float(array)
         flat = work.reshape(-1)
         self.samples += 1
@@ -145,10 +162,10 @@ class ProbeTracker:
         self.inf += inf
         self.masked += masked
         self.masked_rows += masked_rows
-        stats = self._finite(sample, flat, lo, hi, nan, inf, array.size)
+        stats = self._finite(sample, flat, lo, hi, nan, inf, size)
         if masked:
             stats = replace(stats, masked=masked)
-        if self.channels is not None:
+        if self.channels is not None and channels:
             self.channels.update(work, stats.zeros)
         if self.keep_rows:
             self.rows.append(stats.row())
@@ -217,7 +234,7 @@ class ProbeTracker:
 
     def _note(self, note: str) -> None:
         """Add a note unless one of its kind is there (the first occurrence is the one reported)."""
-        kind = next((k for k in ("shape varies", "not numeric") if k in note), note)
+        kind = next((k for k in ("shape varies", "not numeric", "the numbers inside") if k in note), note)
         if not any(kind in n for n in self.notes):
             self.notes.append(note)
 

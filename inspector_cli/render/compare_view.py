@@ -44,9 +44,17 @@ def output_table(out: OutputDiff, gates: List[GateOutcome]) -> Table:
         table.add(label, fmt_value(out.dataset.get(metric), metric),
                   Cell(fmt_value(out.worst.get(metric), metric), worst_status),
                   fmt_value(out.mean.get(metric), metric), gate_cell, failed_cell)
+    eq = out.equality
+    if eq is not None:  # strings, labels, map keys: compared for equality (no metric applies)
+        status = OK if eq.unequal == 0 else FAIL
+        table.add("values equal", Cell(f"{eq.items - eq.unequal}/{eq.items}", status), "", "", Cell("==", MUTED),
+                  Cell(f"{eq.unequal_samples}/{out.samples}", status))
     nonfinite = {k: v for k, v in out.nonfinite.items() if v}
     if nonfinite:
         table.caption = "non-finite values: " + ", ".join(f"{k}={v}" for k, v in nonfinite.items())
+    if eq is not None and eq.unequal:
+        first = f"first difference: sample {eq.first_sample} at {eq.first_at}: {eq.first_a} vs {eq.first_b}"
+        table.caption = f"{table.caption}; {first}" if table.caption else first
     return table
 
 

@@ -37,11 +37,37 @@ class SampleMetrics:
     metrics: Metrics
     nonfinite_mismatch: int = 0
     shape_mismatch: bool = False
+    unequal: Optional[int] = None
+    """Values compared for equality (strings, labels, map keys) that differ on this sample; None when
+    the output holds none."""
+
+
+@dataclass(frozen=True)
+class Equality:
+    """Equality counts of the strings, labels and map keys of a non-tensor output (no metric applies to them).
+
+    Compared item by item; numbers inside sequences and maps get the usual metrics instead."""
+
+    items: int
+    """Values compared over all samples."""
+    unequal: int
+    """Of them, how many differ (0: all equal)."""
+    unequal_samples: int = 0
+    first_sample: Optional[str] = None
+    """The first differing value: its sample, where inside the output ('[5]', '[1][0]'), both values."""
+    first_at: Optional[str] = None
+    first_a: Optional[str] = None
+    first_b: Optional[str] = None
 
 
 @dataclass(frozen=True)
 class OutputDiff:
-    """One output pair compared over every sample."""
+    """One output pair compared over every sample; non-tensor outputs: dtype string, seq(...) or map(...), shape [length], `equality`.
+
+    A string output reads dtype `string`, its metrics null and its `equality` counts; a sequence
+    `seq(tensor(float32))` with shape [its length], metrics over its tensors' values one after another; a
+    ZipMap output `seq(map(int64,float32))`, metrics over the [rows, classes] matrix of probabilities (KL and
+    top-k included). A sequence length, element shape or key set that differs is a shape mismatch (MI801)."""
 
     name: str
     """The reference model's (A's) output name."""
@@ -63,6 +89,10 @@ class OutputDiff:
     kl_mode: Optional[str] = None
     shape_mismatch_samples: int = 0
     per_sample: List[SampleMetrics] = field(default_factory=list)
+    equality: Optional[Equality] = None
+    """Non-tensor outputs: `dtype_a`/`dtype_b` read `string`, `seq(tensor(float32))`, `seq(map(int64,float32))`
+    or `map(...)`, `shape_*` a sequence's length; numbers inside are measured by the metrics (a sequence's
+    tensors as one, a ZipMap's probabilities as a [rows, classes] matrix), strings and labels here."""
 
 
 @dataclass(frozen=True)

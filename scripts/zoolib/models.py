@@ -20,7 +20,7 @@ class Spec:
     """One zoo model: how to build the torch module (or ONNX model), export it and feed it."""
 
     name: str
-    kind: str                      # cnn, segmenter, vit, text, decoder, speech, recurrent, sklearn
+    kind: str                      # cnn, segmenter, vit, text, decoder, speech, recurrent, sklearn, sequence
     build: Callable[[], object]    # -> torch.nn.Module (or an onnx.ModelProto for sklearn)
     inputs: Callable[[int, int], List[Sample]]   # (count, offset) -> samples
     output_names: Tuple[str, ...]
@@ -124,6 +124,53 @@ def _sklearn() -> object:
                    target_opset={"": 17, "ai.onnx.ml": 3}, initial_types=None)
 
 
+_DIGIT_WORDS = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
+
+
+def _sklearn_strings() -> object:
+    """A classifier trained on string class labels, ZipMap off (what users who want arrays set): output
+    `label` is tensor(string), `probabilities` a float tensor."""
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_digits
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = load_digits(return_X_y=True)
+    mlp = MLPClassifier((32,), max_iter=300, random_state=0)
+    pipe = make_pipeline(StandardScaler(), mlp).fit(x, _DIGIT_WORDS[y])
+    return to_onnx(pipe, x[:1].astype(np.float32), options={"zipmap": False},
+                   target_opset={"": 17, "ai.onnx.ml": 3})
+
+
+def _sklearn_zipmap() -> object:
+    """skl2onnx's default export of a classifier: ZipMap on, so `output_probability` is
+    seq(map(int64, float)) (one {class: probability} per row) beside the int64 `output_label`."""
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_digits
+    from sklearn.ensemble import RandomForestClassifier
+
+    x, y = load_digits(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=10, max_depth=6, random_state=0).fit(x, y)
+    return to_onnx(forest, x[:1].astype(np.float32), target_opset={"": 17, "ai.onnx.ml": 3})
+
+
+def _frames() -> object:
+    """A windowed encoder written with a Python list, scripted and exported with torch.onnx (torchscript):
+    SplitToSequence, a Loop of SequenceAt/SequenceInsert, ConcatFromSequence, and the list itself as the
+    output `frame_features` (seq(tensor(float)), ragged: windows of 4 steps, the last one shorter)."""
+    import torch
+
+    from .nets import FrameList
+    torch.manual_seed(0)
+    return torch.jit.script(FrameList().eval())
+
+
+def _frame_inputs(n: int, off: int) -> List[Sample]:
+    rng = np.random.default_rng(13 + off)
+    return [{"frames": rng.standard_normal((1, 6 + (i % 3), 16)).astype(np.float32)} for i in range(n)]
+
+
 def _digits(n: int, off: int) -> List[Sample]:
     from sklearn.datasets import load_digits
     x = load_digits().data.astype(np.float32)
@@ -206,6 +253,13 @@ SPECS: List[Spec] = [
     Spec("bert_op11", "text", _hf("BertModel", "BertConfig", lambda m, i, a: tuple(m(input_ids=i, attention_mask=a,
          return_dict=False)[:2]), vocab_size=1000, **_TINY_VIT), _text(16, 1000),
          ("last_hidden_state", "pooler_output"), TEXT_DYN, 11, recipe={"cls": "BertModel", **_TINY_VIT}, int4=True),
+    # ---- non-tensor values (issue 29): string outputs, ZipMap's seq(map), sequence tensors
+    Spec("sklearn_str", "sklearn", _sklearn_strings, _digits, ("label", "probabilities"), {}, 17, "skl2onnx",
+         {"pipe": "scaler-mlp32", "labels": "words", "data": "digits"}),
+    Spec("sklearn_zipmap", "sklearn", _sklearn_zipmap, _digits, ("output_label", "output_probability"), {}, 17,
+         "skl2onnx", {"model": "random-forest-10x6", "zipmap": True, "data": "digits"}),
+    Spec("seqlist", "sequence", _frames, _frame_inputs, ("logits", "pooled", "frame_features"),
+         {"frames": {0: "batch", 1: "time"}}, 17, recipe={"cls": "FrameList", "v": 2}),
 ]
 FAST = ("resnet", "bert", "gpt2like", "vad", "sklearn")
 

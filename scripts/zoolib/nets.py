@@ -1,8 +1,10 @@
 """Small torch modules of our own where no library architecture exports cleanly: a GPT-2-like decoder
-with past key/values, and a voice-activity model with GRU state and a data-dependent branch (If)."""
+with past key/values, a voice-activity model with GRU state and a data-dependent branch (If), and a
+frame-wise encoder built on a Python list (sequence tensors once scripted)."""
 from __future__ import annotations
 
 import math
+from typing import List, Tuple
 
 import torch
 from torch import nn
@@ -78,3 +80,21 @@ class VadLike(nn.Module):
         y = _frontend(x.unsqueeze(1), sr, self.front16.weight, self.front16.bias, self.front8.weight, self.front8.bias)
         out, new_state = self.gru(y.transpose(1, 2), state)
         return torch.sigmoid(self.head(out[:, -1])), new_state
+
+
+class FrameList(nn.Module):
+    """Windowed encoder written with a Python list (scripted: the list becomes ONNX sequence tensors):
+    the time axis split into windows of 4 steps (the last one shorter: a ragged list), each window
+    projected on its own, collected, concatenated for the head; the list of windows is returned too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 32)
+        self.out = nn.Linear(32, 8)
+
+    def forward(self, frames: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, List[torch.Tensor]]:
+        parts: List[torch.Tensor] = []
+        for window in torch.split(frames, 4, dim=1):
+            parts.append(torch.relu(self.proj(window)))
+        hidden = torch.cat(parts, dim=1)
+        return self.out(hidden), hidden.mean(dim=1), parts

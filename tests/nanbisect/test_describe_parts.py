@@ -15,7 +15,6 @@ from inspector_cli.nanbisect.describe import (ValueLookup, attribute_values, des
 from inspector_cli.nanbisect.model import PreparedModel
 from inspector_cli.results.nan_bisect import Hint, Origin, TensorStats, Transition
 
-from ..fixtures import nan_models as nm
 from ..fixtures.helpers import init, make_model, save, vi
 
 

@@ -7,7 +7,6 @@ import os
 import pickle
 from typing import Dict, List, Optional
 
-import numpy as np
 
 from inspector_cli.core.graph import load_model
 from inspector_cli.core.inputs import SampleRef, SampleSet

@@ -15,7 +15,7 @@ from inspector_cli.render.views import view_for
 from inspector_cli.serialize import read_result
 
 from ..fixtures import nan_models as nm
-from ..fixtures.helpers import affine_model, invoke, save_npz
+from ..fixtures.helpers import affine_model, invoke
 
 WIDTHS = (80, 100, 120)
 LONG = "backbone/encoder/layer_12/attention/output/dense/MatMul_output_0"

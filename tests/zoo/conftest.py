@@ -1,5 +1,6 @@
 """Fixtures of the zoo sweep: the zoo (built once and cached), mi installed from a wheel into a clean
-venv, and the sweep that runs every command. MI_ZOO=full sweeps the whole zoo, else the fast subset."""
+venv, and the sweep that runs every command. MI_ZOO=full sweeps the whole zoo, else the fast subset;
+MI_ZOO_DIR=DIR sweeps the models built in DIR (e.g. new members: `scripts/zoo.py DIR --only NAME`)."""
 from __future__ import annotations
 
 import json
@@ -23,9 +24,15 @@ def mi_wheel(tmp_path_factory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
+ZOO_DIR = os.environ.get("MI_ZOO_DIR")
+"""A zoo folder built already (`scripts/zoo.py DIR --only NAME ...`): swept as it is, its models only."""
+
+
 @pytest.fixture(scope="session")
 def zoo_dir() -> Path:
-    """The zoo, built by scripts/zoo.py (cached across runs by recipe hash)."""
+    """The zoo, built by scripts/zoo.py (cached across runs by recipe hash), or MI_ZOO_DIR as it is."""
+    if ZOO_DIR:
+        return Path(ZOO_DIR)
     pytest.importorskip("torch", reason="the zoo needs the dev extra (torch, transformers, skl2onnx)")
     out = CACHE / ("zoo-full" if FULL else "zoo-fast")
     cmd = [sys.executable, str(ROOT / "scripts" / "zoo.py"), str(out)] + ([] if FULL else ["--fast"])

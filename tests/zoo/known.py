@@ -18,6 +18,12 @@ KNOWN: Dict[Tuple[str, str, str], str] = {
         "(resnet: 'Type (tensor(float16)) of output arg (onnx::Conv_181) of node (Identity_4)'), and vad's Conv "
         "inside its If cannot be blocked; best found 0.99999990 (resnet)",
     ("fallback", "*", "fp16_io"): "fp16 block list not found at the halfway target: as fp16",
+    # non-tensor members (issue 29), 2026-12-02
+    ("isolation", "seqlist", "*"): "isolation feeds and measures tensors only: the sequence tensors "
+    "(SplitToSequence's, the Loop's list) and ConcatFromSequence, which reads one, are skipped with that "
+    "reason (3 of 5 paired layers)",
+    ("isolation", "sklearn_zipmap", "*"): "isolation measures tensors only: ZipMap's seq(map) output is "
+    "skipped with that reason (1 of 3 paired layers)",
 }
 
 

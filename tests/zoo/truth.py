@@ -121,6 +121,24 @@ def _feed(session, sample: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     return feed
 
 
+def _numbers(value):
+    """A tensor as it is; a sequence's tensors one after another; a list of maps (ZipMap) as its [rows, keys]
+    matrix in sorted key order; None for strings. Written here again, independently of mi's diff/values.py."""
+    if isinstance(value, np.ndarray):
+        return value if value.dtype.kind in "biuf" else None
+    if isinstance(value, dict):
+        return np.array([value[k] for k in sorted(value)], np.float64)
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        keys = sorted(value[0])
+        return np.array([[row[k] for k in keys] for row in value], np.float64)
+    if isinstance(value, list):
+        parts = [_numbers(v) for v in value]
+        if any(p is None for p in parts):
+            return None
+        return np.concatenate([p.astype(np.float64).ravel() for p in parts]) if parts else np.zeros(0)
+    return None
+
+
 def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> List[LayerTruth]:
     """Every layer mi paired, with mi's data-set cosine and the recomputed one (None: not recomputable, see note)."""
     doc = json.loads(Path(result_json).read_text())
@@ -141,7 +159,11 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
         for a, b, _ in pairs:
             if a not in va or b not in vb:
                 continue
-            x, y = va[a].astype(np.float64), vb[b]
+            x, y = _numbers(va[a]), _numbers(vb[b])
+            if x is None or y is None:
+                bad[(a, b)] = "strings: compared for equality, no cosine"
+                continue
+            x = x.astype(np.float64)
             if y.dtype in (np.uint8, np.int8, np.int32) and x.dtype.kind == "f":
                 qp = _dequantiser(exp_b, b)
                 if qp is None:
