@@ -25,7 +25,11 @@ def mi_wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def zoo_dir() -> Path:
-    """The zoo, built by scripts/zoo.py (cached across runs by recipe hash)."""
+    """The zoo, built by scripts/zoo.py (cached across runs by recipe hash); MI_ZOO_DIR: a zoo folder
+    built beforehand (e.g. `scripts/zoo.py DIR --only gpt2_optimum llama_optimum`), used as it is."""
+    given = os.environ.get("MI_ZOO_DIR")
+    if given:
+        return Path(given).resolve()
     pytest.importorskip("torch", reason="the zoo needs the dev extra (torch, transformers, skl2onnx)")
     out = CACHE / ("zoo-full" if FULL else "zoo-fast")
     cmd = [sys.executable, str(ROOT / "scripts" / "zoo.py"), str(out)] + ([] if FULL else ["--fast"])
