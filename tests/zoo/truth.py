@@ -49,8 +49,11 @@ class LayerTruth:
 
     @property
     def delta(self) -> Optional[float]:
+        """|mi - recomputed|; a NaN cosine (a NaN in one model: never agreement) equals only a NaN."""
         if self.mi_cosine is None or self.true_cosine is None:
             return None
+        if np.isnan(self.mi_cosine) or np.isnan(self.true_cosine):
+            return 0.0 if np.isnan(self.mi_cosine) and np.isnan(self.true_cosine) else float("inf")
         return abs(self.mi_cosine - self.true_cosine)
 
 
@@ -121,11 +124,16 @@ def _feed(session, sample: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     return feed
 
 
+def _number(value: object) -> Optional[float]:
+    """A metric of mi's JSON: a number, or the strings 'nan', 'inf', '-inf' it writes for non-finite values."""
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
 def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> List[LayerTruth]:
     """Every layer mi paired, with mi's data-set cosine and the recomputed one (None: not recomputable, see note)."""
     doc = json.loads(Path(result_json).read_text())
     layers = (doc["results"].get("layers") or {}).get("layers") or []
-    pairs = [(L["name"], L.get("name_b") or L["name"], (L.get("dataset") or {}).get("cosine")) for L in layers]
+    pairs = [(L["name"], L.get("name_b") or L["name"], _number((L.get("dataset") or {}).get("cosine"))) for L in layers]
     negligible = {(L["name"], L.get("name_b") or L["name"]) for L in layers if L.get("negligible")}
     exp_a, found_a = _expose(model_a, [a for a, _, _ in pairs])
     exp_b, found_b = _expose(model_b, [b for _, b, _ in pairs])
@@ -159,7 +167,10 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
             s = sums[(a, b)]
             x, y = x.ravel(), y.reshape(-1) if x.shape == y.shape else y.ravel()
             s[0] += float(x @ y); s[1] += float(x @ x); s[2] += float(y @ y)
-            s[3] = max(s[3], float(np.abs(y - x).max())) if x.size else s[3]
+            if x.size:  # the same Inf in both (a mask) differs by 0; a NaN or a lone Inf is no rounding noise: inf
+                with np.errstate(invalid="ignore"):
+                    diff = np.where(x == y, 0.0, np.abs(y - x))
+                s[3] = max(s[3], float(np.max(np.where(np.isnan(diff), np.inf, diff))))
     truths = []
     for a, b, mi_cos in pairs:
         if a not in found_a or b not in found_b:
