@@ -109,6 +109,20 @@ def greedy(path: Path, prompt: Sequence[int], steps: int) -> List[int]:
     return tokens
 
 
+def save_steps(fp32: Path, prompt: Sequence[int], folder: Path, steps: int = 16) -> None:
+    """Per-step inputs for `--sequence` (step_NNNN.npz: input_ids, attention_mask, position_ids; the
+    caches are the wired state): the prompt, then the tokens fp32 generates from it, one a step."""
+    tokens = greedy(fp32, prompt, steps)
+    folder.mkdir(parents=True, exist_ok=True)
+    fed, past = list(prompt), 0
+    for k in range(steps):
+        np.savez(folder / f"step_{k:04d}.npz", input_ids=np.array([fed], np.int64),
+                 attention_mask=np.ones((1, past + len(fed)), np.int64),
+                 position_ids=np.arange(past, past + len(fed), dtype=np.int64)[None])
+        past += len(fed)
+        fed = [tokens[k]]
+
+
 def _consumer(graph, initializer: str) -> str:
     return next(n.name for n in graph.node if initializer in n.input)
 

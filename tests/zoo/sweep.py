@@ -177,8 +177,13 @@ class Sweep:
                                                                   self.zoo / model / "data", "--runs", "3",
                                                                   "--warmup", "1"]))
         if self.is_decoder(model):
+            seq = self.zoo / model / "steps"  # per-step input_ids/attention_mask/position_ids, caches wired
             steps.append(lambda: self.decode(model, variant))
             steps.append(lambda: self.decode(model, variant, teacher_forced=True))
+            steps.append(lambda: self.mi(model, variant, "compare-seq", ["compare", fp32, m, "--sequence", seq]))
+            steps.append(lambda: self.mi(model, variant, "nan-bisect-seq", ["nan-bisect", m, "--sequence", seq]))
+            steps.append(lambda: self.mi(model, variant, "probe-seq", ["probe", m, "--sequence", seq, "--select",
+                                                                        "all", "--no-history"]))
         # independent runs, in the order above whatever order they finish in
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             runs = list(pool.map(lambda step: step(), steps))

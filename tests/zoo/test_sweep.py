@@ -256,7 +256,9 @@ def test_decode_equals_greedy_loop(request, sweep, model, variant):
 def test_decode_names_first_nonfinite_step(request, sweep, model, variant):
     """A NaN copy (one NaN weight): decode exits 1 naming the step the NaN is first read (0 for the lm_head
     weight, 4 for the late one) and side B; nan-bisect and probe of that step's --repro bundle exit 1 at
-    the NaN weight's consumer, and nan-bisect of the plain samples names the weight and its consumer."""
+    the NaN weight's consumer, nan-bisect of the plain samples names the weight and its consumer, and
+    over fp32's tokens `compare --sequence` names the same step and side, `nan-bisect --sequence` the
+    same origin, and `probe --sequence` exits 1."""
     _case(request, sweep, "decode-nan", model, variant)
     facts = sweep.manifest(model)["variants"][variant]
     run = sweep.decode(model, variant)
@@ -272,9 +274,16 @@ def test_decode_names_first_nonfinite_step(request, sweep, model, variant):
     named = re.search(r"tensor '([^']+)' holds \d+ NaN", json.loads(Path(probe.json_path).read_text())["verdict"]["summary"])
     producers = _producers(sweep.path(model, variant))
     assert probe.rc == 1 and named and producers.get(named.group(1)) == facts["origin"], probe.stderr_tail[-300:]
-    plain = next(r for r in sweep.commands(model, variant) if r.command == "nan-bisect")
-    static = _results(plain)["static"]
-    assert plain.rc == 1 and [(w["tensor"], w["consumers"]) for w in static] == [(facts["initializer"], [facts["origin"]])]
+    runs = {r.command: r for r in sweep.commands(model, variant)}
+    static = _results(runs["nan-bisect"])["static"]
+    assert runs["nan-bisect"].rc == 1
+    assert [(w["tensor"], w["consumers"]) for w in static] == [(facts["initializer"], [facts["origin"]])]
+    # --sequence over fp32's own tokens (steps/): the same step, side and origin
+    seq = _results(runs["compare-seq"])["nonfinite"]
+    assert runs["compare-seq"].rc == 1 and (seq["step"], seq["model"]) == (facts["first_nonfinite_step"], "B"), seq
+    seq_groups = _results(runs["nan-bisect-seq"])["groups"]
+    assert runs["nan-bisect-seq"].rc == 1 and seq_groups[0]["node"] == facts["origin"], seq_groups[:1]
+    assert runs["probe-seq"].rc == 1
 
 
 def _producers(path: Path) -> dict:
@@ -285,10 +294,14 @@ def _producers(path: Path) -> dict:
 @pytest.mark.parametrize("model,variant", HEALTHY_DECODES)
 def test_decoder_mask_is_not_a_nan_birth(request, sweep, model, variant):
     """On a healthy decoder's prompt (empty past) nan-bisect and probe exit 0: the causal mask's -inf (or
-    dtype-lowest) constant is reported once per layer as a mask finding, not as a weight holding Inf."""
+    dtype-lowest) constant is reported once per layer as a mask finding, not as a weight holding Inf; and
+    `compare/nan-bisect/probe --sequence` over 16 steps of a generation exit 0 too."""
     _case(request, sweep, "mask", model, variant)
     runs = {r.command: r for r in sweep.commands(model, variant)}
     assert runs["nan-bisect"].rc == 0, runs["nan-bisect"].stderr_tail[-300:]
     assert runs["probe"].rc == 0, runs["probe"].stderr_tail[-300:]
     results = _results(runs["nan-bisect"])
     assert results["static"] == [] and results["nonfinite"] == 0
+    # and over a generation (--sequence: the caches fed back, the mask growing each step)
+    for command in ("compare-seq", "nan-bisect-seq", "probe-seq"):
+        assert runs[command].rc == 0, f"{command}: {runs[command].stderr_tail[-300:]}"
