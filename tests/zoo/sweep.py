@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from .wheel import clean_env
+
 QUANTISED = ("qdq_u8u8", "qdq_s8s8_pc", "qop", "dynamic", "int4")
 QUANT_OPS = ("qdq_u8u8", "qdq_s8s8_pc", "qop")   # have QuantizeLinear / QLinear ops for --quant-ranges
 NAN_VARIANTS = ("nan_weight", "nan_late")         # decoders with one NaN weight (scripts/zoolib/decoders.py)
@@ -87,7 +89,7 @@ class Sweep:
         j = folder / f"{command}.json" if json_out else None
         h = folder / f"{command}.html" if html else None
         argv += (["--json", str(j)] if j else []) + (["--html", str(h)] if h else [])
-        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+        env = {**clean_env(), "NO_COLOR": "1", "COLUMNS": "200"}  # the wheel's mi, not the checkout's
         start = time.perf_counter()
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=folder, timeout=900)
         run = Run(model, variant, command, argv, proc.returncode, round(time.perf_counter() - start, 2),

@@ -15,6 +15,7 @@ import pytest
 from .conftest import FULL
 from .known import known
 from .greedy import Greedy, cosine
+from .wheel import clean_env
 from .sweep import DECODE_STEPS, NAN_VARIANTS, QUANTISED, isolation_share, layers_doc, pairing_counts
 from .truth import recompute, worst_delta
 
@@ -198,7 +199,7 @@ def test_ci_gate_suite(request, sweep, model):
         pytest.skip("no int8 QDQ variant")
     import subprocess
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "FP32_MODEL": str(sweep.path(model, "fp32")), "INT8_MODEL": str(sweep.path(model, "qdq_u8u8")),
+    env = {**clean_env(), "FP32_MODEL": str(sweep.path(model, "fp32")), "INT8_MODEL": str(sweep.path(model, "qdq_u8u8")),
            "DATA_DIR": str(sweep.zoo / model / "data")}
     proc = subprocess.run([str(sweep.bin_dir / "mi"), "run", str(root / "configs" / "ci-gate.yaml")],
                           capture_output=True, text=True, env=env, cwd=sweep.out)

@@ -139,7 +139,7 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
     exp_b, found_b = _expose(model_b, [b for _, b, _ in pairs])
     sa, sb = _session(exp_a), _session(exp_b)
     out_a, out_b = [o.name for o in sa.get_outputs()], [o.name for o in sb.get_outputs()]
-    sums: Dict[Tuple[str, str], List[float]] = {(a, b): [0.0, 0.0, 0.0, 0.0] for a, b, _ in pairs}
+    sums: Dict[Tuple[str, str], List[float]] = {(a, b): [0.0, 0.0, 0.0, 0.0, 0] for a, b, _ in pairs}
     bad: Dict[Tuple[str, str], str] = {}
     for f in sorted(Path(data).glob("*.npz")):
         with np.load(f, allow_pickle=False) as z:
@@ -166,11 +166,15 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
                 continue
             s = sums[(a, b)]
             x, y = x.ravel(), y.reshape(-1) if x.shape == y.shape else y.ravel()
+            # docs/metrics.md: positions finite in both enter the sums; the same +-Inf in both (a mask) is
+            # equal and enters none; any other non-finite position (NaN anywhere, a lone or opposite Inf)
+            # makes the layer total disagreement: cosine NaN, max |b - a| inf
+            finite = np.isfinite(x) & np.isfinite(y)
+            same_inf = np.isinf(x) & (x == y)
+            s[4] += int(np.count_nonzero(~finite & ~same_inf))
+            x, y = x[finite], y[finite]
             s[0] += float(x @ y); s[1] += float(x @ x); s[2] += float(y @ y)
-            if x.size:  # the same Inf in both (a mask) differs by 0; a NaN or a lone Inf is no rounding noise: inf
-                with np.errstate(invalid="ignore"):
-                    diff = np.where(x == y, 0.0, np.abs(y - x))
-                s[3] = max(s[3], float(np.max(np.where(np.isnan(diff), np.inf, diff))))
+            s[3] = max(s[3], float(np.abs(y - x).max())) if x.size else s[3]
     truths = []
     for a, b, mi_cos in pairs:
         if a not in found_a or b not in found_b:
@@ -180,8 +184,10 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
         if (a, b) in bad:
             truths.append(LayerTruth(a, b, mi_cos, None, bad[(a, b)]))
             continue
-        dot, na, nb, max_abs = sums[(a, b)]
+        dot, na, nb, max_abs, mismatches = sums[(a, b)]
         cos = 1.0 if na == nb == 0 else (0.0 if na == 0 or nb == 0 else dot / np.sqrt(na * nb))
+        if mismatches:
+            cos, max_abs = float("nan"), float("inf")
         truths.append(LayerTruth(a, b, mi_cos, float(cos), mi_negligible=(a, b) in negligible, true_max_abs=max_abs))
     return truths
 

@@ -32,6 +32,12 @@ def content_hash(wheel: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def clean_env() -> dict:
+    """This process's environment without PYTHONPATH: what the installed wheel's venv runs under, so the
+    checkout's own inspector_cli (or its egg-info) cannot stand in for the wheel."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def installed_venv(wheel: Path) -> Path:
     """A clean venv with `wheel` and its dependencies installed; reused while the wheel's contents are the same.
     Returns the venv's bin folder."""
@@ -40,7 +46,9 @@ def installed_venv(wheel: Path) -> Path:
     if (venv / ".complete").exists():
         return bin_dir
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    # without PYTHONPATH: a checkout on it (PYTHONPATH=$PWD) holds model_inspector.egg-info once a wheel
+    # was built there, and pip then takes model-inspector as installed and leaves it out (no bin/mi)
     subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True,
-                   capture_output=True, text=True)
+                   capture_output=True, text=True, env=clean_env())
     (venv / ".complete").write_text(str(wheel.name))
     return bin_dir
