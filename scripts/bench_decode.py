@@ -6,9 +6,10 @@ and position_ids derived, argmax of the last position's logits, each model its o
 
 Both are whole processes (interpreter start, imports, session creation, the steps), timed through
 benchlib's launcher, alternating A/B for --repeat rounds. Reported per model: wall and CPU seconds
-of each (minimum), the minima's ratio and the median of the back-to-back pairs' ratios, peak RSS.
+of each (minimum), the minima's ratio and the median of the back-to-back pairs' ratios, peak RSS,
+and the per-step cost of each: the slope between a --short (10-step) and the full run's minima.
 
-    python scripts/bench_decode.py ZOO_DIR [--steps 100] [--repeat 5] [--models gpt2_optimum llama_optimum]
+    python scripts/bench_decode.py ZOO_DIR [--steps 100] [--short 10] [--repeat 5] [--models gpt2_optimum llama_optimum]
     python scripts/bench_decode.py --plain A.onnx B.onnx PROMPT.json STEPS     (the plain loop alone)
 """
 from __future__ import annotations
@@ -61,22 +62,32 @@ def plain(a: str, b: str, prompt_file: str, steps: int) -> int:
     return 0
 
 
-def bench(zoo: Path, model: str, steps: int, repeat: int) -> Dict[str, object]:
-    folder = zoo / model
+def _commands(folder: Path, prompt: Path, steps: int) -> Dict[str, List[object]]:
     a, b = folder / "fp32.onnx", folder / "dynamic.onnx"
+    return {"mi": [sys.executable, "-m", "inspector_cli", "compare", a, b, "--decode", "--prompt", prompt,
+                   "--steps", str(steps)],
+            "plain": [sys.executable, str(Path(__file__).resolve()), "--plain", a, b, prompt, str(steps)]}
+
+
+def bench(zoo: Path, model: str, steps: int, short: int, repeat: int) -> Dict[str, object]:
+    """Whole-process figures at `steps`, and the per-step cost (the slope between `short` and `steps`
+    steps: start-up, imports and session creation cancel out)."""
+    folder = zoo / model
     prompt = OUT / f"{model}_prompt.json"
     prompt.write_text(json.dumps(json.loads((folder / "prompts.json").read_text())[0]))
-    mi_cmd = [sys.executable, "-m", "inspector_cli", "compare", a, b, "--decode", "--prompt", prompt,
-              "--steps", str(steps)]
-    plain_cmd = [sys.executable, str(Path(__file__).resolve()), "--plain", a, b, prompt, str(steps)]
-    runs: Dict[str, List[Dict[str, object]]] = {"mi": [], "plain": []}
+    runs: Dict[str, List[Dict[str, object]]] = {"mi": [], "plain": [], "mi_short": [], "plain_short": []}
     for _ in range(repeat):
-        for name, cmd in (("mi", mi_cmd), ("plain", plain_cmd)):
-            m = benchlib.measure(cmd)
-            if m["code"] not in (0, 1):
-                raise SystemExit(f"{name} exited {m['code']}: {m['output'][-400:]}")
-            runs[name].append(m)
+        for suffix, count in (("", steps), ("_short", short)):
+            for name, cmd in _commands(folder, prompt, count).items():
+                m = benchlib.measure(cmd)
+                if m["code"] not in (0, 1):
+                    raise SystemExit(f"{name} exited {m['code']}: {m['output'][-400:]}")
+                runs[name + suffix].append(m)
     report: Dict[str, object] = {"model": model, "steps": steps, "repeat": repeat, "pair": "fp32 vs dynamic"}
+    for name in ("mi", "plain"):
+        slope = (min(r["wall"] for r in runs[name]) - min(r["wall"] for r in runs[name + "_short"])) / (steps - short)
+        report[f"{name}_ms_per_step"] = round(1000 * slope, 3)
+    report["per_step_ratio"] = round(report["mi_ms_per_step"] / report["plain_ms_per_step"], 3)  # type: ignore[operator]
     for key in ("wall", "cpu"):
         mi_v, pl_v = [r[key] for r in runs["mi"]], [r[key] for r in runs["plain"]]
         report[f"mi_{key}_s"], report[f"plain_{key}_s"] = round(min(mi_v), 3), round(min(pl_v), 3)
@@ -93,11 +104,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("zoo", type=Path)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--short", type=int, default=10, help="the short run for the per-step slope")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--models", nargs="+", default=["gpt2_optimum", "llama_optimum"])
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    reports = [bench(args.zoo.resolve(), m, args.steps, args.repeat) for m in args.models]
+    reports = [bench(args.zoo.resolve(), m, args.steps, args.short, args.repeat) for m in args.models]
     for r in reports:
         print(json.dumps(r))
     (OUT / "results.json").write_text(json.dumps(reports, indent=1))
