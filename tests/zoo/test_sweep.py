@@ -222,7 +222,8 @@ def _results(run) -> dict:
 def test_decode_equals_greedy_loop(request, sweep, model, variant):
     """`compare fp32 V --decode --prompt prompts.json --steps 16` on a healthy decoder: exit 0, every
     prompt's free-running tokens of A and B equal tests/zoo/greedy.py's (plain onnxruntime, present fed to
-    past), and teacher-forced, every step's logits cosine equals the loop's within 1e-4."""
+    past), and teacher-forced, every step's logits cosine equals the loop's within 1e-4; `compare
+    --sequence steps/` (the same teacher forcing on prompt 0) first differs where the loop does."""
     _case(request, sweep, "decode", model, variant)
     prompts = json.loads((sweep.zoo / model / "prompts.json").read_text())
     a, b = Greedy(sweep.path(model, "fp32")), Greedy(sweep.path(model, variant))
@@ -248,8 +249,17 @@ def test_decode_equals_greedy_loop(request, sweep, model, variant):
             if abs(got - want) > DECODE_COSINE_TOL or line["tokens"] != [ref_a.tokens[k], forced_b.tokens[k]]:
                 off.append(f"prompt {i} step {k} teacher-forced: mi cosine {got:.6f} tokens {line['tokens']}, "
                            f"loop {want:.6f} tokens {[ref_a.tokens[k], forced_b.tokens[k]]}")
+    # compare --sequence over steps/ (prompt 0, then fp32's own tokens: teacher forcing) decides on the last
+    # position: its first differing decision is the loop's first differing teacher-forced token of prompt 0
+    ref_a = a.run(prompts[0], DECODE_STEPS)
+    forced_b = b.run(prompts[0], DECODE_STEPS, forced=ref_a.tokens)
+    want = next((k for k in range(DECODE_STEPS) if ref_a.tokens[k] != forced_b.tokens[k]), None)
+    seq = next(r for r in sweep.commands(model, variant) if r.command == "compare-seq")
+    got = _results(seq)["first_decision_difference"]
+    if got != want:
+        off.append(f"compare --sequence: first differing decision at step {got}, the loop's at {want}")
     _fact(sweep, model, variant, decode_worst_dcos=worst,
-          decode_first_difference=[r["first_difference"] for r in runs])
+          decode_first_difference=[r["first_difference"] for r in runs], sequence_first_decision=got)
     assert not off, "\n".join(off[:10])
 
 
