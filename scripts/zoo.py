@@ -3,6 +3,7 @@
 exported as users export them, plus their quantised / fp16 / renamed variants and realistic samples.
 
     python scripts/zoo.py OUT_DIR [--fast] [--only NAME ...] [--variants V ...] [--samples N]
+                          [--optimum-python PYTHON]
 
 OUT_DIR/<model>/ holds fp32.onnx, <variant>.onnx, data/sample_NN.npz (what `mi --inputs` reads) and
 manifest.json (recipe hash, exporter, opset, per-variant build seconds or the reason it was skipped).
@@ -24,6 +25,7 @@ from typing import Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from zoolib import decoders as D  # noqa: E402
 from zoolib import export as E  # noqa: E402
 from zoolib import samples as S  # noqa: E402
 from zoolib.models import Spec, select  # noqa: E402
@@ -60,20 +62,32 @@ def build_model(spec: Spec, root: Path, variants: Sequence[str], count: int) -> 
             manifest = {}
     folder.mkdir(parents=True, exist_ok=True)
     manifest.update(name=spec.name, kind=spec.kind, hash=digest)
+    manifest.pop("unavailable", None)
     samples = spec.inputs(count, 0)
     if not (folder / "data").exists():
         S.save(samples, folder / "data")
+    if spec.exporter == "optimum":  # the decode prompts (`mi compare --decode --prompt prompts.json`)
+        (folder / "prompts.json").write_text(json.dumps(D.prompts(count, int(spec.recipe["kwargs"]["vocab_size"]))))
     fp32 = folder / "fp32.onnx"
     if not fp32.exists():
         start = time.perf_counter()
-        manifest["fp32"] = E.export(spec, fp32, samples[0])
+        try:
+            manifest["fp32"] = E.export(spec, fp32, samples[0])
+        except D.Unavailable as exc:  # no optimum here: the sweep skips the member with this reason
+            manifest["unavailable"] = str(exc)
+            manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            return manifest
         manifest["fp32"]["seconds"] = round(time.perf_counter() - start, 2)
+    if spec.exporter == "optimum" and not (folder / "steps").exists():  # `--sequence` step inputs
+        D.save_steps(fp32, json.loads((folder / "prompts.json").read_text())[0], folder / "steps")
     built = manifest.setdefault("variants", {})
     calib = spec.inputs(8, count)  # calibration samples are not the test samples
     pre = folder / "_prep.onnx"
     for variant in variants:
         out = folder / f"{variant}.onnx"
         if out.exists() or variant in manifest.setdefault("skipped", {}):
+            continue
+        if variant not in (spec.variants or VARIANTS):
             continue
         if variant == "int4" and not spec.int4:
             manifest["skipped"][variant] = "not a transformer (MatMulNBits applies to transformer MatMuls)"
@@ -82,9 +96,13 @@ def build_model(spec: Spec, root: Path, variants: Sequence[str], count: int) -> 
         try:
             if variant in QUANTISED and not pre.exists():
                 manifest["preprocess"] = preprocess(fp32, pre)
-            note = make(variant, fp32, pre, out, calib)
+            if variant in D.NAN_VARIANTS:
+                facts = D.make_nan(variant, spec.recipe, fp32, out, json.loads((folder / "prompts.json").read_text())[0])
+            else:
+                note = make(variant, fp32, pre, out, calib)
+                facts = {"tool": note} if note else {}
             E.run(out, samples[0])  # a variant plain onnxruntime cannot run is no test of mi
-            built[variant] = {"seconds": round(time.perf_counter() - start, 2), **({"tool": note} if note else {})}
+            built[variant] = {"seconds": round(time.perf_counter() - start, 2), **facts}
         except Exception as exc:  # noqa: BLE001 - the tool refused this model: record the reason
             out.unlink(missing_ok=True)
             manifest["skipped"][variant] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
@@ -96,10 +114,15 @@ def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--only", nargs="+", help="model names (any, fast or not)")
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS + D.NAN_VARIANTS,
+                        default=list(VARIANTS + D.NAN_VARIANTS))
     parser.add_argument("--fast", action="store_true", help="the small CI subset (every variant kind)")
     parser.add_argument("--samples", type=int, default=4, help="test samples per model (default 4)")
+    parser.add_argument("--optimum-python", metavar="PYTHON",
+                        help=f"a python with optimum-onnx, for the *_optimum decoders (default: ${D.OPTIMUM_ENV})")
     args = parser.parse_args(argv)
+    if args.optimum_python:
+        os.environ[D.OPTIMUM_ENV] = str(Path(args.optimum_python).absolute())
     warnings.filterwarnings("ignore")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     args.out_dir = args.out_dir.resolve()
@@ -115,6 +138,9 @@ def main(argv: List[str] | None = None) -> int:
             manifest = build_model(spec, args.out_dir, args.variants, args.samples)
         except Exception as exc:  # noqa: BLE001 - one model failing to export must not stop the zoo
             print(f"{spec.name}: FAILED {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        if manifest.get("unavailable"):
+            print(f"{spec.name}: not built: {manifest['unavailable']}", file=sys.stderr)
             continue
         skipped = manifest.get("skipped", {})
         print(f"{spec.name}: {len(manifest['variants'])} variants, {len(skipped)} skipped "

@@ -276,7 +276,8 @@ def _use_optimised(side: Side, path: Path, views: Sequence[TensorView], mode: Ca
                           f"its layers are captured instrumented")
         return
     opt_graph.set_tensor_info({})  # the optimised graph's contrib ops defeat ONNX shape inference: skip it
-    opt = OptimizedGraph(opt_graph, {n.name for n in side.graph.nodes} | {n.original_name for n in side.graph.nodes})
+    opt = OptimizedGraph(opt_graph, {n.name for n in side.graph.nodes} | {n.original_name for n in side.graph.nodes},
+                         set(side.graph.producer) | set(side.graph.input_names))
     located = {v.expose: opt.locate(side.sem, v) for v in views}
     side.mode, side.opt, side.target_graph = "deployed", opt, opt_graph
     for view in views:

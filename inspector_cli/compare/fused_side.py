@@ -208,4 +208,4 @@ def recover(graph: ModelGraph, opt: OptimizedGraph, missing: Sequence[TensorView
         ops = recomputation.ops[view.expose]
         chain = "+".join(ops) if len(ops) <= 3 else f"{len(ops)} ops ending {'+'.join(ops[-3:])}"
         how[view.expose] = f"model {label}: fused away as deployed; {chain} rerun unfused on {origin}"
-    return Recovered(recomputation.graph, OptimizedGraph(recomputation.graph, opt.original_nodes), reads, how), ""
+    return Recovered(recomputation.graph, OptimizedGraph(recomputation.graph, opt.original_nodes, opt.original_tensors), reads, how), ""

@@ -13,6 +13,9 @@ def export(spec: Spec, path: Path, sample: Dict[str, np.ndarray]) -> Dict[str, o
     """Write `spec`'s fp32 model to `path`; return facts for the manifest (exporter, opset, torch-vs-ORT error)."""
     import onnx
 
+    if spec.exporter == "optimum":  # in optimum's own venv (zoolib/decoders.py)
+        from . import decoders
+        return decoders.export(spec.recipe, path, sample)
     built = spec.build()
     if isinstance(built, onnx.ModelProto):  # skl2onnx already made the graph
         onnx.save(built, str(path))

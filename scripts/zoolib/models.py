@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import decoders as D
 from . import samples as S
 
 Sample = Dict[str, np.ndarray]
@@ -29,6 +30,7 @@ class Spec:
     exporter: str = "torchscript"  # or "dynamo" or "skl2onnx"
     recipe: Dict[str, object] = field(default_factory=dict)  # what the cache key hashes
     int4: bool = False             # MatMulNBits variant applies (transformers)
+    variants: Optional[Tuple[str, ...]] = None  # the variants that apply (None: every one of VARIANTS)
 
 
 def _hf(cls_name: str, config_name: str, head: Callable, **config) -> Callable[[], object]:
@@ -261,6 +263,19 @@ SPECS: List[Spec] = [
     Spec("seqlist", "sequence", _frames, _frame_inputs, ("logits", "pooled", "frame_features"),
          {"frames": {0: "batch", 1: "time"}}, 17, recipe={"cls": "FrameList", "v": 2}),
 ]
+
+def _optimum(name: str) -> Spec:
+    """A KV-cache decoder exported by optimum (zoolib/decoders.py; built only where optimum is available)."""
+    recipe, kv_heads = D.RECIPES[name]
+    cfg = recipe["kwargs"]
+    layers = cfg.get("n_layer", cfg.get("num_hidden_layers"))
+    vocab = cfg["vocab_size"]
+    present = tuple(f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value"))
+    return Spec(name, "decoder", lambda: recipe, D.plain_inputs(layers, kv_heads, 16, vocab), ("logits", *present),
+                {}, int(recipe["opset"]), "optimum", recipe, int4=True, variants=D.DECODER_VARIANTS)
+
+
+SPECS += [_optimum("gpt2_optimum"), _optimum("llama_optimum")]
 FAST = ("resnet", "bert", "gpt2like", "vad", "sklearn")
 
 

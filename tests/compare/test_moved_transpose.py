@@ -77,3 +77,36 @@ def test_settle_layout_keeps_a_permutation_only_when_the_shape_fits() -> None:
     assert settle_layout(relaid, raw, ("batch", 24, 8)).perm is None  # already the declared layout
     assert settle_layout(relaid, np.zeros((1, 8, 24)), ("batch", 24, 8)) is relaid  # a real relayout
     assert settle_layout(relaid, raw, None) is relaid  # nothing declared: unchanged
+
+
+def _transpose_pushed_past_concat() -> onnx.ModelProto:
+    """Llama's rotary embedding in small: x[1,8,4] @ w[4,16] -> m[1,8,16] -> Transpose t[1,16,8] ->
+    Concat(t, t) c[1,16,16] -> Cos. onnxruntime's transpose optimiser writes m -> Concat 'cat' (a tensor
+    of its own, [1,8,32]) -> an inserted Transpose writing 'c': c is square, so its shape cannot tell
+    whether the Transpose relays it."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Transpose", ["m"], ["t"], name="tr", perm=[0, 2, 1]),
+             helper.make_node("Concat", ["t", "t"], ["c"], name="cat", axis=-1),
+             helper.make_node("Cos", ["c"], ["out"], name="cos")]
+    return make_model(nodes, [vi("x", [1, 8, 4])], [vi("out", [1, 16, 16])],
+                      [init("w", np.linspace(0.1, 2.0, 64, dtype=np.float32).reshape(4, 16))])
+
+
+def test_a_transpose_moved_past_a_concat_is_not_undone_on_a_square_tensor(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The Llama fp16 zoo export (issue 30): '/model/rotary_emb/Concat_1_output_0' read cosine 0.062
+    against fp32 at the default level (the truth: 1.0000). Auto capture: A (fp32) instrumented, B
+    deployed. Before the fix 'c' read cosine 0.0317 here."""
+    pytest.importorskip("onnxconverter_common")
+    from onnxconverter_common import float16
+
+    model = _transpose_pushed_past_concat()
+    a = save(model, tmp_path / "a.onnx")
+    b = save(float16.convert_float_to_float16(model, keep_io_types=True), tmp_path / "b.onnx")
+    rng = np.random.default_rng(3)
+    save_samples([{"x": rng.normal(size=(1, 8, 4)).astype(np.float32)} for _ in range(2)], tmp_path / "data")
+    result = compare_models(a, b, CompareConfig(inputs=(str(tmp_path / "data"),),
+                                                layers=LayerConfig(granularity="tensor", capture="auto")))
+    rows = {row.name: row for row in result.layers.layers}
+    assert rows["c"].capture_b == "deployed" and rows["c"].shape_b == [1, 16, 16]
+    assert rows["c"].dataset["cosine"] > 0.9999
+    assert rows["out"].dataset["cosine"] > 0.9999

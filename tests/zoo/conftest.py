@@ -32,7 +32,7 @@ ZOO_DIR = os.environ.get("MI_ZOO_DIR")
 def zoo_dir() -> Path:
     """The zoo, built by scripts/zoo.py (cached across runs by recipe hash), or MI_ZOO_DIR as it is."""
     if ZOO_DIR:
-        return Path(ZOO_DIR)
+        return Path(ZOO_DIR).resolve()
     pytest.importorskip("torch", reason="the zoo needs the dev extra (torch, transformers, skl2onnx)")
     out = CACHE / ("zoo-full" if FULL else "zoo-fast")
     cmd = [sys.executable, str(ROOT / "scripts" / "zoo.py"), str(out)] + ([] if FULL else ["--fast"])

@@ -16,6 +16,8 @@ from .wheel import clean_env
 
 QUANTISED = ("qdq_u8u8", "qdq_s8s8_pc", "qop", "dynamic", "int4")
 QUANT_OPS = ("qdq_u8u8", "qdq_s8s8_pc", "qop")   # have QuantizeLinear / QLinear ops for --quant-ranges
+NAN_VARIANTS = ("nan_weight", "nan_late")         # decoders with one NaN weight (scripts/zoolib/decoders.py)
+DECODE_STEPS = 16
 
 
 @dataclass
@@ -70,9 +72,11 @@ class Sweep:
 
     def skipped(self, model: str, variant: str) -> Optional[str]:
         """Why the zoo has no such variant (the tool that makes it refused the model), or None."""
+        m = self.manifest(model)
+        if m.get("unavailable"):  # the member's exporter is not installed where the zoo was built
+            return m["unavailable"]
         if variant == "fp32":
             return None
-        m = self.manifest(model)
         if variant in m.get("variants", {}):
             return None
         return m.get("skipped", {}).get(variant, "not built")
@@ -135,6 +139,40 @@ class Sweep:
                 np.savez(dst / f.name, **arrays)
         return dst
 
+    def is_decoder(self, model: str) -> bool:
+        """A KV-cache decoder with decode prompts (the *_optimum members)."""
+        return (self.zoo / model / "prompts.json").exists()
+
+    def decode(self, model: str, variant: str, teacher_forced: bool = False) -> Run:
+        """compare fp32 VARIANT --decode --prompt prompts.json --steps 16 (free-running or teacher-forced),
+        with the per-step journal (for the per-step cosines) and, for the NaN copies, --repro."""
+        command = "decode-tf" if teacher_forced else "decode"
+        folder = self.out / model / variant
+        folder.mkdir(parents=True, exist_ok=True)
+        journal = folder / f"{command}.jsonl"
+        if (model, variant, command) not in self.runs:
+            journal.unlink(missing_ok=True)
+        args = ["compare", self.path(model, "fp32"), self.path(model, variant), "--decode", "--prompt",
+                self.zoo / model / "prompts.json", "--steps", str(DECODE_STEPS), "--jsonl", journal]
+        args += ["--teacher-forced"] if teacher_forced else ["--repro", folder / "repro"]
+        return self.mi(model, variant, command, args)
+
+    def nan_bisect_step(self, model: str, variant: str) -> Optional[Run]:
+        """nan-bisect VARIANT on the bundle of the decode's first non-finite step (None: no bundle)."""
+        bundles = sorted((self.out / model / variant / "repro").glob("step_*/inputs.npz"))
+        if not bundles:
+            return None
+        return self.mi(model, variant, "nan-bisect-step", ["nan-bisect", self.path(model, variant), "--inputs",
+                                                            bundles[0]])
+
+    def probe_step(self, model: str, variant: str) -> Optional[Run]:
+        """probe VARIANT on the same bundle (the first tensor it names holding NaN is the origin's output)."""
+        bundles = sorted((self.out / model / variant / "repro").glob("step_*/inputs.npz"))
+        if not bundles:
+            return None
+        return self.mi(model, variant, "probe-step", ["probe", self.path(model, variant), "--inputs", bundles[0],
+                                                       "--select", "all", "--no-history"])
+
     def commands(self, model: str, variant: str) -> List[Run]:
         """Every command of the sweep on this model and variant."""
         data, fp32, m = self.data(model, variant), self.path(model, "fp32"), self.path(model, variant)
@@ -150,11 +188,21 @@ class Sweep:
         steps.append(lambda: self.mi(model, variant, "validate", ["validate", m] + (["--against", fp32]
                                                                                   if variant != "fp32" else [])))
         steps.append(lambda: self.profile(model, variant))
+        if self.is_decoder(model):
+            seq = self.zoo / model / "steps"  # per-step input_ids/attention_mask/position_ids, caches wired
+            steps.append(lambda: self.decode(model, variant))
+            steps.append(lambda: self.decode(model, variant, teacher_forced=True))
+            steps.append(lambda: self.mi(model, variant, "compare-seq", ["compare", fp32, m, "--sequence", seq]))
+            steps.append(lambda: self.mi(model, variant, "nan-bisect-seq", ["nan-bisect", m, "--sequence", seq]))
+            steps.append(lambda: self.mi(model, variant, "probe-seq", ["probe", m, "--sequence", seq, "--select",
+                                                                        "all", "--no-history"]))
         # independent runs, in the order above whatever order they finish in
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             runs = list(pool.map(lambda step: step(), steps))
         if runs[0].json_path:  # reads compare's report: after it
             runs.append(self.mi(model, variant, "report", ["report", runs[0].json_path], json_out=False))
+        if self.is_decoder(model) and variant in NAN_VARIANTS:  # reads the decode's --repro bundle: after it
+            runs += [r for r in (self.nan_bisect_step(model, variant), self.probe_step(model, variant)) if r]
         return runs
 
     def probe(self, model: str, variant: str) -> Run:

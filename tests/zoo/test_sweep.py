@@ -4,6 +4,8 @@ layer metrics equal to an independent recomputation, >= 90% of layers isolated, 
 dynamic / renamed variants as good as of QDQ / by name, HTML reports that open in Chromium."""
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 
 from .conftest import FULL, ZOO_DIR
 from .known import known
-from .sweep import QUANTISED, isolation_share, layers_doc, pairing_counts
+from .greedy import Greedy, cosine
+from .sweep import DECODE_STEPS, NAN_VARIANTS, QUANTISED, isolation_share, layers_doc, pairing_counts
 from .wheel import clean_env
 from .truth import recompute, worst_delta
 from ..render.distinct import WIDTHS, row_clashes
@@ -21,9 +24,12 @@ from zoolib.models import FAST, SPECS  # noqa: E402
 from zoolib.variants import VARIANTS  # noqa: E402
 
 pytestmark = pytest.mark.zoo
-MODELS = [s.name for s in SPECS if (Path(ZOO_DIR) / s.name / "manifest.json").exists()] if ZOO_DIR else \
-    [s.name for s in SPECS] if FULL else list(FAST)
-CASES = [(m, v) for m in MODELS for v in ("fp32",) + VARIANTS]
+MODELS = ([s.name for s in SPECS if (Path(ZOO_DIR) / s.name / "manifest.json").exists()] if ZOO_DIR
+          else [s.name for s in SPECS] if FULL else list(FAST))
+SPEC_VARIANTS = {s.name: s.variants or VARIANTS for s in SPECS}
+CASES = [(m, v) for m in MODELS for v in ("fp32",) + SPEC_VARIANTS[m]]
+DECODERS = {s.name for s in SPECS if s.exporter == "optimum"}
+DECODE_COSINE_TOL = 1e-4
 TRUTH_TOL = 1e-3
 LAYER_ATOL = 1e-5
 """mi's default --layer-atol: a layer differing by at most this is negligible (rounding noise)."""
@@ -219,3 +225,113 @@ def test_ci_gate_suite(request, sweep, model):
     assert "Traceback" not in proc.stderr
     assert proc.returncode in (0, 1), proc.stderr[-400:]
     assert "could not run" not in proc.stdout + proc.stderr, proc.stderr[-400:]
+
+
+# ---- KV-cache decoders (issue 30): decode against an independent greedy loop, NaN copies, masks
+HEALTHY_DECODES = [c for c in CASES if c[0] in DECODERS and c[1] not in NAN_VARIANTS]
+NAN_DECODES = [c for c in CASES if c[0] in DECODERS and c[1] in NAN_VARIANTS]
+
+
+def _results(run) -> dict:
+    assert run.json_path, f"exit {run.rc}, no JSON: {run.stderr_tail.strip()[-300:]}"
+    return json.loads(Path(run.json_path).read_text())["results"]
+
+
+@pytest.mark.parametrize("model,variant", HEALTHY_DECODES)
+def test_decode_equals_greedy_loop(request, sweep, model, variant):
+    """`compare fp32 V --decode --prompt prompts.json --steps 16` on a healthy decoder: exit 0, every
+    prompt's free-running tokens of A and B equal tests/zoo/greedy.py's (plain onnxruntime, present fed to
+    past), and teacher-forced, every step's logits cosine equals the loop's within 1e-4; `compare
+    --sequence steps/` (the same teacher forcing on prompt 0) first differs where the loop does."""
+    _case(request, sweep, "decode", model, variant)
+    prompts = json.loads((sweep.zoo / model / "prompts.json").read_text())
+    a, b = Greedy(sweep.path(model, "fp32")), Greedy(sweep.path(model, variant))
+    free, forced = sweep.decode(model, variant), sweep.decode(model, variant, teacher_forced=True)
+    assert free.rc == 0 and forced.rc == 0, (free.stderr_tail[-300:], forced.stderr_tail[-300:])
+    runs = _results(free)["decode_runs"]
+    assert [r["prompt"] for r in runs] == list(range(len(prompts)))
+    lines = [json.loads(x) for x in Path(forced.argv[forced.argv.index("--jsonl") + 1]).read_text().splitlines()]
+    assert len(lines) == len(prompts) * DECODE_STEPS
+    off, worst = [], 0.0
+    for i, prompt in enumerate(prompts):
+        ref_a = a.run(prompt, DECODE_STEPS)
+        own_b = b.run(prompt, DECODE_STEPS)
+        if (runs[i]["tokens_a"], runs[i]["tokens_b"]) != (ref_a.tokens, own_b.tokens):
+            off.append(f"prompt {i} free-running: mi A {runs[i]['tokens_a']} B {runs[i]['tokens_b']}, "
+                       f"loop A {ref_a.tokens} B {own_b.tokens}")
+        forced_b = b.run(prompt, DECODE_STEPS, forced=ref_a.tokens)
+        for k in range(DECODE_STEPS):
+            line = lines[i * DECODE_STEPS + k]
+            want = cosine(ref_a.logits[k], forced_b.logits[k])
+            got = line["outputs"]["logits"]["cosine"]
+            worst = max(worst, abs(got - want))
+            if abs(got - want) > DECODE_COSINE_TOL or line["tokens"] != [ref_a.tokens[k], forced_b.tokens[k]]:
+                off.append(f"prompt {i} step {k} teacher-forced: mi cosine {got:.6f} tokens {line['tokens']}, "
+                           f"loop {want:.6f} tokens {[ref_a.tokens[k], forced_b.tokens[k]]}")
+    # compare --sequence over steps/ (prompt 0, then fp32's own tokens: teacher forcing) decides on the last
+    # position: its first differing decision is the loop's first differing teacher-forced token of prompt 0
+    ref_a = a.run(prompts[0], DECODE_STEPS)
+    forced_b = b.run(prompts[0], DECODE_STEPS, forced=ref_a.tokens)
+    want = next((k for k in range(DECODE_STEPS) if ref_a.tokens[k] != forced_b.tokens[k]), None)
+    seq = next(r for r in sweep.commands(model, variant) if r.command == "compare-seq")
+    got = _results(seq)["first_decision_difference"]
+    if got != want:
+        off.append(f"compare --sequence: first differing decision at step {got}, the loop's at {want}")
+    _fact(sweep, model, variant, decode_worst_dcos=worst,
+          decode_first_difference=[r["first_difference"] for r in runs], sequence_first_decision=got)
+    assert not off, "\n".join(off[:10])
+
+
+@pytest.mark.parametrize("model,variant", NAN_DECODES)
+def test_decode_names_first_nonfinite_step(request, sweep, model, variant):
+    """A NaN copy (one NaN weight): decode exits 1 naming the step the NaN is first read (0 for the lm_head
+    weight, 4 for the late one) and side B; nan-bisect and probe of that step's --repro bundle exit 1 at
+    the NaN weight's consumer, nan-bisect of the plain samples names the weight and its consumer, and
+    over fp32's tokens `compare --sequence` names the same step and side, `nan-bisect --sequence` the
+    same origin, and `probe --sequence` exits 1."""
+    _case(request, sweep, "decode-nan", model, variant)
+    facts = sweep.manifest(model)["variants"][variant]
+    run = sweep.decode(model, variant)
+    assert run.rc == 1, run.stderr_tail[-300:]
+    nonfinite = _results(run)["nonfinite"]
+    assert (nonfinite["step"], nonfinite["model"]) == (facts["first_nonfinite_step"], "B"), nonfinite
+    assert "logits" in nonfinite["tensors"]
+    bisect = sweep.nan_bisect_step(model, variant)
+    assert bisect is not None, "decode --repro wrote no bundle"
+    groups = _results(bisect)["groups"]
+    assert bisect.rc == 1 and groups[0]["node"] == facts["origin"] and groups[0]["kind"] == "origin", groups[:1]
+    probe = sweep.probe_step(model, variant)
+    named = re.search(r"tensor '([^']+)' holds \d+ NaN", json.loads(Path(probe.json_path).read_text())["verdict"]["summary"])
+    producers = _producers(sweep.path(model, variant))
+    assert probe.rc == 1 and named and producers.get(named.group(1)) == facts["origin"], probe.stderr_tail[-300:]
+    runs = {r.command: r for r in sweep.commands(model, variant)}
+    static = _results(runs["nan-bisect"])["static"]
+    assert runs["nan-bisect"].rc == 1
+    assert [(w["tensor"], w["consumers"]) for w in static] == [(facts["initializer"], [facts["origin"]])]
+    # --sequence over fp32's own tokens (steps/): the same step, side and origin
+    seq = _results(runs["compare-seq"])["nonfinite"]
+    assert runs["compare-seq"].rc == 1 and (seq["step"], seq["model"]) == (facts["first_nonfinite_step"], "B"), seq
+    seq_groups = _results(runs["nan-bisect-seq"])["groups"]
+    assert runs["nan-bisect-seq"].rc == 1 and seq_groups[0]["node"] == facts["origin"], seq_groups[:1]
+    assert runs["probe-seq"].rc == 1
+
+
+def _producers(path: Path) -> dict:
+    import onnx
+    return {o: n.name for n in onnx.load(str(path), load_external_data=False).graph.node for o in n.output}
+
+
+@pytest.mark.parametrize("model,variant", HEALTHY_DECODES)
+def test_decoder_mask_is_not_a_nan_birth(request, sweep, model, variant):
+    """On a healthy decoder's prompt (empty past) nan-bisect and probe exit 0: the causal mask's -inf (or
+    dtype-lowest) constant is reported once per layer as a mask finding, not as a weight holding Inf; and
+    `compare/nan-bisect/probe --sequence` over 16 steps of a generation exit 0 too."""
+    _case(request, sweep, "mask", model, variant)
+    runs = {r.command: r for r in sweep.commands(model, variant)}
+    assert runs["nan-bisect"].rc == 0, runs["nan-bisect"].stderr_tail[-300:]
+    assert runs["probe"].rc == 0, runs["probe"].stderr_tail[-300:]
+    results = _results(runs["nan-bisect"])
+    assert results["static"] == [] and results["nonfinite"] == 0
+    # and over a generation (--sequence: the caches fed back, the mask growing each step)
+    for command in ("compare-seq", "nan-bisect-seq", "probe-seq"):
+        assert runs[command].rc == 0, f"{command}: {runs[command].stderr_tail[-300:]}"

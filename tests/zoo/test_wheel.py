@@ -36,3 +36,16 @@ def test_installed_wheel_writes_html(mi_wheel, tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "<html" in (tmp_path / "v.html").read_text().lower()
+
+
+def test_the_wheels_mi_is_run_even_with_the_checkout_on_pythonpath(mi_wheel, monkeypatch, tmp_path):
+    """Run as `PYTHONPATH=$PWD pytest` (the helpers' way), pip saw the checkout's model_inspector.egg-info
+    (left there by the wheel build), took model-inspector as installed and left it out: the venv had no
+    bin/mi. The venv's pip and the sweep's mi runs get the environment without PYTHONPATH."""
+    from .wheel import clean_env, installed_venv
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    bin_dir = installed_venv(mi_wheel)
+    assert (bin_dir / "mi").exists()
+    proc = subprocess.run([str(bin_dir / "python"), "-c", "import inspector_cli; print(inspector_cli.__file__)"],
+                          capture_output=True, text=True, env=clean_env(), cwd=tmp_path)
+    assert proc.stdout.strip().startswith(str(bin_dir.parent)), proc.stdout + proc.stderr

@@ -49,8 +49,11 @@ class LayerTruth:
 
     @property
     def delta(self) -> Optional[float]:
+        """|mi - recomputed|; a NaN cosine (a NaN in one model: never agreement) equals only a NaN."""
         if self.mi_cosine is None or self.true_cosine is None:
             return None
+        if np.isnan(self.mi_cosine) or np.isnan(self.true_cosine):
+            return 0.0 if np.isnan(self.mi_cosine) and np.isnan(self.true_cosine) else float("inf")
         return abs(self.mi_cosine - self.true_cosine)
 
 
@@ -139,17 +142,22 @@ def _numbers(value):
     return None
 
 
+def _number(value: object) -> Optional[float]:
+    """A metric of mi's JSON: a number, or the strings 'nan', 'inf', '-inf' it writes for non-finite values."""
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
 def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> List[LayerTruth]:
     """Every layer mi paired, with mi's data-set cosine and the recomputed one (None: not recomputable, see note)."""
     doc = json.loads(Path(result_json).read_text())
     layers = (doc["results"].get("layers") or {}).get("layers") or []
-    pairs = [(L["name"], L.get("name_b") or L["name"], (L.get("dataset") or {}).get("cosine")) for L in layers]
+    pairs = [(L["name"], L.get("name_b") or L["name"], _number((L.get("dataset") or {}).get("cosine"))) for L in layers]
     negligible = {(L["name"], L.get("name_b") or L["name"]) for L in layers if L.get("negligible")}
     exp_a, found_a = _expose(model_a, [a for a, _, _ in pairs])
     exp_b, found_b = _expose(model_b, [b for _, b, _ in pairs])
     sa, sb = _session(exp_a), _session(exp_b)
     out_a, out_b = [o.name for o in sa.get_outputs()], [o.name for o in sb.get_outputs()]
-    sums: Dict[Tuple[str, str], List[float]] = {(a, b): [0.0, 0.0, 0.0, 0.0] for a, b, _ in pairs}
+    sums: Dict[Tuple[str, str], List[float]] = {(a, b): [0.0, 0.0, 0.0, 0.0, 0] for a, b, _ in pairs}
     bad: Dict[Tuple[str, str], str] = {}
     for f in sorted(Path(data).glob("*.npz")):
         with np.load(f, allow_pickle=False) as z:
@@ -180,6 +188,13 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
                 continue
             s = sums[(a, b)]
             x, y = x.ravel(), y.reshape(-1) if x.shape == y.shape else y.ravel()
+            # docs/metrics.md: positions finite in both enter the sums; the same +-Inf in both (a mask) is
+            # equal and enters none; any other non-finite position (NaN anywhere, a lone or opposite Inf)
+            # makes the layer total disagreement: cosine NaN, max |b - a| inf
+            finite = np.isfinite(x) & np.isfinite(y)
+            same_inf = np.isinf(x) & (x == y)
+            s[4] += int(np.count_nonzero(~finite & ~same_inf))
+            x, y = x[finite], y[finite]
             s[0] += float(x @ y); s[1] += float(x @ x); s[2] += float(y @ y)
             s[3] = max(s[3], float(np.abs(y - x).max())) if x.size else s[3]
     truths = []
@@ -191,8 +206,10 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
         if (a, b) in bad:
             truths.append(LayerTruth(a, b, mi_cos, None, bad[(a, b)]))
             continue
-        dot, na, nb, max_abs = sums[(a, b)]
+        dot, na, nb, max_abs, mismatches = sums[(a, b)]
         cos = 1.0 if na == nb == 0 else (0.0 if na == 0 or nb == 0 else dot / np.sqrt(na * nb))
+        if mismatches:
+            cos, max_abs = float("nan"), float("inf")
         truths.append(LayerTruth(a, b, mi_cos, float(cos), mi_negligible=(a, b) in negligible, true_max_abs=max_abs))
     return truths
 

@@ -63,9 +63,13 @@ class OptView:
 class OptimizedGraph:
     """onnxruntime's optimised graph of a model, with the layout and quantisation of its tensors."""
 
-    def __init__(self, graph: ModelGraph, original_nodes: Optional[set] = None) -> None:
+    def __init__(self, graph: ModelGraph, original_nodes: Optional[set] = None,
+                 original_tensors: Optional[set] = None) -> None:
         self.graph = graph
         self.original_nodes = set(original_nodes or ())
+        self.original_tensors = set(original_tensors or ())
+        """The original graph's tensor names: a Transpose writing one from a tensor onnxruntime made is
+        the model's own transpose moved (see `_moved_transpose`), not a relayout."""
         self.names = set(graph.producer) | set(graph.input_names)
         self.by_base_name: Dict[str, List[NodeInfo]] = {}
         for node in graph.nodes:
@@ -99,6 +103,8 @@ class OptimizedGraph:
             elif node.op_type == "Transpose" and (node.name in self.original_nodes
                                                   or _TOKEN.sub("", node.name) in self.original_nodes):
                 out_perm = None if in_perm is None else UNKNOWN  # the model's own transpose
+            elif node.op_type == "Transpose" and in_perm is None and self._moved_transpose(data, node.outputs):
+                out_perm = None
             elif node.op_type == "Transpose":
                 order = self.graph.node_attribute(node.name, "perm")
                 if order is not None:
@@ -117,6 +123,19 @@ class OptimizedGraph:
                 if out:
                     self.perm[out] = out_perm
             self._quantisation(node, ins)
+
+    def _moved_transpose(self, data: List[str], outputs: List[str]) -> bool:
+        """An inserted Transpose from a tensor onnxruntime made (no original name) to an original tensor:
+        the transpose optimiser pushed the model's own Transpose past an op (Llama's rotary embedding:
+        MatMul -> Transpose -> Concat becomes MatMul -> Concat 'Concat_1' -> Transpose writing
+        'Concat_1_output_0'), so the tensor it writes is the original in the original layout. Taken for
+        a relayout and undone, a square [1, 16, 16] read transposed (cosine 0.06 where the truth is 1):
+        the declared shapes cannot tell a square tensor's layout (capture.settle_layout)."""
+        if not self.original_tensors or not data or not outputs:
+            return False
+        source_is_original = any(data[0].startswith(p) and data[0][len(p):] in self.original_tensors
+                                 for p in _RENAMED_PREFIXES)
+        return not source_is_original and outputs[0] in self.original_tensors
 
     def _quantisation(self, node: NodeInfo, ins: List[str]) -> None:
         if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(ins) >= 2:

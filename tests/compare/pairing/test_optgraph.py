@@ -272,3 +272,21 @@ def test_an_elementwise_op_takes_the_layout_of_its_data_input_not_of_a_constant(
                        [init("bias", np.ones((1, 4, 4, 3), np.float32))])
     opt = OptimizedGraph(ModelGraph.from_proto(model))
     assert opt.perm["b"] == (0, 2, 3, 1) and opt.perm["k"] is None  # a node without data inputs: no layout
+
+
+def test_an_inserted_transpose_from_a_tensor_of_its_own_to_an_original_one_is_a_moved_transpose() -> None:
+    """Llama's rotary embedding (issue 30): the model's MatMul -> Transpose -> Concat is run as MatMul ->
+    Concat 'cat' (onnxruntime's tensor) -> inserted Transpose writing the original 'c': 'c' is in the
+    original layout. From an original tensor, an inserted Transpose is still a relayout."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Concat", ["m", "m"], ["cat"], name="cat", axis=-1),
+             helper.make_node("Transpose", ["cat"], ["c"], name="Transpose", perm=[0, 2, 1]),
+             helper.make_node("Transpose", ["m"], ["mt"], name="Transpose_1", perm=[0, 2, 1]),
+             helper.make_node("Transpose", ["InsertedPrecisionFreeCast_m"], ["m2"], name="Transpose_2", perm=[0, 2, 1])]
+    model = make_model(nodes, [vi("x", [1, 8, 4]), vi("InsertedPrecisionFreeCast_m", [1, 8, 16])],
+                       [vi("c", None), vi("mt", None), vi("m2", None)], [init("w", np.ones((4, 16), np.float32))])
+    original = {"x", "m", "t", "c", "out", "m2"}
+    opt = OptimizedGraph(ModelGraph.from_proto(model), {"mm", "tr", "cat", "cos"}, original)
+    assert opt.perm["c"] is None
+    assert opt.perm["mt"] == (0, 2, 1) and opt.perm["m2"] == (0, 2, 1)
+    assert OptimizedGraph(ModelGraph.from_proto(model), {"mm", "tr", "cat", "cos"}).perm["c"] == (0, 2, 1)
