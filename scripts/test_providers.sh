@@ -15,7 +15,7 @@ if ! { [ -x $venv/bin/python ] && [ -f $stamp ] && grep -qx "$want" $stamp; }; t
          && $venv/bin/python -m pip uninstall --quiet -y onnxruntime \
          && $venv/bin/python -m pip install --quiet "onnxruntime-openvino>=1.24" \
          && $venv/bin/python -m pip install --quiet --no-deps -e . \
-         && $venv/bin/python -m pip install --quiet "click>=8.1" "onnx>=1.16" "numpy>=1.24" "rich>=13" "pyyaml>=6" \
+         && $venv/bin/python -m pip install --quiet "click>=8.1" "onnx>=1.16" "ml_dtypes>=0.5,<0.7" "numpy>=1.24" "rich>=13" "pyyaml>=6" \
               "tabulate>=0.9" "jinja2>=3.1" "pillow>=9.1" "pytest>=8" "hypothesis>=6.100" "jsonschema>=4.20"; \
        } > $venv/install.log 2>&1; then
     tail -n 30 $venv/install.log >&2
