@@ -182,8 +182,7 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
                 log.write(record)
                 summary.add(record)
             progress(count, len(todo), outcome.key)
-            if count == 2:
-                failpoints.hit("batch")
+            failpoints.hit("batch", count)
     except KeyboardInterrupt:
         interrupted = True
         executor.abort()

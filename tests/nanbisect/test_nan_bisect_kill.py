@@ -40,11 +40,24 @@ def _ctrl_c_as_in_a_terminal() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def start(path, data, jsonl, *extra):
+def start(path, data, jsonl, *extra, failpoint: str = ""):
+    env = {**os.environ, "MI_FAILPOINT": failpoint} if failpoint else None
     return subprocess.Popen([sys.executable, "-m", "inspector_cli", "--no-color", "nan-bisect", str(path),
                              "--inputs", str(data), "--jsonl", str(jsonl), *extra],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_ctrl_c_as_in_a_terminal)
+                            preexec_fn=_ctrl_c_as_in_a_terminal, env=env)
+
+
+def wait_stopped(proc, timeout: float = 300) -> None:
+    """Until `proc` is stopped (state T in /proc/PID/stat: it sent itself SIGSTOP at a failpoint)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended (exit {proc.returncode}) before its failpoint stopped it")
+        if Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
+            return
+        time.sleep(0.005)
+    raise AssertionError("the run never stopped at its failpoint")
 
 
 def wait_lines(jsonl: Path, count: int, proc, timeout: float = 300) -> int:  # generous: a loaded machine starts slowly
@@ -98,17 +111,19 @@ def worker_of(proc) -> int:
 def test_killed_worker_then_killed_run_then_resume(slow_batch, tmp_path):
     path, data, reference = slow_batch
     jsonl = tmp_path / "run.jsonl"
-    proc = start(path, data, jsonl, "--workers", "1")
+    # Where things happen is fixed by failpoints, never by how fast this test polls a loaded machine:
+    # the run stops itself after its 3rd record and kills itself after its 12th.
+    proc = start(path, data, jsonl, "--workers", "1", failpoint="batch@3:SIGSTOP,batch@12:SIGKILL")
     try:
+        wait_stopped(proc)
         worker = worker_of(proc)
-        assert wait_lines(jsonl, 3, proc) < COUNT
         os.kill(worker, signal.SIGKILL)  # e.g. the OOM killer: its sample is retried in a new worker
-        assert wait_lines(jsonl, 12, proc) < COUNT
-        proc.send_signal(signal.SIGKILL)  # the whole run dies, mid-batch
-        proc.wait(timeout=30)
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.wait(timeout=300)  # the whole run dies, mid-batch
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert proc.returncode == -signal.SIGKILL
     done = jsonl.read_text().count("\n")
     assert 12 <= done < COUNT
     result = invoke(["nan-bisect", path, "--inputs", data, "--jsonl", jsonl, "--resume", "--workers", "2",
