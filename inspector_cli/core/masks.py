@@ -32,35 +32,10 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
 import numpy as np
 
 from .graph import ModelGraph
-from .maskscan import ELEMENTWISE, ENDS, RESHAPES, SAME, extreme, fill_sign, scan_masks
+from .maskscan import ELEMENTWISE, ENDS, RESHAPES, SAME, Mask, extreme, fill_sign, scan_masks
 
 Values = Mapping[str, np.ndarray]
 __all__ = ["Mask", "MaskAnalysis", "extreme", "fill_sign", "find_masks"]
-
-
-@dataclass(frozen=True)
-class Mask:
-    """One mask: its fill constants, the nodes it crosses and the Softmax (or clamp) that ends it."""
-
-    fill: float
-    """The extreme value of the fill (e.g. -inf or -3.4028235e38)."""
-    constants: Tuple[str, ...]
-    nodes: Tuple[str, ...]
-    """Every node on the mask path, in topological order (the Softmax and clamps included)."""
-    ends: Tuple[str, ...]
-    """The Softmax nodes that turn the masked values into 0, and the clamps bounded by a fill."""
-    tensors: Tuple[str, ...]
-    """Computed tensors on the mask path (the Softmax outputs are not: they hold no masked value)."""
-
-    def describe(self) -> str:
-        """One line naming the fill, its constants and the nodes the mask runs through."""
-        def names(items: Tuple[str, ...], limit: int = 4) -> str:
-            return ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
-
-        ends = [e for e in self.ends]
-        inner = tuple(n for n in self.nodes if n not in ends)
-        return (f"mask of {self.fill:g} from {names(self.constants, 2)} through {names(inner)} "
-                f"to {names(tuple(ends), 2)}")
 
 
 @dataclass
@@ -249,9 +224,9 @@ def find_masks(graph: ModelGraph) -> MaskAnalysis:
     analysis = MaskAnalysis(graph)
     for group in scan_masks(graph):
         index = len(analysis.masks)
-        analysis.masks.append(Mask(fill=group.fill, constants=group.constants, nodes=group.nodes, ends=group.ends,
-                                   tensors=group.tensors))
-        for name in (*group.constants, *group.nodes, *group.tensors):
+        mask = group.mask
+        analysis.masks.append(mask)
+        for name in (*mask.constants, *mask.nodes, *mask.tensors):
             analysis.mask_of[name] = index
         analysis.constant_values.update(group.values)
         analysis.sign.update(group.signs)

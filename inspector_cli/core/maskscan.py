@@ -44,16 +44,36 @@ def fill_sign(array: np.ndarray) -> int:
     return -1 if low and not high else 1 if high and not low else 0
 
 
+@dataclass(frozen=True)
+class Mask:
+    """One mask: its fill constants, the nodes it crosses and the Softmax (or clamp) that ends it."""
+
+    fill: float
+    """The extreme value of the fill (e.g. -inf or -3.4028235e38)."""
+    constants: Tuple[str, ...]
+    nodes: Tuple[str, ...]
+    """Every node on the mask path, in topological order (the Softmax and clamps included)."""
+    ends: Tuple[str, ...]
+    """The Softmax nodes that turn the masked values into 0, and the clamps bounded by a fill."""
+    tensors: Tuple[str, ...]
+    """Computed tensors on the mask path (the Softmax outputs are not: they hold no masked value)."""
+
+    def describe(self) -> str:
+        """One line naming the fill, its constants and the nodes the mask runs through."""
+        def names(items: Tuple[str, ...], limit: int = 4) -> str:
+            return ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+        ends = [e for e in self.ends]
+        inner = tuple(n for n in self.nodes if n not in ends)
+        return (f"mask of {self.fill:g} from {names(self.constants, 2)} through {names(inner)} "
+                f"to {names(tuple(ends), 2)}")
+
 
 @dataclass(frozen=True)
 class MaskGroup:
-    """One connected mask as the walk found it (`core.masks.Mask` plus the values and signs)."""
+    """One connected mask as the walk found it: the `Mask` plus the fill values and signs."""
 
-    fill: float
-    constants: Tuple[str, ...]
-    nodes: Tuple[str, ...]
-    ends: Tuple[str, ...]
-    tensors: Tuple[str, ...]
+    mask: Mask
     values: Dict[str, np.ndarray]
     signs: Dict[str, int]
     pure: Tuple[str, ...]
@@ -222,7 +242,7 @@ def _group(graph: ModelGraph, fills: Dict[str, Tuple[int, np.ndarray]], sign: Di
         first = fills[constants[0]][1]
         fill_value = float(first[extreme(first, fills[constants[0]][0])].reshape(-1)[0])
         ordered = tuple(sorted(tensors, key=graph.topo_position))
-        found.append(MaskGroup(fill=fill_value, constants=constants, nodes=nodes, ends=ends, tensors=ordered,
+        found.append(MaskGroup(Mask(fill=fill_value, constants=constants, nodes=nodes, ends=ends, tensors=ordered),
                                values={c: fills[c][1] for c in constants},
                                signs={**{c: fills[c][0] for c in constants}, **{t: sign[t] for t in ordered}},
                                pure=tuple(t for t in ordered if t not in tainted)))
