@@ -20,7 +20,7 @@ def fallback_options(func: Any) -> Any:
                           "'logits:max_abs<=0.1'. Repeatable (default cosine>=0.995)."),
         click.option("--max-nodes", type=click.IntRange(min=1), default=10, show_default=True,
                      help="Most nodes the plan may keep in float."),
-        click.option("--max-runs", type=click.IntRange(min=3), default=30, show_default=True,
+        click.option("--max-runs", type=click.IntRange(min=3), default=50, show_default=True,
                      help="Most full-model evaluations (a session build and every sample) the search may use."),
         click.option("--write-model", type=click.Path(dir_okay=False), metavar="FILE",
                      help="Write the patched model (the plan applied) here; its targets are re-checked from the file."),
@@ -66,7 +66,7 @@ def build_fallback_config(params: Dict[str, Any]) -> Optional[Any]:
         if params.get(flag):
             check_writable(params[flag], f"--{flag.replace('_', '-')}")
     return RemedyConfig(targets=tuple(params.get("targets") or ("cosine>=0.995",)),
-                        max_nodes=params.get("max_nodes") or 10, max_runs=params.get("max_runs") or 30,
+                        max_nodes=params.get("max_nodes") or 10, max_runs=params.get("max_runs") or 50,
                         write_model=Path(params["write_model"]) if params.get("write_model") else None,
                         exclude_list=Path(params["exclude_list"]) if params.get("exclude_list") else None)
 

@@ -225,7 +225,7 @@ at most 8 + 0.2 per quantised node on the zoo's int8 QDQ models (measured by the
 
 def isolation_budget(max_runs: int) -> int:
     """The most quantised nodes for which isolating every layer fits in `max_runs` full-model runs
-    (110 for the default 30): then the plan ranks candidates by their own error by default."""
+    (210 for the default 50): then the plan ranks candidates by their own error by default."""
     return max(0, int((max_runs - ISOLATION_FIXED_RUNS) / ISOLATION_RUNS_PER_NODE))
 
 

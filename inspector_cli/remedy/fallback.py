@@ -130,7 +130,7 @@ class _Search:
 def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[TensorMap],
                   targets: Sequence[Target], *, sample_ids: Optional[Sequence[str]] = None,
                   own_errors: Optional[Mapping[str, float]] = None, max_nodes: int = 10,
-                  sensitivity_top: Optional[int] = None, max_runs: int = 30, prune: bool = True,
+                  sensitivity_top: Optional[int] = None, max_runs: int = 50, prune: bool = True,
                   runtime: RuntimeConfig = RuntimeConfig()) -> FallbackPlan:
     """The fallback plan of `qdq` against the outputs of `fp32` on `samples` (see module docstring).
 

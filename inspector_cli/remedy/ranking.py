@@ -1,12 +1,18 @@
 """The order in which the fallback plan measures its candidates, from `compare --layers --isolate` rows.
 
-Two signals, interleaved (first of one, first of the other, second of one, ...):
+Three signals, interleaved (first of each, then second of each, ...):
 - own error: 1 - the layer's isolated cosine (B's producing subgraph fed A's tensors);
 - error growth: how much the layer's accumulated error (1 - its data-set cosine) exceeds that of the
   paired tensors it is computed from. A layer whose small own error is amplified downstream of it
   reads low by the first and high by the second: the zoo's int8 GPT-2 block, whose Softmax has an
   isolated cosine of 0.99996 but an accumulated one of 0.963, and keeping its two Softmaxes in float
-  is what reaches the halfway target (issue 29).
+  is what reaches the halfway target (issue 29);
+- reach: the own error scaled by how much of a layer's accumulated error is still there at the outputs,
+  min(1, output error / accumulated error at the layer). A CNN attenuates its errors on the way down
+  (the zoo's int8 MobileNetV2: accumulated errors of 2-4e-3 inside, 5.4e-4 at the logits), so a
+  classifier Gemm whose own error (1.1e-4) lands in the logits one to one matters more than a 1x1
+  Conv deep inside with a larger own error (1.5e-4); by the first two signals it was 15th, after the
+  sensitivity budget, and the halfway target was missed with 10 nodes in float that it reaches with 3.
 Only the order changes: the sensitivity phase still measures each candidate's gain on the outputs.
 """
 from __future__ import annotations
@@ -56,6 +62,26 @@ def error_growth(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, flo
     return growth
 
 
+def reach(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, float]:
+    """B tensor name -> isolated error x min(1, output error / accumulated error at the layer), the
+    output error being the largest accumulated error over the rows of A's graph outputs (none: {})."""
+    rows = list(rows)
+    outputs = {o.name for o in fp32.graph.output}
+    output_errors = [e for r in rows if r.name in outputs  # type: ignore[attr-defined]
+                     for e in [_error(r.dataset)] if e is not None]  # type: ignore[attr-defined]
+    if not output_errors:
+        return {}
+    at_outputs = max(output_errors)
+    scores: Dict[str, float] = {}
+    for row in rows:
+        own, accumulated = _error(row.isolated), _error(row.dataset)  # type: ignore[attr-defined]
+        if own is None or accumulated is None:
+            continue
+        kept = 1.0 if accumulated <= at_outputs else at_outputs / accumulated
+        scores[row.name_b] = own * kept  # type: ignore[attr-defined]
+    return scores
+
+
 def interleave(*rankings: Sequence[str]) -> List[str]:
     """One order from several: their first items, then their second items, ..., each node once."""
     order: List[str] = []
@@ -68,11 +94,12 @@ def interleave(*rankings: Sequence[str]) -> List[str]:
 
 def candidate_scores(fp32: onnx.ModelProto, qdq: onnx.ModelProto, rows: Iterable[object]) -> Optional[Dict[str, float]]:
     """node of `qdq` -> score (larger first) for `plan_fallback(own_errors=...)`: the own-error order of
-    the isolated layer rows interleaved with their error-growth order; None without isolated rows."""
+    the isolated layer rows interleaved with their error-growth and reach orders; None without isolated rows."""
     rows = [r for r in rows if getattr(r, "isolated", None)]
     own = own_errors_from_layers(qdq, [(r.name_b, r.isolated.get("cosine")) for r in rows])  # type: ignore[attr-defined]
     if not own:
         return None
     growth = own_errors_from_layers(qdq, [(name, 1.0 - g) for name, g in error_growth(fp32, rows).items()])
-    order = interleave(sorted(own, key=lambda n: -own[n]), sorted(growth, key=lambda n: -growth[n]))
+    reached = own_errors_from_layers(qdq, [(name, 1.0 - r) for name, r in reach(fp32, rows).items()])
+    order = interleave(*(sorted(signal, key=lambda n: -signal[n]) for signal in (own, growth, reached)))
     return {node: float(len(order) - k) for k, node in enumerate(order)}

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from onnx import TensorProto, helper
 
-from inspector_cli.remedy.ranking import candidate_scores, error_growth, interleave
+from inspector_cli.remedy.ranking import candidate_scores, error_growth, interleave, reach
 
 
 def _chain():
@@ -53,3 +53,23 @@ def test_the_amplifying_softmax_is_measured_second_not_last():
 
 def test_interleave_keeps_each_node_once():
     assert interleave(["a", "b", "c"], ["c", "a", "d"]) == ["a", "c", "b", "d"]
+
+
+def test_reach_scales_own_error_by_what_survives_to_the_outputs():
+    # a (inside): own 1.5e-4, accumulated 3e-3; y (the output): own 1.1e-4, accumulated 6e-4 = the
+    # output error. reach(a) = 1.5e-4 * 6e-4 / 3e-3 = 3e-5; reach(y) = 1.1e-4 * 1 (hand-computed)
+    fp32, _ = _chain()
+    rows = [_row("a", "a", 1 - 3e-3, 1 - 1.5e-4), _row("y", "y", 1 - 6e-4, 1 - 1.1e-4)]
+    scores = reach(fp32, rows)
+    assert abs(scores["a"] - 3e-5) < 1e-9 and abs(scores["y"] - 1.1e-4) < 1e-9
+
+
+def test_the_output_layer_is_measured_before_deeper_layers_with_a_larger_own_error():
+    # the zoo's int8 MobileNetV2 in small: own error mm 1.5e-4 > sm 1.2e-4 > out 1.1e-4; growth mm 2.9e-3,
+    # sm 1e-4, out < 0 (the error shrinks towards the output): both put out last. reach: mm 1.5e-4 *
+    # 6e-4 / 2.9e-3 = 3.1e-5, sm 1.2e-4 * 0.2 = 2.4e-5, out 1.1e-4 * 1: out first, so it is measured second
+    fp32, qdq = _chain()
+    rows = [_row("a", "a", 1 - 2.9e-3, 1 - 1.5e-4), _row("b", "b", 1 - 3e-3, 1 - 1.2e-4),
+            _row("y", "y", 1 - 6e-4, 1 - 1.1e-4)]
+    scores = candidate_scores(fp32, qdq, rows)
+    assert sorted(scores, key=lambda n: -scores[n]) == ["mm", "out", "sm"]
