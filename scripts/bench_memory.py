@@ -7,7 +7,9 @@ process (scripts/benchlib.measure: peak RSS from os.wait4 of the child). The flo
 same run: plain onnxruntime, session + one forward of the sample, in a fresh process, for the fp32
 model alone (floor 1: validate, inspect, probe, nan-bisect) and for both models in one process
 (floor 2: compare). For `compare --layers all --max-memory B`, the bound checked is
-floor 2 + B + the documented overhead (docs/memory.md).
+floor 2 + B + the documented overhead (docs/memory.md). Floor 3, for `compare --decode`: the KV-cache
+decoder (bigmodel.ensure_decoder, optimum-exported) fp32 and int4 sessions in one process, each
+decoding 16 greedy steps from the same prompt.
 
     python scripts/bench_memory.py                       # ~/.cache/model-inspector, about 10 minutes
     python scripts/bench_memory.py --only compare        # rows whose label contains 'compare'
@@ -15,6 +17,7 @@ floor 2 + B + the documented overhead (docs/memory.md).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -40,6 +43,35 @@ for path in sys.argv[2:]:
     sessions.append(ort.InferenceSession(path, providers=['CPUExecutionProvider']))
     sessions[-1].run(None, feed)
 """
+
+DECODE_STEPS = 16
+"""Tokens `compare --decode` generates on the KV-cache decoder (after a prompt of bigmodel.SEQUENCE)."""
+
+FLOOR_DECODE_CODE = """
+import json, sys, numpy as np, onnxruntime as ort
+prompt, steps = json.load(open(sys.argv[1]))[0], int(sys.argv[2])
+for path in sys.argv[3:]:  # both sessions alive together, each decoding greedily, present fed to past
+    globals().setdefault('sessions', []).append(ort.InferenceSession(path, providers=['CPUExecutionProvider']))
+for s in sessions:
+    inputs = {i.name: i for i in s.get_inputs()}
+    outputs = [o.name for o in s.get_outputs()]
+    past = {n: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for n, i in inputs.items() if n.startswith('past')}
+    fed, done = list(prompt), 0
+    for _ in range(steps):
+        feed = {'input_ids': np.array([fed], np.int64), 'attention_mask': np.ones((1, done + len(fed)), np.int64),
+                'position_ids': np.arange(done, done + len(fed), dtype=np.int64)[None], **past}
+        result = dict(zip(outputs, s.run(None, {k: v for k, v in feed.items() if k in inputs})))
+        done += len(fed)
+        past = {n: result[n.replace('past_key_values', 'present')] for n in past}
+        fed = [int(np.argmax(result['logits'][0, -1]))]
+"""
+
+
+def _prompt(folder: Path) -> Path:
+    rng = np.random.default_rng(1)
+    path = folder / "prompt.json"
+    path.write_text(json.dumps([rng.integers(3, bigmodel.RECIPE["vocab_size"], bigmodel.SEQUENCE).tolist()]))
+    return path
 
 
 def _sample(folder: Path) -> Path:
@@ -72,6 +104,16 @@ def _commands(fp32: Path, int4: Path, sample: Path, work: Path) -> List[Tuple[st
     return rows
 
 
+def _decoder(cache: Path) -> Optional[Dict[str, Path]]:
+    """The KV-cache decoder pair (bigmodel.ensure_decoder), or None with the reason printed: it needs an
+    optimum venv ($MI_ZOO_OPTIMUM_PYTHON, docs/zoo.md) the first time."""
+    try:
+        return bigmodel.ensure_decoder(cache)
+    except Exception as exc:  # decoders.Unavailable, or the export failed: the other rows still run
+        print(f"compare --decode: not measured ({exc})")
+        return None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "model-inspector")
@@ -96,11 +138,25 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"{floors[1]['rss_mib']:.0f} MiB peak RSS")
         print(f"floor 2 (both models, one process):                 {floors[2]['wall']:.1f} s, "
               f"{floors[2]['rss_mib']:.0f} MiB peak RSS")
-        print("compare --decode: not measured, the benchmark's decoder has no KV cache (logits only)")
+        decoder = _decoder(args.cache)
+        if decoder is not None:
+            prompt = _prompt(work)
+            floors[3] = measure([sys.executable, "-c", FLOOR_DECODE_CODE, str(prompt), str(DECODE_STEPS),
+                                 str(decoder["fp32"]), str(decoder["int4"])])
+            if floors[3]["code"] != 0:
+                print(f"floor 3 failed: {floors[3]['output'][-400:]}", file=sys.stderr)
+                return 1
+            print(f"floor 3 (KV-cache decoder fp32 + int4, one process, {DECODE_STEPS} greedy steps each): "
+                  f"{floors[3]['wall']:.1f} s, {floors[3]['rss_mib']:.0f} MiB peak RSS")
         print()
         print("| command | floor | exit | wall s | wall x floor | peak RSS MiB | RSS x floor | bound MiB |")
         print("|---|---|---|---|---|---|---|---|")
-        for label, key, budget, cmd in _commands(fp32, int4, sample, work):
+        rows = _commands(fp32, int4, sample, work)
+        if decoder is not None:
+            rows.append(("compare --decode (KV-cache decoder)", 3, None,
+                         [sys.executable, "-m", "inspector_cli", "compare", str(decoder["fp32"]), str(decoder["int4"]),
+                          "--decode", "--prompt", str(prompt), "--steps", str(DECODE_STEPS)]))
+        for label, key, budget, cmd in rows:
             if args.only and args.only not in label:
                 continue
             got = measure(cmd)

@@ -7,6 +7,11 @@ a user compares. No KV cache: inputs are `input_ids` and `attention_mask`, the o
 
     python scripts/zoolib/bigmodel.py OUT_DIR      # builds OUT_DIR/big_llama/{fp32,int4}/model.onnx
 
+The same decoder with a KV cache for `compare --decode` (`ensure_decoder`: OUT_DIR/big_llama_kv):
+exported by optimum's `main_export(task="text-generation-with-past")` in its own venv
+(zoolib.decoders.export; $MI_ZOO_OPTIMUM_PYTHON, docs/zoo.md), past_key_values.N.* in, present.N.*
+out, 2.43 GB of external data (model.onnx_data), and its int4 variant.
+
 A second call finds the cached files (a stamp holds the recipe) and returns at once.
 """
 from __future__ import annotations
@@ -35,6 +40,33 @@ def ensure(out_dir: Path) -> Dict[str, Path]:
     (root / "fp32").mkdir(parents=True, exist_ok=True)
     (root / "int4").mkdir(parents=True, exist_ok=True)
     _export_fp32(paths["fp32"])
+    _quantise_int4(paths["fp32"], paths["int4"])
+    stamp.write_text(json.dumps(RECIPE))
+    return paths
+
+
+KV_NAME = "big_llama_kv"
+
+
+def ensure_decoder(out_dir: Path) -> Dict[str, Path]:
+    """The KV-cache decoder's fp32 and int4 models under `out_dir/big_llama_kv`, built first when missing
+    (raises zoolib.decoders.Unavailable without an optimum venv)."""
+    from . import decoders
+
+    root = Path(out_dir).resolve() / KV_NAME
+    stamp = root / "recipe.json"
+    paths = {"fp32": root / "fp32" / "model.onnx", "int4": root / "int4" / "model.onnx"}
+    if stamp.is_file() and json.loads(stamp.read_text()) == RECIPE and all(p.is_file() for p in paths.values()):
+        return paths
+    (root / "fp32").mkdir(parents=True, exist_ok=True)
+    (root / "int4").mkdir(parents=True, exist_ok=True)
+    kwargs = {k: v for k, v in RECIPE.items() if k not in ("opset", "int4_block", "version")}
+    recipe = {"arch": "LlamaForCausalLM", "config": "LlamaConfig", "opset": RECIPE["opset"],
+              "kwargs": {**kwargs, "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2}}
+    head_dim = RECIPE["hidden_size"] // RECIPE["num_attention_heads"]
+    sample = decoders.plain_inputs(RECIPE["num_hidden_layers"], RECIPE["num_key_value_heads"], head_dim,
+                                   RECIPE["vocab_size"])(1, 0)[0]
+    decoders.export(recipe, paths["fp32"], sample)
     _quantise_int4(paths["fp32"], paths["int4"])
     stamp.write_text(json.dumps(RECIPE))
     return paths
@@ -103,11 +135,19 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    for variant, path in ensure(Path(sys.argv[1])).items():
-        data = path.with_name("model.onnx.data")
-        print(f"{variant}: {path} ({data.stat().st_size / 2**30:.2f} GiB of external data)")
+    built = ensure(Path(sys.argv[1]))
+    try:
+        built.update({f"{k} (KV cache)": v for k, v in ensure_decoder(Path(sys.argv[1])).items()})
+    except Exception as exc:  # no optimum venv: the decoder is optional (decoders.Unavailable)
+        print(f"KV-cache decoder not built: {exc}", file=sys.stderr)
+    for variant, path in built.items():
+        data = sum(p.stat().st_size for p in path.parent.iterdir() if p != path)
+        print(f"{variant}: {path} ({data / 2**30:.2f} GiB of external data)")
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as a file: import it as zoolib.bigmodel, so that its relative imports work
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from zoolib.bigmodel import main as package_main
+
+    sys.exit(package_main())

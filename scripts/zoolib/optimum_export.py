@@ -37,6 +37,8 @@ def main(arch: str, config_json: str, out: str, sample: str) -> int:
         main_export(str(work / "hf"), output=str(work / "onnx"), task="text-generation-with-past",
                     device="cpu", opset=spec.get("opset"))
         shutil.move(str(work / "onnx" / "model.onnx"), out)
+        for data in (work / "onnx").glob("model.onnx?*"):  # past 2 GB: model.onnx_data, referenced by name
+            shutil.move(str(data), str(Path(out).with_name(data.name)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with np.load(sample, allow_pickle=False) as z:
