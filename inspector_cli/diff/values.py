@@ -202,3 +202,22 @@ def numbers_inside(value: Any) -> Tuple[Optional[np.ndarray], int]:
     if _is_number(value):
         return np.asarray([value], dtype=np.float64), 1
     return None, 1
+
+
+def numeric_leaves(value: Any) -> List[np.ndarray]:
+    """The numbers inside any value, as arrays in a fixed order: a numeric tensor itself; a map's values
+    in sorted key order; a sequence's elements in turn; nothing for strings (the fix-it tier's
+    finiteness checks and tolerances read these; equality covers the rest: `reduce_values`)."""
+    if is_numeric_tensor(value):
+        return [value]
+    if isinstance(value, dict):
+        values = _as_values([value[k] for k in sorted(value, key=_sort_key)])
+        return [values] if values.dtype.kind in "biuf" else [x for v in values for x in numeric_leaves(v)]
+    if _is_sequence(value):
+        return [x for item in value for x in numeric_leaves(item)]
+    return []
+
+
+def all_finite(value: Any) -> bool:
+    """No NaN or Inf among the numbers of `value` (strings and empty values are finite)."""
+    return all(bool(np.isfinite(np.asarray(x, dtype=np.float64)).all()) for x in numeric_leaves(value))

@@ -161,8 +161,10 @@ def is_fp16(model: onnx.ModelProto) -> bool:
     if ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"}:
         return False
     f16 = onnx.TensorProto.FLOAT16
+    # graph inputs too: a converted tree ensemble (sklearn_zipmap) has no float16 weight nor output
     return any(t.data_type == f16 for t in model.graph.initializer) or any(
-        v.type.tensor_type.elem_type == f16 for v in [*model.graph.value_info, *model.graph.output])
+        v.type.tensor_type.elem_type == f16
+        for v in [*model.graph.input, *model.graph.value_info, *model.graph.output])
 
 
 def _fallback(models: _Standalone, ids: List[str], samples: List[TensorMap], runtime: RuntimeConfig,

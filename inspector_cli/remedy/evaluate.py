@@ -15,7 +15,8 @@ import numpy as np
 
 from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
-from ..diff.metrics import METRICS, PairStats, compare_arrays, metric_value_ok
+from ..diff.metrics import METRICS, PairStats, metric_value_ok
+from ..diff.values import all_finite, reduce_values
 from ..errors import UsageError
 
 _TARGET = re.compile(r"^\s*(?:(?P<output>[^:]+):)?\s*(?P<metric>[a-z0-9_]+)\s*(?P<op>>=|<=)\s*(?P<value>\S+)\s*$")
@@ -128,15 +129,24 @@ class Evaluator:
     def judge(self, candidate: Sequence[Mapping[str, np.ndarray]], latency_ms: float = 0.0) -> Evaluation:
         stats: Dict[str, PairStats] = {}
         bad: List[str] = []
+        unmatched: set = set()
         for sample_id, ref, cand in zip(self.sample_ids, self.reference, candidate):
             for name, value in ref.items():
-                pair = compare_arrays(value, cand[name])
+                # any value onnxruntime returns: strings compared for equality, sequences and maps by the
+                # numbers inside (diff/values.py); a structure that differs is no match at all
+                pair = reduce_values(value, cand[name])
+                if pair is None:
+                    unmatched.add(name)
+                    continue
                 stats[name] = stats[name].merge(pair) if name in stats else pair
-                if not np.isfinite(np.asarray(cand[name], dtype=np.float64)).all() and sample_id not in bad:
+                if not all_finite(cand[name]) and sample_id not in bad:
                     bad.append(sample_id)
         metrics = {name: s.metrics() for name, s in stats.items()}
         result = Evaluation(metrics, bad, latency_ms)
-        result.shortfall = sum(t.shortfall(result.value(t)) for t in self.targets) + (1e6 if bad else 0.0)
-        result.meets = not bad and all(
+        unequal = any(s.items_unequal for s in stats.values()) or bool(unmatched)
+        result.shortfall = sum(t.shortfall(result.value(t)) for t in self.targets) + (1e6 if bad else 0.0) + (
+            1e3 if unequal else 0.0)
+        # a changed label or string output misses the targets whatever the metrics say
+        result.meets = not bad and not unequal and all(
             metric_value_ok(t.metric, result.value(t), t.threshold) for t in self.targets)
         return result

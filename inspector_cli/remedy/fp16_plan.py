@@ -24,6 +24,7 @@ from onnx import helper
 
 from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
+from ..diff.values import all_finite, is_numeric_tensor
 from ..errors import InferenceError, UsageError
 from .evaluate import Evaluation, Evaluator, Target
 
@@ -125,6 +126,11 @@ def _overflow_sources(fp32: onnx.ModelProto, samples: Sequence[TensorMap], runti
     return blocked
 
 
+def _float_tensor(value: object) -> bool:
+    """A float tensor (sequences, maps and strings hold no fp16 arithmetic of their own to search)."""
+    return is_numeric_tensor(value) and value.dtype.kind == "f"  # type: ignore[union-attr]
+
+
 def _first_nonfinite_node(model: onnx.ModelProto, samples: Sequence[TensorMap], runtime: RuntimeConfig,
                           exclude: Set[str]) -> Optional[str]:
     names = _node_outputs(model)
@@ -137,7 +143,7 @@ def _first_nonfinite_node(model: onnx.ModelProto, samples: Sequence[TensorMap], 
         for name in names:
             value = values.get(name)
             node = producer[name]
-            if node in exclude or value is None or not np.issubdtype(value.dtype, np.floating):
+            if node in exclude or not _float_tensor(value):
                 continue
             if not np.isfinite(value).all() and (first is None or order[node] < order[first]):
                 first = node
@@ -159,7 +165,7 @@ def precision_order(fp32: onnx.ModelProto, samples: Sequence[TensorMap], runtime
         a_values, b_values = ref.run(feeds), half.run(feeds)
         for name in names:
             a, b = a_values.get(name), b_values.get(name)
-            if a is None or b is None or a.shape != b.shape or not np.issubdtype(a.dtype, np.floating):
+            if not (_float_tensor(a) and _float_tensor(b)) or a.shape != b.shape:
                 continue
             x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
             if not (np.isfinite(x).all() and np.isfinite(y).all()):
@@ -184,7 +190,7 @@ def evaluate_fp16(ev: Evaluator, model: onnx.ModelProto) -> Evaluation:
     outputs = ev.outputs(_with_all_outputs(model, names), label="fp16")
     result = ev.judge(outputs)
     for sample_id, values in zip(ev.sample_ids, outputs):
-        bad = any(np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all() for v in values.values())
+        bad = not all(all_finite(v) for v in values.values())
         if bad and sample_id not in result.nonfinite_samples:
             result.nonfinite_samples.append(sample_id)
     if result.nonfinite_samples:

@@ -24,6 +24,7 @@ import onnx
 
 from ..core.runner import RuntimeConfig, Session
 from ..core.types import TensorMap
+from ..diff.values import is_numeric_tensor, numeric_leaves, reduce_values
 from ..results.remedy import OptimizerSection
 
 _MODIFIED = re.compile(r"GraphTransformer (\S+) modified: (\d+)")
@@ -116,16 +117,29 @@ class _Bisector:
         worst, differs = 0.0, False
         for ref, out in zip(self.reference, outputs):
             for name, a in ref.items():
-                a64 = np.asarray(a, dtype=np.float64)
-                b64 = np.asarray(out[name], dtype=np.float64)
-                diff = np.abs(a64 - b64)
-                finite = np.isfinite(diff)
-                if not finite.all() and not np.array_equal(np.isnan(a64), np.isnan(b64)):
-                    differs = True
-                if finite.any():
-                    worst = max(worst, float(diff[finite].max()))
-                if np.any(diff[finite] > self.atol + self.rtol * np.abs(a64[finite])):
-                    differs = True
+                b = out[name]
+                if is_numeric_tensor(a) and is_numeric_tensor(b):
+                    pairs = [(a, b)]
+                else:  # strings, sequences, maps: equal structure and text, then the numbers inside
+                    same = reduce_values(a, b, distribution=False)
+                    if same is None or same.items_unequal:
+                        differs = True
+                        continue
+                    pairs = list(zip(numeric_leaves(a), numeric_leaves(b)))
+                for x, y in pairs:
+                    pair_differs, pair_worst = self._numeric_diff(x, y)
+                    differs, worst = differs or pair_differs, max(worst, pair_worst)
+        return differs, worst
+
+    def _numeric_diff(self, a: np.ndarray, b: np.ndarray) -> Tuple[bool, float]:
+        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if a64.shape != b64.shape:
+            return True, 0.0
+        diff = np.abs(a64 - b64)
+        finite = np.isfinite(diff)
+        differs = not finite.all() and not np.array_equal(np.isnan(a64), np.isnan(b64))
+        worst = float(diff[finite].max()) if finite.any() else 0.0
+        differs = differs or bool(np.any(diff[finite] > self.atol + self.rtol * np.abs(a64[finite])))
         return differs, worst
 
     def with_enabled(self, enabled: Sequence[str]) -> bool:

@@ -76,6 +76,9 @@ def per_channel_enough(fp32: onnx.ModelProto, qdq: onnx.ModelProto, plan: Sequen
     """For each plan node with a quantised weight: do the targets hold when, instead of keeping it in
     float, its weight is re-quantised per channel (the other plan nodes staying in float)?
     None for nodes without a quantised weight. One run per node, plus the reference."""
+    opset = next((o.version for o in qdq.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 13:  # DequantizeLinear's axis (per-channel) came in opset 13: no such model to try
+        return {node: None for node in plan}
     ids = [f"sample{i}" for i in range(len(samples))]
     ev = Evaluator(samples, ids, targets, runtime)
     ev.set_reference(fp32.SerializeToString())

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from . import features as F
@@ -126,7 +127,13 @@ def test_injected_nan(request, sweep, model):
     result = json.loads(Path(bisect.json_path).read_text())["results"]
     assert [s["tensor"] for s in result["static"]] == [weight]
     origins = {g["node"] for g in result["groups"] if g["kind"] == "origin"}
-    assert origins == {node}, f"origins {origins}, the NaN weight's consumer is {node}"
+    # the truth from plain onnxruntime: where the NaN never reaches an output (optimum's GPT-2 and Llama:
+    # the poisoned element's products are masked away), nan-bisect has no output to bisect and names the
+    # weight and its reader in the static pass only
+    reaches = any(not np.isfinite(v).all() for values in F.run_plain(F.nan_model(sweep, model)[0],
+                                                                       F.samples(sweep, model)).values()
+                  for v in values if isinstance(v, np.ndarray) and v.dtype.kind == "f")
+    assert origins == ({node} if reaches else set()), f"origins {origins}, the NaN weight's consumer is {node}"
     assert probe.rc == 1 and probe.json_path, f"probe exit {probe.rc}: {probe.stderr_tail[-300:]}"
     trigger = json.loads(Path(probe.json_path).read_text())["results"]["trigger"]
     assert trigger and trigger["condition"] == "nan" and trigger["tensor"] in outputs, trigger
