@@ -20,7 +20,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Any, Callable, Dict
 
 RECIPE = {"hidden_size": 1536, "intermediate_size": 4096, "num_hidden_layers": 18, "num_attention_heads": 12,
           "num_key_value_heads": 12, "vocab_size": 32000, "max_position_embeddings": 256, "opset": 17,
@@ -32,14 +32,19 @@ NAME = "big_llama"
 
 def ensure(out_dir: Path) -> Dict[str, Path]:
     """Paths of the fp32 and int4 models under `out_dir/big_llama`, built first when missing."""
-    root = Path(out_dir).resolve() / NAME
+    return _build_once(Path(out_dir).resolve() / NAME, _export_fp32)
+
+
+def _build_once(root: Path, export: Callable[[Path], None]) -> Dict[str, Path]:
+    """`root`'s fp32 and int4 model paths; `export(fp32 path)` and the int4 quantisation run first unless
+    a stamp of this RECIPE says both are there."""
     stamp = root / "recipe.json"
     paths = {"fp32": root / "fp32" / "model.onnx", "int4": root / "int4" / "model.onnx"}
     if stamp.is_file() and json.loads(stamp.read_text()) == RECIPE and all(p.is_file() for p in paths.values()):
         return paths
     (root / "fp32").mkdir(parents=True, exist_ok=True)
     (root / "int4").mkdir(parents=True, exist_ok=True)
-    _export_fp32(paths["fp32"])
+    export(paths["fp32"])
     _quantise_int4(paths["fp32"], paths["int4"])
     stamp.write_text(json.dumps(RECIPE))
     return paths
@@ -53,23 +58,17 @@ def ensure_decoder(out_dir: Path) -> Dict[str, Path]:
     (raises zoolib.decoders.Unavailable without an optimum venv)."""
     from . import decoders
 
-    root = Path(out_dir).resolve() / KV_NAME
-    stamp = root / "recipe.json"
-    paths = {"fp32": root / "fp32" / "model.onnx", "int4": root / "int4" / "model.onnx"}
-    if stamp.is_file() and json.loads(stamp.read_text()) == RECIPE and all(p.is_file() for p in paths.values()):
-        return paths
-    (root / "fp32").mkdir(parents=True, exist_ok=True)
-    (root / "int4").mkdir(parents=True, exist_ok=True)
+    return _build_once(Path(out_dir).resolve() / KV_NAME, lambda path: _export_with_past(path, decoders))
+
+
+def _export_with_past(path: Path, decoders: Any) -> None:
     kwargs = {k: v for k, v in RECIPE.items() if k not in ("opset", "int4_block", "version")}
     recipe = {"arch": "LlamaForCausalLM", "config": "LlamaConfig", "opset": RECIPE["opset"],
               "kwargs": {**kwargs, "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2}}
     head_dim = RECIPE["hidden_size"] // RECIPE["num_attention_heads"]
     sample = decoders.plain_inputs(RECIPE["num_hidden_layers"], RECIPE["num_key_value_heads"], head_dim,
                                    RECIPE["vocab_size"])(1, 0)[0]
-    decoders.export(recipe, paths["fp32"], sample)
-    _quantise_int4(paths["fp32"], paths["int4"])
-    stamp.write_text(json.dumps(RECIPE))
-    return paths
+    decoders.export(recipe, path, sample)
 
 
 class _Logits:
