@@ -78,6 +78,12 @@ def build_model(spec: Spec, root: Path, variants: Sequence[str], count: int) -> 
             manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
             return manifest
         manifest["fp32"]["seconds"] = round(time.perf_counter() - start, 2)
+        if len(samples) > 1:
+            try:
+                E.refuse_degenerate(fp32, samples, spec.output_names)
+            except ValueError:
+                fp32.unlink()
+                raise
     if spec.exporter == "optimum" and not (folder / "steps").exists():  # `--sequence` step inputs
         D.save_steps(fp32, json.loads((folder / "prompts.json").read_text())[0], folder / "steps")
     built = manifest.setdefault("variants", {})

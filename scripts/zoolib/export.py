@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import numpy as np
 
@@ -40,6 +40,28 @@ def export(spec: Spec, path: Path, sample: Dict[str, np.ndarray]) -> Dict[str, o
     got = run(path, sample)
     error = max(_max_abs(g, e) for g, e in zip(got, expected))
     return {"exporter": spec.exporter, "opset": spec.opset, "torch_vs_ort_max_abs": error}
+
+
+def refuse_degenerate(path: Path, samples: Sequence[Dict[str, np.ndarray]], names: Sequence[str]) -> None:
+    """Raise when a float output of the model at `path` is the same for every sample (within 1e-6).
+
+    A random-init network whose activations vanish through its depth (the zoo's MobileNetV2 and
+    EfficientNet before He init: logits ~1e-25 and exactly 0) makes every comparison trivially perfect;
+    such a member tests nothing and must not be built. Sequence, map and integer outputs are not checked.
+    """
+    runs = [run(path, sample) for sample in samples]
+    for position in range(len(runs[0])):
+        name = names[position] if position < len(names) else f"output #{position}"
+        values = [r[position] for r in runs]
+        if not all(isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in values):
+            continue
+        if len({v.shape for v in values}) > 1:
+            continue
+        spread = max(float(np.max(np.abs(v.astype(np.float64) - values[0]))) for v in values[1:])
+        if spread <= 1e-6:
+            raise ValueError(f"{path.name}: output {name!r} is the same for all {len(values)} samples "
+                             f"(spread {spread:.3g}, max |value| {float(np.max(np.abs(values[0]))):.3g}): "
+                             "a degenerate model (vanishing random-init activations?); fix its init")
 
 
 def _max_abs(got: object, expected: object) -> float:

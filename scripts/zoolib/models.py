@@ -33,7 +33,7 @@ class Spec:
     variants: Optional[Tuple[str, ...]] = None  # the variants that apply (None: every one of VARIANTS)
 
 
-def _hf(cls_name: str, config_name: str, head: Callable, **config) -> Callable[[], object]:
+def _hf(cls_name: str, config_name: str, head: Callable, *, init: str = "", **config) -> Callable[[], object]:
     def build():
         import torch
         import transformers
@@ -42,8 +42,31 @@ def _hf(cls_name: str, config_name: str, head: Callable, **config) -> Callable[[
         cfg = getattr(transformers, config_name)(**config)
         cfg._attn_implementation = "eager"  # the attention ops users export (SDPA traces to the same math)
         model = getattr(transformers, cls_name)(cfg).eval()
+        if init == "kaiming":
+            _kaiming(model)
         return _Wrap(model, head)
     return build
+
+
+def _kaiming(model) -> None:
+    """He init (fan_in) of every conv and linear weight, biases zero, batch norms the identity.
+
+    transformers' random init shrinks the activations of a deep, narrow CNN layer after layer:
+    MobileNetV2's logits came out ~1e-25 and EfficientNet's exactly 0 for every sample, so every comparison
+    on them was trivially perfect (issue 29). fan_in, not torchvision's fan_out: a depthwise conv's fan_out
+    counts every channel, which shrinks its weights by sqrt(channels). Re-seeded, so the weights depend on
+    the recipe only.
+    """
+    import torch
+
+    torch.manual_seed(1)
+    for module in model.modules():
+        if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear)):
+            torch.nn.init.kaiming_normal_(module.weight, mode="fan_in", nonlinearity="relu")
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+        elif isinstance(module, torch.nn.BatchNorm2d):
+            module.reset_parameters()  # weight 1, bias 0, running mean 0, running var 1
 
 
 def _Wrap(model, head):
@@ -73,9 +96,10 @@ TEXT_DYN = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "bat
 logits = lambda m, x: m(pixel_values=x).logits  # noqa: E731
 
 
-def _cnn(name, cls, config, opset, size=224, exporter="torchscript", **cfg) -> Spec:
-    return Spec(name, "cnn", _hf(cls, config, logits, **cfg), _images(size), ("logits",), IMG_DYN, opset,
-                exporter, {"cls": cls, **cfg, "size": size})
+def _cnn(name, cls, config, opset, size=224, exporter="torchscript", init="", **cfg) -> Spec:
+    recipe = {"cls": cls, **cfg, "size": size, **({"init": init} if init else {})}
+    return Spec(name, "cnn", _hf(cls, config, logits, init=init, **cfg), _images(size), ("logits",), IMG_DYN, opset,
+                exporter, recipe)
 
 
 def _gpt_inputs(n: int, off: int) -> List[Sample]:
@@ -214,9 +238,9 @@ SPECS: List[Spec] = [
          {"pipe": "scaler-pca16-logreg", "data": "digits"}),
     # ---- the rest of the zoo (MI_ZOO=full / without --fast)
     _cnn("mobilenetv2", "MobileNetV2ForImageClassification", "MobileNetV2Config", 13, depth_multiplier=0.35,
-         num_labels=100),
+         num_labels=100, init="kaiming"),
     _cnn("efficientnet", "EfficientNetForImageClassification", "EfficientNetConfig", 16, width_coefficient=0.25,
-         depth_coefficient=0.25, hidden_dim=320, image_size=224, num_labels=100),
+         depth_coefficient=0.25, hidden_dim=320, image_size=224, num_labels=100, init="kaiming"),
     _cnn("convnext", "ConvNextForImageClassification", "ConvNextConfig", 18, hidden_sizes=[16, 32, 64, 128],
          depths=[1, 1, 2, 1], num_labels=100),
     _cnn("regnet", "RegNetForImageClassification", "RegNetConfig", 15, embedding_size=16,
