@@ -19,7 +19,8 @@ def fallback_options(func: Any) -> Any:
                      help="What the plan must reach over all samples, e.g. 'cosine>=0.995', 'top1>=0.99', "
                           "'logits:max_abs<=0.1'. Repeatable (default cosine>=0.995)."),
         click.option("--max-nodes", type=click.IntRange(min=1), default=10, show_default=True,
-                     help="Most nodes the plan may keep in float."),
+                     help="Most candidates the plan may add: a QDQ node with the nodes that share its "
+                          "quantisers (excluded together, as quantize_static would), or fp16 nodes blocked."),
         click.option("--max-runs", type=click.IntRange(min=3), default=50, show_default=True,
                      help="Most full-model evaluations (a session build and every sample) the search may use."),
         click.option("--write-model", type=click.Path(dir_okay=False), metavar="FILE",

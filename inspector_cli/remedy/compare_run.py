@@ -69,9 +69,9 @@ def plan_findings(plan: FallbackSection, cfg: RemedyConfig) -> List[Finding]:
     written model misses them when re-checked from the file."""
     if not plan.found:
         best = ", ".join(f"{k} {_fmt(v)}" for k, v in plan.final.items())
-        what = "fp32 block list" if plan.mode == "fp16" else "fallback plan"
+        what, unit = ("fp32 block list", "node(s)") if plan.mode == "fp16" else ("fallback plan", "candidate(s)")
         return [Finding("MI861", Severity.ERROR,
-                        f"no {what} of at most {cfg.max_nodes} node(s) meets the targets; best found "
+                        f"no {what} of at most {cfg.max_nodes} {unit} meets the targets; best found "
                         f"({len(plan.nodes)} node(s)): {best}", hint="raise --max-nodes or --max-runs, or relax --target")]
     if plan.recheck_meets is False:
         return [Finding("MI864", Severity.ERROR, f"{plan.written_model}: the written model misses the targets "

@@ -1,12 +1,17 @@
 """Fallback plan for a QDQ model: the fewest nodes to keep in float so that every target holds.
 
-1. Rank candidates: by a given own-error list (the isolation results of `compare --layers
-   --isolate`; without one, by the deployed weight SQNR, lowest first), then measure, for the top
-   `sensitivity_top`, the output metrics with only that node's
-   Q/DQ removed (`qdq_patch.bypass_qdq`); order by measured gain (drop of the targets' shortfall).
-2. Greedy, verified: add nodes in that order and re-run the patched model after each step while the
-   run budget allows it, else gallop (1, 2, 4, ... nodes) and bisect the prefix; stop when all
-   targets hold or at `max_nodes`.
+Every float set is measured as the quantiser builds it from an exclude list (`exclusion.exclude_qdq`:
+the excluded nodes' weights in float, a tensor's Q/DQ pair removed only when every node asking for
+it is excluded), so the plan's figures are what `quantize_static(nodes_to_exclude=...)` gives.
+
+1. Rank nodes: by a given own-error list (the isolation results of `compare --layers --isolate`;
+   without one, by the deployed weight SQNR, lowest first). Each ranked node becomes a candidate: the
+   node with the nodes that share its tensors' quantisers (`Quantisers.unit`: excluded together, the
+   node reads and writes float). Measure, for the top `sensitivity_top`, the output metrics with that
+   candidate excluded; order by measured gain (drop of the targets' shortfall).
+2. Greedy, verified: add candidates in that order and re-run the patched model after each step while
+   the run budget allows it, else gallop (1, 2, 4, ... candidates) and bisect the prefix; stop when
+   all targets hold or at `max_nodes` candidates.
 3. Prune: try the plan without each node (latest first); a node whose removal keeps the targets goes.
 Every step is recorded (node, metrics, latency), so the trade-off curve comes with the plan.
 """
@@ -23,8 +28,9 @@ from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
 from ..errors import InferenceError
 from .evaluate import Evaluation, Evaluator, Target
+from .exclusion import Quantisers, exclude_qdq
 from .naming import fp32_node_names
-from .qdq_patch import bypass_qdq, quantised_nodes
+from .qdq_patch import quantised_nodes
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,7 @@ class FallbackPlan:
 class _Search:
     def __init__(self, fp32: onnx.ModelProto, qdq: onnx.ModelProto, evaluator: Evaluator) -> None:
         self.fp32, self.qdq, self.ev = fp32, qdq, evaluator
+        self.quantisers = Quantisers(qdq)
         self.fp32_names: Dict[str, str] = {}
         self.cache: Dict[frozenset, Evaluation] = {}
         self.steps: List[FallbackStep] = []
@@ -108,10 +115,11 @@ class _Search:
     def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "", strict: bool = False) -> Evaluation:
         """The float set's evaluation (cached); `strict`: raise when it cannot be patched or run, else
         it counts as missing every target."""
+        nodes = self.quantisers.close(nodes)
         key = frozenset(nodes)
         if key not in self.cache:
             try:
-                model = bypass_qdq(self.qdq, nodes, self.fp32, self.fp32_names)
+                model = self.model(nodes)
                 self.cache[key] = self.ev.evaluate(model.SerializeToString(), label=f"float {len(nodes)} nodes")
             except (InferenceError, ValueError, KeyError) as exc:
                 if strict:  # a sensitivity run: the caller records the candidate as skipped
@@ -125,6 +133,10 @@ class _Search:
             self.steps.append(FallbackStep(action, node, list(nodes), result.summary(self.ev.targets),
                                            result.meets, result.latency_ms))
         return result
+
+    def model(self, nodes: Sequence[str]) -> onnx.ModelProto:
+        """The QDQ model with `nodes` excluded, as the quantiser would build it."""
+        return exclude_qdq(self.qdq, nodes, self.fp32, self.fp32_names, self.quantisers)
 
 
 def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[TensorMap],
@@ -147,31 +159,32 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     baseline = ev.evaluate(qdq.SerializeToString(), label="quantised")
     search.cache[frozenset()] = baseline
     search.fp32_names = fp32_node_names(fp32, qdq, quantised_nodes(qdq))
-    candidates = _rank(quantised_nodes(qdq), own_errors) if own_errors else _static_rank(qdq, fp32, search.fp32_names)
+    ranked = _rank(quantised_nodes(qdq), own_errors) if own_errors else _static_rank(qdq, fp32, search.fp32_names)
+    candidates = _units(search.quantisers, ranked)
     sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
     skipped: Dict[str, str] = {}
-    order: List[str] = []
+    order: List[Tuple[str, ...]] = []
     if not baseline.meets:
-        # measure as many single-node gains as the budget allows beside what the greedy search needs:
+        # measure as many single-candidate gains as the budget allows beside what the greedy search needs:
         # the own-error ranking misses nodes whose error grows downstream (ResNet's classifier Gemm,
         # 13th by isolation, is the one whose float copy reaches the zoo's halfway target: issue 29)
         wanted = sensitivity_top if sensitivity_top is not None else max(
             SENSITIVITY_MIN, max_runs - ev.runs - greedy_runs(max_nodes))
         budget = max(1, min(wanted, max_runs - ev.runs - 2))
-        gains = {}
-        for node in candidates[:budget]:
+        gains: Dict[Tuple[str, ...], float] = {}
+        for unit in candidates[:budget]:
             try:
-                result = search.evaluate([node], strict=True)
+                result = search.evaluate(unit, strict=True)
             except (InferenceError, ValueError) as exc:  # a patch onnxruntime refuses: not a candidate
-                skipped[node] = str(exc).splitlines()[0][:300]
+                skipped[unit[0]] = str(exc).splitlines()[0][:300]
                 continue
-            sensitivity[node] = result.summary(targets)
-            gains[node] = baseline.shortfall - result.shortfall
+            sensitivity[unit[0]] = result.summary(targets)
+            gains[unit] = baseline.shortfall - result.shortfall
         # measured gain first; unmeasured candidates keep their own-error order behind them
-        order = sorted(gains, key=lambda n: -gains[n]) + [n for n in candidates if n not in gains
-                                                          and n not in skipped]
+        order = sorted(gains, key=lambda u: -gains[u]) + [u for u in candidates if u not in gains
+                                                          and u[0] not in skipped]
         order = order[:max_nodes]
-    plan = _greedy(search, order, max_runs) if order else []
+    plan = search.quantisers.close(_greedy(search, order, max_runs)) if order else []
     if prune and search.evaluate(plan).meets:
         plan = _prune(search, plan, max_runs)
     final = search.evaluate(plan)
@@ -180,7 +193,7 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
         final = baseline
     for failed, reason in search.failed.items():
         skipped.setdefault(", ".join(sorted(failed)) or "(none)", reason)
-    model = bypass_qdq(qdq, plan, fp32, search.fp32_names)
+    model = search.model(plan)
     return FallbackPlan(
         nodes=plan, fp32_nodes=[search.fp32_names.get(n, n) for n in plan], found=final.meets,
         targets=[t.describe() for t in targets],
@@ -246,38 +259,70 @@ def _static_rank(qdq: onnx.ModelProto, fp32: onnx.ModelProto, fp32_names: Mappin
     return ranked + [n for n in quantised_nodes(qdq) if n not in sqnr]
 
 
-def _greedy(search: _Search, order: List[str], max_runs: int) -> List[str]:
-    """The shortest prefix of `order` meeting the targets (or all of it when none does)."""
+def _units(quantisers: Quantisers, ranked: Sequence[str]) -> List[Tuple[str, ...]]:
+    """Each ranked node's candidate (the node and the nodes sharing its quantisers), in rank order, a
+    candidate equal to an earlier one dropped."""
+    units: List[Tuple[str, ...]] = []
+    seen = set()
+    for node in ranked:
+        unit = tuple(quantisers.unit(node))
+        if frozenset(unit) not in seen:
+            seen.add(frozenset(unit))
+            units.append(unit)
+    return units
+
+
+def _union(units: Sequence[Tuple[str, ...]]) -> List[str]:
+    """The nodes of `units`, each once, in the order they were added."""
+    return list(dict.fromkeys(n for unit in units for n in unit))
+
+
+def _greedy(search: _Search, order: List[Tuple[str, ...]], max_runs: int) -> List[str]:
+    """The nodes of the shortest prefix of candidates `order` meeting the targets (or of all of them
+    when none does)."""
     remaining = max_runs - search.ev.runs
     if remaining >= len(order):  # enough budget: one step at a time, the full trade-off curve
         for k in range(1, len(order) + 1):
-            if search.evaluate(order[:k], "add", order[k - 1]).meets:
-                return order[:k]
-        return order
-    low, high = 0, None  # prefix of `low` nodes fails; of `high` nodes meets
+            if search.evaluate(_union(order[:k]), "add", order[k - 1][0]).meets:
+                return _union(order[:k])
+        return _union(order)
+    low, high = 0, None  # prefix of `low` candidates fails; of `high` candidates meets
     k = 1
     while k <= len(order) and search.ev.runs < max_runs:
-        if search.evaluate(order[:k], "add", order[k - 1]).meets:
+        if search.evaluate(_union(order[:k]), "add", order[k - 1][0]).meets:
             high = k
             break
         low = k
         k = min(2 * k, len(order)) if k < len(order) else k + 1
     if high is None:
-        return order[:low] if low else order
+        return _union(order[:low] if low else order)
     while high - low > 1 and search.ev.runs < max_runs:
         mid = (low + high) // 2
-        if search.evaluate(order[:mid], "bisect", order[mid - 1]).meets:
+        if search.evaluate(_union(order[:mid]), "bisect", order[mid - 1][0]).meets:
             high = mid
         else:
             low = mid
-    return order[:high]
+    return _union(order[:high])
 
 
 def _prune(search: _Search, plan: List[str], max_runs: int) -> List[str]:
-    for node in list(reversed(plan[:-1])):
-        if search.ev.runs >= max_runs:
-            break
-        trial = [n for n in plan if n != node]
-        if search.evaluate(trial, "remove", node).meets:
-            plan = trial
+    """Drop, latest first, each node whose removal keeps the targets (the run budget permitting). The
+    last node is tried too: the last candidate was needed, not necessarily each node of it. A node that
+    comes back with a shared quantiser (`Quantisers.close`) is tried again after the others."""
+    deferred: List[str] = []
+    for node in list(reversed(plan) if len(plan) > 1 else []):
+        plan = _prune_one(search, plan, node, max_runs, deferred)
+    for node in deferred:
+        if node in plan:
+            plan = _prune_one(search, plan, node, max_runs, [])
     return plan
+
+
+def _prune_one(search: _Search, plan: List[str], node: str, max_runs: int, deferred: List[str]) -> List[str]:
+    if search.ev.runs >= max_runs:
+        return plan
+    trial = search.quantisers.close([n for n in plan if n != node])
+    if set(trial) == set(plan):  # the node comes back with its shared quantiser: nothing to try yet
+        deferred.append(node)
+        return plan
+    return trial if search.evaluate(trial, "remove", node).meets else plan

@@ -173,38 +173,52 @@ class _Patcher:
         info = np.iinfo(zero.dtype) if np.issubdtype(zero.dtype, np.integer) else None
         return info is not None and int(zero.reshape(())) == info.min
 
-    def keep_float(self, node_name: str) -> None:
+    def node(self, node_name: str) -> onnx.NodeProto:
         node = self.index.by_name.get(node_name)
         if node is None:
             raise KeyError(f"node '{node_name}' is not in the QDQ model")
+        return node
+
+    def float_weights(self, node: onnx.NodeProto) -> None:
+        """`node` reads its stored (dequantised) initializers as float: the fp32 model's, else the
+        dequantised integers."""
+        for i, tensor in enumerate(list(node.input)):
+            dq = self.index.producer.get(tensor)
+            if dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in self.index.inits:
+                continue
+            current = dequantize_initializer(self.index, dq)
+            value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, current.shape)
+            value = current if value is None else value
+            name = f"{node.name}__input{i}_float"
+            tensor_proto = numpy_helper.from_array(value.astype(np.float32), name)
+            self.model.graph.initializer.append(tensor_proto)
+            self.index.inits[name] = tensor_proto
+            node.input[i] = name
+
+    def remove_quantiser(self, q: onnx.NodeProto) -> None:
+        """Every DequantizeLinear after `q` reads the float value `q` quantised (a folded Relu restored)."""
+        source = self.float_source(q)
+        for dq in list(self.index.consumers.get(q.output[0], [])):
+            if dq.op_type == "DequantizeLinear":
+                dq.op_type, dq.domain = "Identity", ""
+                del dq.attribute[:]
+                del dq.input[:]
+                dq.input.append(source)
+
+    def keep_float(self, node_name: str) -> None:
+        node = self.node(node_name)
+        self.float_weights(node)
         for i, tensor in enumerate(list(node.input)):
             dq = self.index.producer.get(tensor)
             if dq is None or dq.op_type != "DequantizeLinear":
                 continue
-            if dq.input[0] in self.index.inits:
-                current = dequantize_initializer(self.index, dq)
-                value = fp32_weight(self.fp32, self.fp32_names.get(node_name, node_name), i, current.shape)
-                value = current if value is None else value
-                name = f"{node_name}__input{i}_float"
-                tensor_proto = numpy_helper.from_array(value.astype(np.float32), name)
-                self.model.graph.initializer.append(tensor_proto)
-                self.index.inits[name] = tensor_proto
-                node.input[i] = name
-            else:
-                q = self.index.producer.get(dq.input[0])
-                if q is not None and q.op_type == "QuantizeLinear":
-                    node.input[i] = self.float_source(q)
+            q = self.index.producer.get(dq.input[0])
+            if q is not None and q.op_type == "QuantizeLinear":
+                node.input[i] = self.float_source(q)
         for out in node.output:
             for q in list(self.index.consumers.get(out, [])):
-                if q.op_type != "QuantizeLinear":
-                    continue
-                source = self.float_source(q)
-                for dq in list(self.index.consumers.get(q.output[0], [])):
-                    if dq.op_type == "DequantizeLinear":
-                        dq.op_type, dq.domain = "Identity", ""
-                        del dq.attribute[:]
-                        del dq.input[:]
-                        dq.input.append(source)
+                if q.op_type == "QuantizeLinear":
+                    self.remove_quantiser(q)
 
     def finish(self) -> onnx.ModelProto:
         _prune_and_sort(self.model.graph)

@@ -35,15 +35,15 @@ def test_fallback_plan_names_the_two_broken_quantisers(broken_pair, tmp_path):
     assert "fallback plan (nodes kept in float)" in result.stdout
     html = (tmp_path / "r.html").read_text()
     assert "fallback plan (nodes kept in float)" in html and "per-channel advice (weight SQNR dB)" in html
-    assert "plan found: conv1, conv3" in result.stdout
+    assert "plan found: conv2, conv1, conv3" in result.stdout
     document = read_json(out)
     validate_document(document)
     plan = document["results"]["remedy"]["fallback"]
     assert plan["mode"] == "qdq" and plan["found"] is True
-    assert sorted(plan["nodes"]) == ["conv1", "conv3"]
-    assert plan["runs"] == 9  # as the engine test: reference, baseline, 6 sensitivities, 1 step
+    assert sorted(plan["nodes"]) == ["conv1", "conv2", "conv3"]
+    assert plan["runs"] == 10  # as the engine test: reference, baseline, 6 sensitivities, 2 prune trials
     assert plan["baseline"]["cosine>=0.995"] < 0.7 and plan["recheck_meets"] is True
-    assert sorted(json.loads(nodes.read_text())["nodes_to_exclude"]) == ["conv1", "conv3"]
+    assert sorted(json.loads(nodes.read_text())["nodes_to_exclude"]) == ["conv1", "conv2", "conv3"]
     # per-channel advice: conv3's outlier-channel weight gains, and per-channel alone is enough there
     advice = {a["node"]: a for a in plan["weight_advice"]}
     assert advice["conv3"]["advise_per_channel"] is True and advice["conv3"]["per_channel_enough"] is True
@@ -62,10 +62,12 @@ def test_unreachable_target_exits_1_with_the_best_found(broken_pair, tmp_path):
     folder = _pair_on_disk(broken_pair)
     out = tmp_path / "out.json"
     result = invoke(["compare", folder / "fp32.onnx", folder / "broken.onnx", "--inputs", folder / "data",
-                     "--fallback-plan", "--max-nodes", 1, "--json", out], exit_code=1)
-    assert "no fallback plan of at most 1 node(s) meets the targets" in result.stdout
+                     "--fallback-plan", "--target", "cosine>=0.99999", "--max-nodes", 1, "--json", out], exit_code=1)
+    assert "no fallback plan of at most 1 candidate(s) meets the targets" in result.stdout
     plan = read_json(out)["results"]["remedy"]["fallback"]
-    assert plan["found"] is False and len(plan["nodes"]) == 1
+    # the best single candidate, conv2's (conv2 with conv1 and conv3, which share its quantisers): 0.99978
+    assert plan["found"] is False and sorted(plan["nodes"]) == ["conv1", "conv2", "conv3"]
+    assert 0.999 < plan["final"]["cosine>=0.99999"] < 0.99999
     assert [f["rule"] for f in read_json(out)["results"]["findings"]] == ["MI861"]
 
 

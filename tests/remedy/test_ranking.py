@@ -47,6 +47,7 @@ def test_reversed_weight_is_the_first_step(deep, tmp_path, max_runs, ranking):
             "--target", f"cosine>={target}", "--max-runs", max_runs, "--json", tmp_path / "r.json"], exit_code=0)
     plan = read_json(tmp_path / "r.json")["results"]["remedy"]["fallback"]
     assert plan["ranking"] == ranking
+    # conv14's candidate (with conv13 and conv15, which share its quantisers), conv13 and conv15 pruned
     assert plan["nodes"] == ["conv14"] and plan["steps"][0]["node"] == "conv14"
     assert plan["final"][f"cosine>={target:g}"] > 0.99
     if ranking == "isolated":

@@ -1,0 +1,109 @@
+"""Issue 29: a fallback plan's figures are what `quantize_static(nodes_to_exclude=plan)` gives.
+
+The model: a residual block with a wide-range stream (as ViT's residual Adds, where the exclude list of
+the old plan, rebuilt by quantize_static, gave the baseline 0.864 against the plan's 0.941) and a MaxPool,
+whose output quantiser onnxruntime gives the input's parameters. `exclude_qdq` of a node set must equal
+onnxruntime's own re-quantisation with that exclude list (same calibration), output for output; the old
+patch (`bypass_qdq`: the node's inputs and outputs unquantised) did not.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from inspector_cli.remedy.exclusion import Quantisers, exclude_qdq
+from inspector_cli.remedy.qdq_patch import bypass_qdq
+
+from .models import quantize_qdq
+
+
+def _residual_fp32() -> onnx.ModelProto:
+    """x[1,4,8,8] -> conv1 -> h; h * 30 (a wide-range stream) -> add(h30, relu(conv2(h))) -> pool (MaxPool)
+    -> conv3 -> y."""
+    rng = np.random.default_rng(0)
+    inits = []
+    nodes = []
+    for name, cin in (("conv1", 4), ("conv2", 4), ("conv3", 4)):
+        inits += [numpy_helper.from_array(rng.normal(0, 0.5, (4, cin, 3, 3)).astype(np.float32), f"{name}.w"),
+                  numpy_helper.from_array(rng.normal(0, 0.1, 4).astype(np.float32), f"{name}.b")]
+    inits.append(numpy_helper.from_array(np.array(30.0, np.float32), "k"))
+    nodes += [helper.make_node("Conv", ["x", "conv1.w", "conv1.b"], ["h"], name="conv1", pads=[1, 1, 1, 1]),
+              helper.make_node("Mul", ["h", "k"], ["h30"], name="scale"),
+              helper.make_node("Conv", ["h", "conv2.w", "conv2.b"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+              helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+              helper.make_node("Add", ["h30", "r2"], ["s"], name="add"),
+              helper.make_node("MaxPool", ["s"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+              helper.make_node("Conv", ["p", "conv3.w", "conv3.b"], ["y"], name="conv3", pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _samples(count: int, seed: int) -> List[Dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(0, 1, (1, 4, 8, 8)).astype(np.float32)} for _ in range(count)]
+
+
+def _outputs(model: onnx.ModelProto, samples) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return np.concatenate([session.run(None, s)[0].ravel() for s in samples])
+
+
+@pytest.fixture(scope="module")
+def residual(tmp_path_factory) -> Dict[str, object]:
+    folder: Path = tmp_path_factory.mktemp("residual")
+    onnx.save(_residual_fp32(), folder / "fp32.onnx")
+    calibration = _samples(8, 1)
+    quantize_qdq(folder / "fp32.onnx", folder / "int8.onnx", calibration)
+    return {"folder": folder, "fp32": onnx.load(folder / "fp32.onnx"), "int8": onnx.load(folder / "int8.onnx"),
+            "calibration": calibration}
+
+
+def _rebuilt(residual, nodes, tmp_path) -> onnx.ModelProto:
+    path = quantize_qdq(residual["folder"] / "fp32.onnx", tmp_path / "rebuilt.onnx", residual["calibration"],
+                        nodes_to_exclude=tuple(nodes))
+    return onnx.load(path)
+
+
+@pytest.mark.parametrize("nodes", [["add"], ["conv2"], ["add", "scale", "conv2"], ["conv1", "scale", "conv2"],
+                                   ["add", "pool", "conv3"], ["add", "pool"]])
+def test_exclusion_equals_quantize_static_with_the_exclude_list(residual, tmp_path, nodes):
+    samples = _samples(4, 7)
+    quantisers = Quantisers(residual["int8"])
+    patched = exclude_qdq(residual["int8"], quantisers.close(nodes), residual["fp32"], quantisers=quantisers)
+    rebuilt = _rebuilt(residual, quantisers.close(nodes), tmp_path)
+    np.testing.assert_allclose(_outputs(patched, samples), _outputs(rebuilt, samples), rtol=0, atol=1e-5)
+
+
+def test_the_old_patch_did_not_reproduce_the_exclude_list(residual, tmp_path):
+    """The old patch kept the residual Add 'in float' with its inputs and outputs unquantised, a model
+    quantize_static cannot build: its h30 and r2 pairs stay (scale and conv2 still ask for them), and the
+    MaxPool's output pair is re-calibrated. The new one excludes what the rebuild excludes."""
+    samples = _samples(4, 7)
+    nodes = Quantisers(residual["int8"]).close(["add"])
+    rebuilt = _outputs(_rebuilt(residual, nodes, tmp_path), samples)
+    old = _outputs(bypass_qdq(residual["int8"], ["add"], residual["fp32"]), samples)
+    new = _outputs(exclude_qdq(residual["int8"], nodes, residual["fp32"]), samples)
+    np.testing.assert_allclose(new, rebuilt, rtol=0, atol=1e-5)
+    assert np.max(np.abs(old - rebuilt)) > 1e-2
+
+
+def test_units_and_the_shared_maxpool_quantiser(residual):
+    quantisers = Quantisers(residual["int8"])
+    # excluding the Add alone removes the pair of s (the MaxPool reading it is passive: it asks for
+    # nothing while its input is not quantised); the MaxPool's output pair, which shares s's parameters,
+    # is then calibrated on its own by quantize_static, a range the QDQ model does not hold: conv3 joins
+    assert quantisers.close(["add"]) == ["add", "conv3"]
+    # (and y's: the excluded conv3 alone asked for its output's pair)
+    assert quantisers.removed(["add", "conv3"]) == ["s_QuantizeLinear_Output", "p_QuantizeLinear_Output",
+                                                    "y_QuantizeLinear_Output"]
+    assert quantisers.close(["pool"]) == ["pool", "conv3"]  # excluded, the MaxPool shares nothing
+    assert quantisers.close(["conv3"]) == ["conv3"]
+    # the Add reads h30 (asked for by scale) and r2 (conv2: the Relu is folded into conv2's quantiser)
+    assert quantisers.unit("add") == ["add", "scale", "conv2", "conv3"]
