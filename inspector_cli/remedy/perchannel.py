@@ -11,11 +11,11 @@ from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
 from ..results.remedy import WeightAdviceRow
 from .evaluate import Evaluator, Target
+from .exclusion import Quantisers, exclude_qdq
 from .qdq_patch import (
     WEIGHT_AXIS,
     GraphIndex,
     axis_shape,
-    bypass_qdq,
     dequantize_initializer,
     fp32_weight,
     int_attribute,
@@ -74,7 +74,7 @@ def per_channel_enough(fp32: onnx.ModelProto, qdq: onnx.ModelProto, plan: Sequen
                        samples: Sequence[TensorMap], targets: Sequence[Target],
                        runtime: RuntimeConfig = RuntimeConfig()) -> Dict[str, Optional[bool]]:
     """For each plan node with a quantised weight: do the targets hold when, instead of keeping it in
-    float, its weight is re-quantised per channel (the other plan nodes staying in float)?
+    float, its weight is re-quantised per channel (the other plan nodes excluded, `exclusion.exclude_qdq`)?
     None for nodes without a quantised weight. One run per node, plus the reference."""
     opset = next((o.version for o in qdq.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 13:  # DequantizeLinear's axis (per-channel) came in opset 13: no such model to try
@@ -83,13 +83,17 @@ def per_channel_enough(fp32: onnx.ModelProto, qdq: onnx.ModelProto, plan: Sequen
     ev = Evaluator(samples, ids, targets, runtime)
     ev.set_reference(fp32.SerializeToString())
     index = GraphIndex(qdq.graph)
+    quantisers = Quantisers(qdq)
     verdict: Dict[str, Optional[bool]] = {}
     for node in plan:
         target = index.by_name.get(node)
         if target is None or weight_input(index, target) is None:
             verdict[node] = None
             continue
-        others = [n for n in plan if n != node]
-        model = requantize_per_channel(bypass_qdq(qdq, others, fp32), node, fp32)
+        others = quantisers.close([n for n in plan if n != node])  # excluded as quantize_static would
+        if node in others:  # the others' exclusion re-calibrates a quantiser the node shares: it goes too
+            verdict[node] = None
+            continue
+        model = requantize_per_channel(exclude_qdq(qdq, others, fp32, quantisers=quantisers), node, fp32)
         verdict[node] = ev.evaluate(model.SerializeToString(), label=f"{node} per channel").meets
     return verdict
