@@ -32,6 +32,27 @@ def _error(metrics: Optional[Mapping[str, object]]) -> Optional[float]:
     return value if value == value else None  # NaN: no ranking signal
 
 
+def _paired_ancestors(producer: Mapping[str, onnx.NodeProto], tensor: str, paired: Mapping[str, object]) -> List[str]:
+    """The paired tensors (A names) nearest upstream of `tensor` in A's graph: where a walk up from its
+    producer's inputs stops."""
+    found: List[str] = []
+    node = producer.get(tensor)
+    stack: List[str] = list(node.input) if node is not None else []
+    seen: Set[str] = set()
+    while stack:
+        name = stack.pop()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        if name in paired:
+            found.append(name)
+            continue
+        parent = producer.get(name)
+        if parent is not None:
+            stack.extend(parent.input)
+    return found
+
+
 def error_growth(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, float]:
     """B tensor name -> growth of the accumulated error at that layer over its nearest paired ancestors
     in A's graph (graph inputs and weights count as error-free)."""
@@ -43,23 +64,23 @@ def error_growth(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, flo
         own = accumulated.get(row.name)  # type: ignore[attr-defined]
         if own is None:
             continue
-        upstream = 0.0
-        node = producer.get(row.name)  # type: ignore[attr-defined]
-        stack: List[str] = list(node.input) if node is not None else []
-        seen: Set[str] = set()
-        while stack:
-            tensor = stack.pop()
-            if not tensor or tensor in seen:
-                continue
-            seen.add(tensor)
-            if tensor in accumulated:
-                upstream = max(upstream, accumulated[tensor] or 0.0)
-                continue
-            parent = producer.get(tensor)
-            if parent is not None:
-                stack.extend(parent.input)
+        upstream = max((accumulated[t] or 0.0 for t in _paired_ancestors(producer, row.name, accumulated)),  # type: ignore[attr-defined]
+                       default=0.0)
         growth[row.name_b] = own - upstream  # type: ignore[attr-defined]
     return growth
+
+
+def growth_sources(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, List[str]]:
+    """B tensor name -> the B names of its nearest paired ancestors: where the error a layer amplifies
+    comes from. The zoo's int8 wav2vec2: a decomposed LayerNorm divides by sqrt(var + eps), and the
+    quantiser of var + eps (isolated cosine 0.99998) rounds small variances to zero; the error grows at
+    the Div, a layer of its own error ~1e-5, so neither the Div's candidate nor the own-error order held
+    the Add whose exclusion alone lifts the output cosine 0.573 -> 0.824 (issue 29)."""
+    rows = list(rows)
+    b_name = {r.name: r.name_b for r in rows}  # type: ignore[attr-defined]
+    producer = {o: n for n in fp32.graph.node for o in n.output if o}
+    return {row.name_b: [b_name[t] for t in _paired_ancestors(producer, row.name, b_name)]  # type: ignore[attr-defined]
+            for row in rows}
 
 
 def reach(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, float]:
@@ -92,14 +113,45 @@ def interleave(*rankings: Sequence[str]) -> List[str]:
     return order
 
 
+GROWTH_SOURCES = 3
+"""The layers of largest error growth whose sources (nearest paired ancestors) are measured right after them."""
+
+
 def candidate_scores(fp32: onnx.ModelProto, qdq: onnx.ModelProto, rows: Iterable[object]) -> Optional[Dict[str, float]]:
     """node of `qdq` -> score (larger first) for `plan_fallback(own_errors=...)`: the own-error order of
-    the isolated layer rows interleaved with their error-growth and reach orders; None without isolated rows."""
+    the isolated layer rows interleaved with their error-growth and reach orders; None without isolated rows.
+    In the growth order the `GROWTH_SOURCES` layers of largest growth are each followed by the producers of
+    their sources (`growth_sources`)."""
     rows = [r for r in rows if getattr(r, "isolated", None)]
     own = own_errors_from_layers(qdq, [(r.name_b, r.isolated.get("cosine")) for r in rows])  # type: ignore[attr-defined]
     if not own:
         return None
-    growth = own_errors_from_layers(qdq, [(name, 1.0 - g) for name, g in error_growth(fp32, rows).items()])
     reached = own_errors_from_layers(qdq, [(name, 1.0 - r) for name, r in reach(fp32, rows).items()])
-    order = interleave(*(sorted(signal, key=lambda n: -signal[n]) for signal in (own, growth, reached)))
+    order = interleave(sorted(own, key=lambda n: -own[n]), growth_order(fp32, qdq, rows),
+                       sorted(reached, key=lambda n: -reached[n]))
     return {node: float(len(order) - k) for k, node in enumerate(order)}
+
+
+def growth_order(fp32: onnx.ModelProto, qdq: onnx.ModelProto, rows: Iterable[object]) -> List[str]:
+    """Nodes of `qdq` by the error growth of their layers, largest first; each of the `GROWTH_SOURCES`
+    layers of largest growth followed by the producers of its sources."""
+    rows = list(rows)
+    growth = error_growth(fp32, rows)
+    sources = growth_sources(fp32, rows)
+    growing: List[str] = []
+    for k, tensor in enumerate(sorted(growth, key=lambda t: -growth[t])):
+        growing += [tensor] + (sources.get(tensor, []) if k < GROWTH_SOURCES else [])
+    return _producers(qdq, growing)
+
+
+def _producers(qdq: onnx.ModelProto, tensors: Sequence[str]) -> List[str]:
+    """The named nodes of `qdq` producing `tensors` (looked through Q/DQ pairs), in order, each once."""
+    producer = {o: n for n in qdq.graph.node for o in n.output if o}
+    order: List[str] = []
+    for tensor in tensors:
+        node = producer.get(tensor)
+        while node is not None and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            node = producer.get(node.input[0])
+        if node is not None and node.name and node.name not in order:
+            order.append(node.name)
+    return order

@@ -73,3 +73,46 @@ def test_the_output_layer_is_measured_before_deeper_layers_with_a_larger_own_err
             _row("y", "y", 1 - 6e-4, 1 - 1.1e-4)]
     scores = candidate_scores(fp32, qdq, rows)
     assert sorted(scores, key=lambda n: -scores[n]) == ["mm", "out", "sm"]
+
+
+def _layernorm_tail():
+    """x -> var (ReduceMean of x*x) -> ve (Add eps) -> sd (Sqrt) -> y = x / sd: a decomposed LayerNorm's
+    division. QDQ copy: var, ve and y through Q/DQ (the Sqrt and Div are not quantised)."""
+    def graph(nodes, inits):
+        return helper.make_model(helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])], inits))
+    eps = [helper.make_tensor("eps", TensorProto.FLOAT, [], [1e-5])]
+    fp32 = graph([helper.make_node("Mul", ["x", "x"], ["xx"], name="sq"),
+                  helper.make_node("ReduceMean", ["xx"], ["var"], name="mean"),
+                  helper.make_node("Add", ["var", "eps"], ["ve"], name="add_eps"),
+                  helper.make_node("Sqrt", ["ve"], ["sd"], name="sqrt"),
+                  helper.make_node("Div", ["x", "sd"], ["y"], name="div")], eps)
+    qdq = graph([helper.make_node("Mul", ["x", "x"], ["xx"], name="sq"),
+                 helper.make_node("ReduceMean", ["xx"], ["var_pre"], name="mean"),
+                 helper.make_node("QuantizeLinear", ["var_pre", "s", "z"], ["var_q"], name="q1"),
+                 helper.make_node("DequantizeLinear", ["var_q", "s", "z"], ["var"], name="dq1"),
+                 helper.make_node("Add", ["var", "eps"], ["ve_pre"], name="add_eps"),
+                 helper.make_node("QuantizeLinear", ["ve_pre", "s", "z"], ["ve_q"], name="q2"),
+                 helper.make_node("DequantizeLinear", ["ve_q", "s", "z"], ["ve"], name="dq2"),
+                 helper.make_node("Sqrt", ["ve"], ["sd"], name="sqrt"),
+                 helper.make_node("Div", ["x", "sd"], ["y_pre"], name="div"),
+                 helper.make_node("QuantizeLinear", ["y_pre", "s", "z"], ["y_q"], name="q3"),
+                 helper.make_node("DequantizeLinear", ["y_q", "s", "z"], ["y"], name="dq3")], eps)
+    return fp32, qdq
+
+
+def test_the_quantiser_a_division_amplifies_is_measured_right_after_the_division():
+    """The zoo's int8 wav2vec2 in small (issue 29): var + eps's quantiser rounds small variances to zero; its
+    own error is tiny and its accumulated error lower than the variance's (growth < 0), and the error grows
+    at the Div (accumulated 0.998 -> 0.54). By growth alone the Add comes last (div, mean, add_eps); with
+    growth sources the Div's nearest paired ancestor ve (x is an input) follows it, so its producer add_eps
+    is measured second. Hand-computed growth: var 0.0047, ve 0.00185 - 0.0047 < 0, y 0.46 - 0.00185."""
+    from inspector_cli.remedy.ranking import growth_order
+
+    fp32, qdq = _layernorm_tail()
+    rows = [_row("var", "var", 0.9953, 0.9999), _row("ve", "ve", 0.99815, 0.999995), _row("y", "y", 0.54, 0.99999)]
+    growth = error_growth(fp32, rows)
+    assert abs(growth["y"] - (0.46 - 0.00185)) < 1e-9 and growth["ve"] < 0 < growth["var"]
+    assert sorted(growth, key=lambda t: -growth[t]) == ["y", "var", "ve"]
+    assert growth_order(fp32, qdq, rows) == ["div", "add_eps", "mean"]
