@@ -72,6 +72,7 @@ class Quantisers:
         """node -> the pairs on the tensors it produces or reads."""
         self.order: List[str] = []
         """the pairs in graph order."""
+        self.position = {n.name: k for k, n in enumerate(model.graph.node) if n.name}
         for q in model.graph.node:
             if q.op_type != "QuantizeLinear" or q.input[0] in self.index.inits:
                 continue
@@ -133,9 +134,8 @@ class Quantisers:
         names: Set[str] = {node}
         for pair in self.tensors_of.get(node, ()):
             names |= self.active.get(pair, frozenset())
-        names = set(self.close(names))
-        order = [n.name for n in self.index.graph.node if n.name in names and n.name != node]
-        return [node] + order
+        names = set(self.close(names)) - {node}
+        return [node] + sorted(names, key=lambda n: self.position.get(n, -1))
 
     def close(self, nodes: Iterable[str]) -> List[str]:
         """`nodes` plus what keeps their exclusion reproducible. A pair that shares its parameters with its

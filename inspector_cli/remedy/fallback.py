@@ -160,7 +160,6 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     search.cache[frozenset()] = baseline
     search.fp32_names = fp32_node_names(fp32, qdq, quantised_nodes(qdq))
     ranked = _rank(quantised_nodes(qdq), own_errors) if own_errors else _static_rank(qdq, fp32, search.fp32_names)
-    candidates = _units(search.quantisers, ranked)
     sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
     skipped: Dict[str, str] = {}
     order: List[Tuple[str, ...]] = []
@@ -171,6 +170,8 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
         wanted = sensitivity_top if sensitivity_top is not None else max(
             SENSITIVITY_MIN, max_runs - ev.runs - greedy_runs(max_nodes))
         budget = max(1, min(wanted, max_runs - ev.runs - 2))
+        # only the candidates the search can reach are built (a unit costs a pass over the pairs)
+        candidates = _units(search.quantisers, ranked, budget + max_nodes)
         gains: Dict[Tuple[str, ...], float] = {}
         for unit in candidates[:budget]:
             try:
@@ -259,12 +260,14 @@ def _static_rank(qdq: onnx.ModelProto, fp32: onnx.ModelProto, fp32_names: Mappin
     return ranked + [n for n in quantised_nodes(qdq) if n not in sqnr]
 
 
-def _units(quantisers: Quantisers, ranked: Sequence[str]) -> List[Tuple[str, ...]]:
-    """Each ranked node's candidate (the node and the nodes sharing its quantisers), in rank order, a
-    candidate equal to an earlier one dropped."""
+def _units(quantisers: Quantisers, ranked: Sequence[str], limit: int) -> List[Tuple[str, ...]]:
+    """The first `limit` ranked nodes' candidates (the node and the nodes sharing its quantisers), in rank
+    order, a candidate equal to an earlier one dropped."""
     units: List[Tuple[str, ...]] = []
     seen = set()
     for node in ranked:
+        if len(units) >= limit:
+            break
         unit = tuple(quantisers.unit(node))
         if frozenset(unit) not in seen:
             seen.add(frozenset(unit))
