@@ -7,7 +7,8 @@ pair, and the excluded node reads the dequantised value (onnxruntime's QDQ quant
 reader of the tensor, excluded ones included). So the model that `quantize_static(...,
 nodes_to_exclude=S)` builds is the QDQ model with:
 
-- the weights and biases of every node of S in float, and
+- the weights and biases of every node of S in float (a weight shared with a node not in S stays
+  quantised: the quantiser dequantises it for every reader), and
 - the pair of a tensor removed only when every node that asks for it (`requesters`) is in S.
 
 `exclude_qdq` builds that model from any QDQ model, so a fallback plan measured on it is what the
@@ -22,8 +23,9 @@ tensor (Shape, an op the quantiser cannot quantise) does not keep its pair.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
 
 import onnx
 
@@ -32,13 +34,30 @@ from .qdq_patch import GraphIndex, _Patcher, _prune_and_sort
 QUANTISERS = ("QuantizeLinear", "DequantizeLinear")
 
 
-@lru_cache(maxsize=1)
-def quantiser_ops() -> Optional[Tuple[FrozenSet[str], FrozenSet[str]]]:
-    """(op types onnxruntime's static quantizer quantises by default, the passive ones among them), from its
-    own registries; None where they are absent (then every node touching a quantised tensor asks for it).
+VALUE_PRESERVING = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+"""Passive ops whose output holds exactly the input's values: calibrated on its own, the output gets the
+parameters it shared, so their sharing never needs closing over."""
+DATA_INPUTS = {"Where": (1, 2)}
+"""The inputs a passive op needs quantised before it quantises its output (default: input 0)."""
 
-    A passive op (Reshape, Transpose, MaxPool, AveragePool, Resize, Gather, Relu...) asks for nothing on
-    its input, and quantises its output with its input's parameters only when that input is quantised."""
+
+@dataclass(frozen=True)
+class QuantiserOps:
+    """What onnxruntime's static quantizer does with each op type (its registries)."""
+
+    asking: FrozenSet[str]
+    """Op types it quantises by default (inputs and outputs)."""
+    passive: FrozenSet[str]
+    """Among them, the ops that ask for nothing on their input and quantise their output only while their
+    data inputs are quantised: Reshape, Transpose, MaxPool, AveragePool, Resize, Slice, Gather, Relu/Clip, Where."""
+    sharing: FrozenSet[str]
+    """Ops whose output pair takes their input's parameters (passive ones but Where, Relu/Clip; Split, Pad)."""
+
+
+@lru_cache(maxsize=1)
+def quantiser_ops() -> Optional[QuantiserOps]:
+    """onnxruntime's view of the op types, None where its quantization tools are absent (then every node
+    touching a quantised tensor asks for it, and nothing is passive)."""
     try:
         from onnxruntime.quantization.operators.activation import QDQRemovableActivation
         from onnxruntime.quantization.operators.direct_q8 import QDQDirect8BitOp
@@ -46,9 +65,11 @@ def quantiser_ops() -> Optional[Tuple[FrozenSet[str], FrozenSet[str]]]:
         from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
     except Exception:  # noqa: BLE001 - an onnxruntime build without its quantization tools
         return None
-    passive = frozenset(op for op, cls in QDQRegistry.items()
-                        if issubclass(cls, (QDQDirect8BitOp, QDQGather, QDQRemovableActivation)))
-    return frozenset(QDQRegistry) | frozenset(QLinearOpsRegistry), passive
+    shared = frozenset(op for op, cls in QDQRegistry.items() if issubclass(cls, (QDQDirect8BitOp, QDQGather)))
+    removable = frozenset(op for op, cls in QDQRegistry.items() if issubclass(cls, QDQRemovableActivation))
+    return QuantiserOps(asking=frozenset(QDQRegistry) | frozenset(QLinearOpsRegistry),
+                        passive=shared | removable | ({"Where"} & frozenset(QDQRegistry)),
+                        sharing=shared | (frozenset({"Split", "Pad"}) & frozenset(QDQRegistry)))
 
 
 class Quantisers:
@@ -57,15 +78,13 @@ class Quantisers:
 
     def __init__(self, model: onnx.ModelProto) -> None:
         self.index = GraphIndex(model.graph)
-        ops = quantiser_ops()
+        self.ops = quantiser_ops()
         self.active: Dict[str, FrozenSet[str]] = {}
         """pair -> the nodes that ask for it whatever else is quantised (its producer and readers)."""
         self.passive_producer: Dict[str, str] = {}
-        """pair -> its producer, when that is a passive op (it asks only while its input is quantised)."""
-        self.input_pair: Dict[str, str] = {}
-        """node -> the pair on its first input."""
-        self.params: Dict[str, bytes] = {}
-        """pair -> its scale and zero point values (equal values: parameters shared)."""
+        """pair -> its producer, when that is a passive op (it asks only while its data inputs are quantised)."""
+        self.input_pairs: Dict[str, Dict[int, str]] = {}
+        """node -> input position -> the pair it reads there."""
         self.produced_by: Dict[str, List[str]] = {}
         """node -> the pairs on the tensors it produces."""
         self.tensors_of: Dict[str, Set[str]] = {}
@@ -79,38 +98,52 @@ class Quantisers:
             after = self.index.consumers.get(q.output[0], [])
             if not after or any(d.op_type != "DequantizeLinear" for d in after):
                 continue  # feeds an integer kernel (QOperator) or a graph output: not a QDQ pair
-            pair = q.output[0]
-            self.order.append(pair)
-            self.params[pair] = self._params(q)
-            producer = self.index.producer.get(q.input[0])
-            readers = [c for d in after for c in self.index.consumers.get(d.output[0], [])]
-            asking: Set[str] = set()
-            for node, reads in [(producer, False)] * (producer is not None) + [(r, True) for r in readers]:
-                if not node.name or node.op_type in QUANTISERS:
-                    continue
-                self.tensors_of.setdefault(node.name, set()).add(pair)
-                if reads and node.input and any(node.input[0] == d.output[0] for d in after):
-                    self.input_pair.setdefault(node.name, pair)
-                if not reads:
-                    self.produced_by.setdefault(node.name, []).append(pair)
-                if ops is None:
-                    asking.add(node.name)
-                elif node.op_type in ops[1]:
-                    if not reads:
-                        self.passive_producer[pair] = node.name
-                elif node.op_type in ops[0]:
-                    asking.add(node.name)
-            self.active[pair] = frozenset(asking)
+            self._add_pair(q, after)
 
-    def _params(self, q: onnx.NodeProto) -> bytes:
-        arrays = [self.index.array(name) for name in q.input[1:3] if name]
-        return b"|".join(a.tobytes() + str(a.dtype).encode() for a in arrays if a is not None)
+    def _add_pair(self, q: onnx.NodeProto, after: List[onnx.NodeProto]) -> None:
+        pair = q.output[0]
+        self.order.append(pair)
+        outputs = {d.output[0] for d in after}
+        producer = self.index.producer.get(q.input[0])
+        readers = [c for d in after for c in self.index.consumers.get(d.output[0], [])]
+        asking: Set[str] = set()
+        for node, reads in [(producer, False)] * (producer is not None) + [(r, True) for r in readers]:
+            if not node.name or node.op_type in QUANTISERS:
+                continue
+            self.tensors_of.setdefault(node.name, set()).add(pair)
+            if reads:
+                for position, name in enumerate(node.input):
+                    if name in outputs:
+                        self.input_pairs.setdefault(node.name, {})[position] = pair
+            else:
+                self.produced_by.setdefault(node.name, []).append(pair)
+            if self.ops is None:
+                asking.add(node.name)
+            elif node.op_type in self.ops.passive:
+                if not reads and self._reads_weight(node):  # a Gather of an embedding table always asks
+                    asking.add(node.name)
+                elif not reads:
+                    self.passive_producer[pair] = node.name
+            elif node.op_type in self.ops.asking:
+                asking.add(node.name)
+        self.active[pair] = frozenset(asking)
+
+    def _reads_weight(self, node: onnx.NodeProto) -> bool:
+        dq = self.index.producer.get(node.input[0]) if node.input else None
+        return dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in self.index.inits
 
     def removed(self, nodes: Iterable[str]) -> List[str]:
         """The pairs that excluding `nodes` removes: nobody asks for them any more (a pair nobody was
         seen to ask for is kept as the model has it)."""
         chosen = set(nodes)
         kept: Dict[str, bool] = {}
+
+        def data_input_kept(node: onnx.NodeProto, position: int) -> bool:
+            pair = self.input_pairs.get(node.name, {}).get(position)
+            if pair is not None:
+                return is_kept(pair)
+            dq = self.index.producer.get(node.input[position]) if position < len(node.input) else None
+            return dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in self.index.inits
 
         def is_kept(pair: str) -> bool:
             if pair not in kept:
@@ -120,10 +153,11 @@ class Quantisers:
                     kept[pair] = True
                 elif any(n not in chosen for n in self.active[pair]):
                     kept[pair] = True
+                elif passive is None or passive in chosen:
+                    kept[pair] = False
                 else:
-                    source = self.input_pair.get(passive) if passive is not None else None
-                    kept[pair] = passive is not None and passive not in chosen and source is not None \
-                        and is_kept(source)
+                    node = self.index.by_name[passive]
+                    kept[pair] = all(data_input_kept(node, k) for k in DATA_INPUTS.get(node.op_type, (0,)))
             return kept[pair]
 
         return [pair for pair in self.order if not is_kept(pair)]
@@ -138,30 +172,44 @@ class Quantisers:
         return [node] + sorted(names, key=lambda n: self.position.get(n, -1))
 
     def close(self, nodes: Iterable[str]) -> List[str]:
-        """`nodes` plus what keeps their exclusion reproducible. A pair that shares its parameters with its
-        producer's input pair (onnxruntime gives Reshape, MaxPool, AveragePool, Transpose, Split... the
-        input's scale on their output) is re-calibrated on its own once the producer is excluded or, for a
-        passive producer, once its input pair is gone; that range is not in the QDQ model, so the nodes
-        still asking for the pair are excluded too, which removes it."""
+        """`nodes` plus what keeps their exclusion reproducible. Some output pairs take parameters that hold
+        only while their producer is quantised: a sharing op's (MaxPool, AveragePool, Resize, Slice, Gather,
+        Split, Pad take their input's), a Softmax's ([0, 1]). quantize_static calibrates such a pair on its
+        own once the producer is excluded, or, for a passive producer, once its input pair is gone; that
+        range is not in the QDQ model, so the nodes still asking for the pair are excluded too, which removes
+        it. Value-preserving ops (Reshape, Transpose, ...) calibrate to the range they shared: nothing to do."""
         chosen = list(dict.fromkeys(nodes))
+        if self.ops is None:
+            return chosen
         changed = True
         while changed:
             changed = False
             present = set(chosen)
             removed = set(self.removed(present))
             for producer, pairs in self.produced_by.items():
-                source = self.input_pair.get(producer)
-                if source is None:
+                node = self.index.by_name.get(producer)
+                if node is None or not self._recalibrated(node, present, removed):
                     continue
                 for pair in pairs:
-                    if pair in removed or self.params[pair] != self.params[source]:
+                    if pair in removed:
                         continue
-                    if producer in present or (producer == self.passive_producer.get(pair) and source in removed):
-                        extra = sorted(n for n in self.active[pair] if n not in present)
-                        chosen += extra
-                        present |= set(extra)
-                        changed = changed or bool(extra)
+                    extra = sorted(n for n in self.active[pair] if n not in present)
+                    chosen += extra
+                    present |= set(extra)
+                    changed = changed or bool(extra)
         return chosen
+
+    def _recalibrated(self, node: onnx.NodeProto, present: Set[str], removed: Set[str]) -> bool:
+        """Would quantize_static give `node`'s output pairs other parameters than the model holds?"""
+        assert self.ops is not None
+        if node.op_type == "Softmax":
+            return node.name in present
+        if node.op_type not in self.ops.sharing or node.op_type in VALUE_PRESERVING:
+            return False
+        if node.name in present:
+            return True
+        source = self.input_pairs.get(node.name, {}).get(0)
+        return node.op_type in self.ops.passive and source is not None and source in removed
 
 
 def exclude_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.ModelProto] = None,
@@ -172,8 +220,9 @@ def exclude_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.
     nodes = list(nodes)
     quantisers = quantisers or Quantisers(qdq)
     patcher = _Patcher(qdq, fp32, fp32_names)
+    excluded = set(nodes)
     for name in nodes:
-        patcher.float_weights(patcher.node(name))
+        patcher.float_weights(patcher.node(name), readers_within=excluded)
     for q_output in quantisers.removed(nodes):
         q = patcher.index.producer.get(q_output)
         if q is not None and q.op_type == "QuantizeLinear":

@@ -179,12 +179,16 @@ class _Patcher:
             raise KeyError(f"node '{node_name}' is not in the QDQ model")
         return node
 
-    def float_weights(self, node: onnx.NodeProto) -> None:
+    def float_weights(self, node: onnx.NodeProto, readers_within: Optional[Set[str]] = None) -> None:
         """`node` reads its stored (dequantised) initializers as float: the fp32 model's, else the
-        dequantised integers."""
+        dequantised integers. `readers_within`: only a weight every reader of which is in that set (a
+        quantiser dequantises a weight shared with a quantised node for all its readers)."""
         for i, tensor in enumerate(list(node.input)):
             dq = self.index.producer.get(tensor)
             if dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in self.index.inits:
+                continue
+            if readers_within is not None and any(
+                    reader.name not in readers_within for reader in self.index.consumers.get(dq.output[0], [])):
                 continue
             current = dequantize_initializer(self.index, dq)
             value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, current.shape)

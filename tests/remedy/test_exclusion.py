@@ -107,3 +107,71 @@ def test_units_and_the_shared_maxpool_quantiser(residual):
     assert quantisers.close(["conv3"]) == ["conv3"]
     # the Add reads h30 (asked for by scale) and r2 (conv2: the Relu is folded into conv2's quantiser)
     assert quantisers.unit("add") == ["add", "scale", "conv2", "conv3"]
+
+
+def _attention_fp32() -> onnx.ModelProto:
+    """ids[1,6] -> embed (Gather of a [20, 8] table) + pos -> q/k (MatMul, k's weight shared with the
+    output projection) -> scores -> masked (Where, -1e4 fill) -> attn (Softmax) -> ctx (MatMul with the
+    embedding) -> out (MatMul, the shared weight) -> y[1,6,8]: the transformer patterns of the review of
+    issue 29's exclusion model."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.normal(0, 1, (20, 8)).astype(np.float32), "table"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (1, 6, 8)).astype(np.float32), "pos"),
+             numpy_helper.from_array(rng.normal(0, 0.4, (8, 8)).astype(np.float32), "wq"),
+             numpy_helper.from_array(rng.normal(0, 0.4, (8, 8)).astype(np.float32), "wshared"),
+             numpy_helper.from_array(np.tril(np.ones((6, 6), bool)), "causal"),
+             numpy_helper.from_array(np.array(-1e4, np.float32), "fill")]
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], name="embed"),
+             helper.make_node("Add", ["emb", "pos"], ["h"], name="add_pos"),
+             helper.make_node("MatMul", ["h", "wq"], ["q"], name="q_proj"),
+             helper.make_node("MatMul", ["h", "wshared"], ["k"], name="k_proj"),
+             helper.make_node("Transpose", ["k"], ["kt"], name="k_t", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"], name="qk"),
+             helper.make_node("Where", ["causal", "scores", "fill"], ["masked"], name="mask"),
+             helper.make_node("Softmax", ["masked"], ["attn"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["attn", "h"], ["ctx"], name="av"),
+             helper.make_node("MatMul", ["ctx", "wshared"], ["y"], name="out")]
+    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ids(count: int, seed: int) -> List[Dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"ids": rng.integers(0, 20, (1, 6)).astype(np.int64)} for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory) -> Dict[str, object]:
+    folder: Path = tmp_path_factory.mktemp("attention")
+    onnx.save(_attention_fp32(), folder / "fp32.onnx")
+    calibration = _ids(8, 1)
+    quantize_qdq(folder / "fp32.onnx", folder / "int8.onnx", calibration)
+    return {"folder": folder, "fp32": onnx.load(folder / "fp32.onnx"), "int8": onnx.load(folder / "int8.onnx"),
+            "calibration": calibration}
+
+
+@pytest.mark.parametrize("nodes", [["add_pos"], ["softmax"], ["softmax", "av"], ["qk"], ["qk", "mask"], ["out"],
+                                   ["k_proj"], ["embed", "add_pos"]])
+def test_attention_exclusion_equals_quantize_static(attention, tmp_path, nodes):
+    """Each node set, closed, patched and rebuilt by onnxruntime with the same calibration: equal outputs.
+    Failed before the fixes (checked on the code before them): ["softmax"] and ["softmax", "av"] kept the
+    Softmax output's [0, 1] parameters (calibrated on their own once the Softmax is excluded), ["out"] made
+    the shared weight float for out (k_proj still dequantises it for both). ["add_pos"] (a Gather of a weight
+    always quantises its output, with the table's parameters) and ["qk"] (the Where is passive: it asks for
+    nothing while its data inputs are unquantised) differed in structure only: re-quantising a dequantised
+    value with its own parameters is exact."""
+    samples = _ids(4, 7)
+    quantisers = Quantisers(attention["int8"])
+    closed = quantisers.close(nodes)
+    patched = exclude_qdq(attention["int8"], closed, attention["fp32"], quantisers=quantisers)
+    rebuilt = quantize_qdq(attention["folder"] / "fp32.onnx", tmp_path / "rebuilt.onnx", attention["calibration"],
+                           nodes_to_exclude=tuple(closed))
+    np.testing.assert_allclose(_outputs(patched, samples), _outputs(onnx.load(rebuilt), samples), rtol=0, atol=1e-5)
+
+
+def test_attention_closure(attention):
+    quantisers = Quantisers(attention["int8"])
+    assert quantisers.close(["softmax"]) == ["softmax", "av"]  # the [0, 1] range holds while it is quantised
+    assert quantisers.close(["embed"]) == ["embed", "add_pos"]  # the Gather shares the table's parameters
+    assert quantisers.close(["k_t"]) == ["k_t"]  # a Transpose's output holds its input's values
