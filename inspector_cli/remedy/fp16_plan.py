@@ -116,8 +116,7 @@ def _overflow_sources(fp32: onnx.ModelProto, samples: Sequence[TensorMap], runti
         values = session.run(feeds)
         for name in names:
             value = values.get(name)
-            if value is not None and np.issubdtype(value.dtype, np.floating) and value.size \
-                    and float(np.nanmax(np.abs(value))) > FP16_MAX:
+            if _float_tensor(value) and value.size and float(np.nanmax(np.abs(value))) > FP16_MAX:  # type: ignore[union-attr]
                 hot.add(name)
     blocked: List[str] = []
     for node in fp32.graph.node:

@@ -70,3 +70,23 @@ def _tiny(opset: int, input_type: int = TensorProto.FLOAT):
 def test_fp16_inputs_alone_make_an_fp16_model():
     # skl2onnx's tree ensemble converted to fp16 has no float16 weight or output, only its input
     assert is_fp16(_tiny(17, TensorProto.FLOAT16)) and not is_fp16(_tiny(17))
+
+
+def test_fp16_overflow_scan_skips_sequence_tensors():
+    """The whole-zoo feature sweep of 2026-12-04: `--fallback-plan` on seqlist's fp16 variants exited 4
+    ("'list' object has no attribute 'dtype'"): when the plain conversion misses the target, the overflow
+    scan of the fp32 run read a sequence value's dtype. x[2, 3] -> SplitToSequence (a sequence, exposed like
+    every node output) and y = x * 7e4 (beyond fp16's 65504): the scan names Mul and its consumer, no error."""
+    from inspector_cli.core.runner import RuntimeConfig
+    from inspector_cli.remedy.fp16_plan import _overflow_sources
+
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["parts"], name="split", axis=0),
+             helper.make_node("Mul", ["x", "k"], ["y"], name="big"),
+             helper.make_node("Relu", ["y"], ["z"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor("k", TensorProto.FLOAT, [], [7e4])])
+    graph.output.append(helper.make_tensor_sequence_value_info("parts", TensorProto.FLOAT, None))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    samples = [{"x": np.ones((2, 3), np.float32)}]
+    assert _overflow_sources(model, samples, RuntimeConfig()) == ["big", "relu"]
