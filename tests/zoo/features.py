@@ -202,15 +202,33 @@ def run_plain(model: "Path | bytes", feeds: Sequence[Mapping[str, np.ndarray]]) 
         cast = {k: (v.astype(np.float16) if types.get(k) == "tensor(float16)" and v.dtype == np.float32 else v)
                 for k, v in sample.items() if k in types}
         for name, value in zip(outputs, session.run(None, cast)):
-            outputs[name].append(np.asarray(value))
+            outputs[name].append(value if isinstance(value, (list, dict)) else np.asarray(value))
     return outputs
 
 
-def dataset_cosine(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
+def float_values(value: object) -> Optional[np.ndarray]:
+    """One output value as a flat float64 vector, independently of mi: a float tensor raveled, a sequence's
+    tensors one after another, a ZipMap's list of maps as each map's values in key order; None for what a
+    cosine does not apply to (integer and string tensors)."""
+    if isinstance(value, dict):
+        return np.array([value[k] for k in sorted(value)], np.float64)
+    if isinstance(value, list):
+        parts = [float_values(v) for v in value]
+        if any(p is None for p in parts):
+            return None
+        return np.concatenate(parts) if parts else np.zeros(0)
+    array = np.asarray(value)
+    return array.astype(np.float64).reshape(-1) if array.dtype.kind == "f" else None
+
+
+def dataset_cosine(a: Sequence[object], b: Sequence[object]) -> float:
     """Cosine of all samples' values at once (mi's data-set value), in float64; NaN when either holds a
-    non-finite value (never equal to a finite value)."""
-    x = np.concatenate([np.asarray(v, np.float64).reshape(-1) for v in a])
-    y = np.concatenate([np.asarray(v, np.float64).reshape(-1) for v in b])
+    non-finite value (never equal to a finite value); 0 when the two differ in structure (a sequence of
+    another length)."""
+    xs, ys = [float_values(v) for v in a], [float_values(v) for v in b]
+    if any(u is None or w is None or u.size != w.size for u, w in zip(xs, ys)):
+        return 0.0
+    x, y = np.concatenate(xs), np.concatenate(ys)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         return float("nan")
     denominator = np.sqrt(np.dot(x, x) * np.dot(y, y))
@@ -218,9 +236,10 @@ def dataset_cosine(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
 
 
 def worst_output_cosine(reference: Mapping[str, List[np.ndarray]], other: Mapping[str, List[np.ndarray]]) -> float:
-    """The lowest data-set cosine over the float outputs both models have."""
+    """The lowest data-set cosine over the float outputs both models have (sequences and maps of floats
+    included: `float_values`)."""
     values = [dataset_cosine(reference[name], other[name]) for name in reference
-              if name in other and np.issubdtype(reference[name][0].dtype, np.floating)]
+              if name in other and float_values(reference[name][0]) is not None]
     return min(values)
 
 
