@@ -89,6 +89,10 @@ class Quantisers:
         """node -> the pairs on the tensors it produces."""
         self.tensors_of: Dict[str, Set[str]] = {}
         """node -> the pairs on the tensors it produces or reads."""
+        self.pair_producer: Dict[str, str] = {}
+        """pair -> the node producing its tensor."""
+        self.passive_readers: Dict[str, List[str]] = {}
+        """pair -> the passive ops reading it."""
         self.order: List[str] = []
         """the pairs in graph order."""
         self.position = {n.name: k for k, n in enumerate(model.graph.node) if n.name}
@@ -117,6 +121,7 @@ class Quantisers:
                         self.input_pairs.setdefault(node.name, {})[position] = pair
             else:
                 self.produced_by.setdefault(node.name, []).append(pair)
+                self.pair_producer[pair] = node.name
             if self.ops is None:
                 asking.add(node.name)
             elif node.op_type in self.ops.passive:
@@ -124,6 +129,8 @@ class Quantisers:
                     asking.add(node.name)
                 elif not reads:
                     self.passive_producer[pair] = node.name
+                else:
+                    self.passive_readers.setdefault(pair, []).append(node.name)
             elif node.op_type in self.ops.asking:
                 asking.add(node.name)
         self.active[pair] = frozenset(asking)
@@ -164,9 +171,23 @@ class Quantisers:
 
     def unit(self, node: str) -> List[str]:
         """`node` and the nodes to exclude with it so that none of its tensors stays quantised (`node`
-        first, then the others in graph order)."""
+        first, then the others in graph order). A tensor is followed through the passive ops that move it
+        (a Conv's output through Reshape and Transpose to the LayerNorm that reads it: the LayerNorm asks for
+        the pair after the Transpose, so the Conv reads and writes float only with it excluded too)."""
         names: Set[str] = {node}
-        for pair in self.tensors_of.get(node, ()):
+        pairs = set(self.tensors_of.get(node, ()))
+        frontier = list(pairs)
+        while frontier:
+            pair = frontier.pop()
+            moved = [out for reader in self.passive_readers.get(pair, ()) for out in self.produced_by.get(reader, ())]
+            producer = self.passive_producer.get(pair)
+            if producer is not None:
+                moved += list(self.input_pairs.get(producer, {}).values())
+            for other in moved:
+                if other not in pairs:
+                    pairs.add(other)
+                    frontier.append(other)
+        for pair in pairs:
             names |= self.active.get(pair, frozenset())
         names = set(self.close(names)) - {node}
         return [node] + sorted(names, key=lambda n: self.position.get(n, -1))
@@ -204,12 +225,31 @@ class Quantisers:
         assert self.ops is not None
         if node.op_type == "Softmax":
             return node.name in present
-        if node.op_type not in self.ops.sharing or node.op_type in VALUE_PRESERVING:
+        if node.op_type not in self.ops.sharing:
             return False
-        if node.name in present:
-            return True
         source = self.input_pairs.get(node.name, {}).get(0)
-        return node.op_type in self.ops.passive and source is not None and source in removed
+        fresh = node.name in present or (node.op_type in self.ops.passive and source is not None
+                                          and source in removed)
+        return fresh and self._range_changes(node)
+
+    def _range_changes(self, node: onnx.NodeProto) -> bool:
+        """Does `node`'s output range differ from that of the pair its parameters were shared from? Only
+        when an op on the way back to that pair changes the values' range (MaxPool, AveragePool, Resize,
+        Slice...): Reshape, Transpose and the like keep it (EfficientNet's Mul -> AveragePool -> Reshape ->
+        Gemm: the Reshape's pair holds the Mul's parameters, its own range is the AveragePool's)."""
+        assert self.ops is not None
+        current: Optional[onnx.NodeProto] = node
+        seen: Set[str] = set()
+        while current is not None and current.name not in seen:
+            seen.add(current.name)
+            if current.op_type not in self.ops.sharing:
+                return False  # the pair the parameters come from: calibrated on its own range
+            if current.op_type not in VALUE_PRESERVING:
+                return True
+            source = self.input_pairs.get(current.name, {}).get(0)
+            producer = self.pair_producer.get(source) if source is not None else None
+            current = self.index.by_name.get(producer) if producer is not None else None
+        return False
 
 
 def exclude_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.ModelProto] = None,

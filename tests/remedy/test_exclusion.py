@@ -175,3 +175,55 @@ def test_attention_closure(attention):
     assert quantisers.close(["softmax"]) == ["softmax", "av"]  # the [0, 1] range holds while it is quantised
     assert quantisers.close(["embed"]) == ["embed", "add_pos"]  # the Gather shares the table's parameters
     assert quantisers.close(["k_t"]) == ["k_t"]  # a Transpose's output holds its input's values
+
+
+def _moves_fp32() -> onnx.ModelProto:
+    """x[1,4,8,8] -> conv1 -> pool (AveragePool 2x2) -> flat (Reshape [1, 64]) -> fc (Gemm) -> y, and
+    conv1 -> to_seq (Reshape [1, 4, 64]) -> t (Transpose) -> ln (LayerNormalization over 4) -> z: a
+    SegFormer patch embedding's Conv -> Reshape -> Transpose -> LayerNorm beside EfficientNet's head."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.5, (4, 4, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.normal(0, 0.5, (10, 64)).astype(np.float32), "wfc"),
+             numpy_helper.from_array(np.zeros(10, np.float32), "bfc"),
+             numpy_helper.from_array(np.array([1, 64], np.int64), "flat_shape"),
+             numpy_helper.from_array(np.array([1, 4, 64], np.int64), "seq_shape"),
+             numpy_helper.from_array(rng.normal(1, 0.1, 4).astype(np.float32), "gamma"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "beta")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["c"], ["pooled"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Reshape", ["pooled", "flat_shape"], ["flat"], name="flat"),
+             helper.make_node("Gemm", ["flat", "wfc", "bfc"], ["y"], name="fc", transB=1),
+             helper.make_node("Reshape", ["c", "seq_shape"], ["seq"], name="to_seq"),
+             helper.make_node("Transpose", ["seq"], ["tokens"], name="t", perm=[0, 2, 1]),
+             helper.make_node("LayerNormalization", ["tokens", "gamma", "beta"], ["z"], name="ln", axis=-1)]
+    graph = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 64, 4])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_units_follow_a_tensor_through_the_ops_that_move_it(tmp_path):
+    """SegFormer and EfficientNet in small (the whole-zoo sweep of issue 29). conv1's candidate holds the
+    LayerNorm, which asks for the pair after Reshape and Transpose (without it the Conv writes float into
+    a quantiser all the same), and the Gemm: once conv1 is excluded the AveragePool no longer quantises its
+    output, so the Reshape's pair, which holds the Conv's parameters, is calibrated on the pooled range.
+    Before (fails on that code): the candidate was conv1 alone, and the Reshape was taken to keep its range
+    (the zoo's EfficientNet plan read 0.0074 above its rebuild)."""
+    onnx.save(_moves_fp32(), tmp_path / "fp32.onnx")
+    calibration = _samples(8, 1)
+    quantize_qdq(tmp_path / "fp32.onnx", tmp_path / "int8.onnx", calibration)
+    int8, fp32 = onnx.load(tmp_path / "int8.onnx"), onnx.load(tmp_path / "fp32.onnx")
+    quantisers = Quantisers(int8)
+    assert quantisers.close(["conv1"]) == ["conv1", "fc"]
+    assert quantisers.unit("conv1") == ["conv1", "fc", "ln"]
+    samples = _samples(4, 7)
+    for nodes in (["conv1"], ["conv1", "ln"], ["pool"]):
+        closed = quantisers.close(nodes)
+        patched = exclude_qdq(int8, closed, fp32, quantisers=quantisers)
+        rebuilt = onnx.load(quantize_qdq(tmp_path / "fp32.onnx", tmp_path / "rebuilt.onnx", calibration,
+                                         nodes_to_exclude=tuple(closed)))
+        session_a = ort.InferenceSession(patched.SerializeToString(), providers=["CPUExecutionProvider"])
+        session_b = ort.InferenceSession(rebuilt.SerializeToString(), providers=["CPUExecutionProvider"])
+        for sample in samples:
+            for a, b in zip(session_a.run(None, sample), session_b.run(None, sample)):
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-5, err_msg=str(nodes))
