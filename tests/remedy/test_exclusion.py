@@ -55,14 +55,32 @@ def _outputs(model: onnx.ModelProto, samples) -> np.ndarray:
     return np.concatenate([session.run(None, s)[0].ravel() for s in samples])
 
 
-@pytest.fixture(scope="module")
-def residual(tmp_path_factory) -> Dict[str, object]:
-    folder: Path = tmp_path_factory.mktemp("residual")
-    onnx.save(_residual_fp32(), folder / "fp32.onnx")
-    calibration = _samples(8, 1)
+def _quantised_pair(folder: Path, fp32: onnx.ModelProto, calibration) -> Dict[str, object]:
+    """fp32 and its quantize_static QDQ copy in `folder`, with the calibration samples."""
+    onnx.save(fp32, folder / "fp32.onnx")
     quantize_qdq(folder / "fp32.onnx", folder / "int8.onnx", calibration)
     return {"folder": folder, "fp32": onnx.load(folder / "fp32.onnx"), "int8": onnx.load(folder / "int8.onnx"),
             "calibration": calibration}
+
+
+def _assert_rebuild_equal(pair: Dict[str, object], nodes, samples, tmp_path: Path) -> None:
+    """The QDQ copy with `nodes` (closed) excluded by exclude_qdq gives every output of onnxruntime's own
+    re-quantisation with that exclude list (same calibration) within 1e-5."""
+    quantisers = Quantisers(pair["int8"])
+    closed = quantisers.close(nodes)
+    patched = exclude_qdq(pair["int8"], closed, pair["fp32"], quantisers=quantisers)
+    rebuilt = onnx.load(quantize_qdq(pair["folder"] / "fp32.onnx", tmp_path / "rebuilt.onnx", pair["calibration"],
+                                     nodes_to_exclude=tuple(closed)))
+    sessions = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+                for m in (patched, rebuilt)]
+    for sample in samples:
+        for a, b in zip(*(session.run(None, sample) for session in sessions)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-5, err_msg=str(closed))
+
+
+@pytest.fixture(scope="module")
+def residual(tmp_path_factory) -> Dict[str, object]:
+    return _quantised_pair(tmp_path_factory.mktemp("residual"), _residual_fp32(), _samples(8, 1))
 
 
 def _rebuilt(residual, nodes, tmp_path) -> onnx.ModelProto:
@@ -74,11 +92,7 @@ def _rebuilt(residual, nodes, tmp_path) -> onnx.ModelProto:
 @pytest.mark.parametrize("nodes", [["add"], ["conv2"], ["add", "scale", "conv2"], ["conv1", "scale", "conv2"],
                                    ["add", "pool", "conv3"], ["add", "pool"]])
 def test_exclusion_equals_quantize_static_with_the_exclude_list(residual, tmp_path, nodes):
-    samples = _samples(4, 7)
-    quantisers = Quantisers(residual["int8"])
-    patched = exclude_qdq(residual["int8"], quantisers.close(nodes), residual["fp32"], quantisers=quantisers)
-    rebuilt = _rebuilt(residual, quantisers.close(nodes), tmp_path)
-    np.testing.assert_allclose(_outputs(patched, samples), _outputs(rebuilt, samples), rtol=0, atol=1e-5)
+    _assert_rebuild_equal(residual, nodes, _samples(4, 7), tmp_path)
 
 
 def test_the_old_patch_did_not_reproduce_the_exclude_list(residual, tmp_path):
@@ -143,12 +157,7 @@ def _ids(count: int, seed: int) -> List[Dict[str, np.ndarray]]:
 
 @pytest.fixture(scope="module")
 def attention(tmp_path_factory) -> Dict[str, object]:
-    folder: Path = tmp_path_factory.mktemp("attention")
-    onnx.save(_attention_fp32(), folder / "fp32.onnx")
-    calibration = _ids(8, 1)
-    quantize_qdq(folder / "fp32.onnx", folder / "int8.onnx", calibration)
-    return {"folder": folder, "fp32": onnx.load(folder / "fp32.onnx"), "int8": onnx.load(folder / "int8.onnx"),
-            "calibration": calibration}
+    return _quantised_pair(tmp_path_factory.mktemp("attention"), _attention_fp32(), _ids(8, 1))
 
 
 @pytest.mark.parametrize("nodes", [["add_pos"], ["softmax"], ["softmax", "av"], ["qk"], ["qk", "mask"], ["out"],
@@ -161,13 +170,7 @@ def test_attention_exclusion_equals_quantize_static(attention, tmp_path, nodes):
     always quantises its output, with the table's parameters) and ["qk"] (the Where is passive: it asks for
     nothing while its data inputs are unquantised) differed in structure only: re-quantising a dequantised
     value with its own parameters is exact."""
-    samples = _ids(4, 7)
-    quantisers = Quantisers(attention["int8"])
-    closed = quantisers.close(nodes)
-    patched = exclude_qdq(attention["int8"], closed, attention["fp32"], quantisers=quantisers)
-    rebuilt = quantize_qdq(attention["folder"] / "fp32.onnx", tmp_path / "rebuilt.onnx", attention["calibration"],
-                           nodes_to_exclude=tuple(closed))
-    np.testing.assert_allclose(_outputs(patched, samples), _outputs(onnx.load(rebuilt), samples), rtol=0, atol=1e-5)
+    _assert_rebuild_equal(attention, nodes, _ids(4, 7), tmp_path)
 
 
 def test_attention_closure(attention):
@@ -209,21 +212,9 @@ def test_units_follow_a_tensor_through_the_ops_that_move_it(tmp_path):
     output, so the Reshape's pair, which holds the Conv's parameters, is calibrated on the pooled range.
     Before (fails on that code): the candidate was conv1 alone, and the Reshape was taken to keep its range
     (the zoo's EfficientNet plan read 0.0074 above its rebuild)."""
-    onnx.save(_moves_fp32(), tmp_path / "fp32.onnx")
-    calibration = _samples(8, 1)
-    quantize_qdq(tmp_path / "fp32.onnx", tmp_path / "int8.onnx", calibration)
-    int8, fp32 = onnx.load(tmp_path / "int8.onnx"), onnx.load(tmp_path / "fp32.onnx")
-    quantisers = Quantisers(int8)
+    pair = _quantised_pair(tmp_path, _moves_fp32(), _samples(8, 1))
+    quantisers = Quantisers(pair["int8"])
     assert quantisers.close(["conv1"]) == ["conv1", "fc"]
     assert quantisers.unit("conv1") == ["conv1", "fc", "ln"]
-    samples = _samples(4, 7)
     for nodes in (["conv1"], ["conv1", "ln"], ["pool"]):
-        closed = quantisers.close(nodes)
-        patched = exclude_qdq(int8, closed, fp32, quantisers=quantisers)
-        rebuilt = onnx.load(quantize_qdq(tmp_path / "fp32.onnx", tmp_path / "rebuilt.onnx", calibration,
-                                         nodes_to_exclude=tuple(closed)))
-        session_a = ort.InferenceSession(patched.SerializeToString(), providers=["CPUExecutionProvider"])
-        session_b = ort.InferenceSession(rebuilt.SerializeToString(), providers=["CPUExecutionProvider"])
-        for sample in samples:
-            for a, b in zip(session_a.run(None, sample), session_b.run(None, sample)):
-                np.testing.assert_allclose(a, b, rtol=0, atol=1e-5, err_msg=str(nodes))
+        _assert_rebuild_equal(pair, nodes, _samples(4, 7), tmp_path)
