@@ -18,12 +18,10 @@ KNOWN: Dict[Tuple[str, str, str], str] = {
     ("fallback", "mobilenetv2", "qdq_s8s8_pc"): "fallback plan not found: symmetric int8 activations cost every "
         "ReLU6 output a bit; the best 10 candidates reach 0.9758 of 0.9867 (baseline 0.9733), 55 nodes with "
         "--max-runs 150 reach 0.9832",
-    ("fallback", "swin", "qdq_s8s8_pc"): "fallback plan not found in 50 runs (best 0.999809 of 0.999838, baseline "
-        "0.999676); found with --max-runs 150: 5 nodes, 0.999848",
-    ("fallback", "segformer", "qdq_s8s8_pc"): "fallback plan not found: the error is spread over the 4-stage "
-        "encoder (best 0.999543 of 0.999662, baseline 0.999324); --max-nodes 30 --max-runs 150: 26 nodes",
-    ("fallback", "minilm", "*"): "fallback plan not found: the error is spread over the 3 layers (best 0.999753 of "
-        "0.999815, baseline 0.999630); --max-nodes 30 --max-runs 150: 22-29 nodes",
+    ("fallback", "minilm", "qdq_u8u8"): "fallback plan not found: the error is spread over the 3 layers (best "
+        "0.999753 of 0.999815, baseline 0.999630); --max-nodes 30 --max-runs 150: 29 nodes",
+    ("fallback", "minilm", "qdq_s8s8_pc"): "fallback plan not found: as qdq_u8u8 (--max-nodes 30 --max-runs 150: "
+        "22 nodes)",
     # non-tensor members (issue 29), 2026-12-02
     ("isolation", "seqlist", "*"): "isolation feeds and measures tensors only: the sequence tensors "
     "(SplitToSequence's, the Loop's list) and ConcatFromSequence, which reads one, are skipped with that "
