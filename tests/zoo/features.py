@@ -94,7 +94,9 @@ def feature_runs(sweep: Sweep, model: str, variant: str, kind: str, full: bool =
     if kind == "recurrent":
         runs.append(sweep.mi(model, variant, "sequence", ["compare", fp32, m, "--sequence", vad_steps(sweep, model)],
                              html=False))
-    if kind == "decoder":
+    if kind == "decoder" and sweep.is_decoder(model):  # optimum's decoders: the sweep's own decode run (one
+        runs.append(sweep.decode(model, variant))       # name, one result: a second "decode" run overwrote it)
+    elif kind == "decoder":
         runs.append(sweep.mi(model, variant, "decode", ["compare", fp32, m, "--decode", "--prompt",
                                                         prompt_file(sweep, model), "--steps", "8"], html=False))
     # two compare runs of the same pair: the sweep's and a later one with another feature (a sequence

@@ -110,7 +110,10 @@ def test_fused_tensors_read(request, sweep, model, variant):
     """At the default level every paired tensor is read (defect 13b): none is left "not materialised" because
     onnxruntime fused it away in the deployed graph; those are recomputed (capture `recomputed`) and their
     cosine equals the recomputation within 1e-3. Their upstream is the deployed graph's, so for int8 it may
-    legitimately differ from the QDQ arithmetic; measured on the whole zoo: 1e-4 at most (wav2vec2 qdq_u8u8)."""
+    legitimately differ from the QDQ arithmetic; measured on the whole zoo: 1e-4 at most (wav2vec2 qdq_u8u8).
+    fp16 is checked one-sidedly, as test_layer_truth at the default level: there onnxruntime computes the
+    fp16 graph in fp32 on CPU, no further from the reference than the recomputation's fp16 arithmetic
+    (MobileNetV2 fp16_io, healthy since issue 29's init fix: mi 0.998696 deployed, 0.997648 in fp16)."""
     _case(request, sweep, "fused", model, variant)
     run = sweep.compare(model, variant)
     if run.rc in (3, 4) or not run.json_path:
@@ -126,8 +129,10 @@ def test_fused_tensors_read(request, sweep, model, variant):
                                    sweep.zoo / model / "data") if t.name in recomputed]
     # a layer both mi and the recomputation find to be rounding noise has two noise cosines: not compared
     # (swin's centred LayerNorm mean, |value| 6e-8, read 0.1 vs 0.4 when deployed kernels sum in another order)
+    fp16 = variant.startswith("fp16")
     off = [f"{t.name}: mi {t.mi_cosine:.6f}, recomputed {t.true_cosine:.6f}" for t in truths
-           if t.delta is not None and t.delta > TRUTH_TOL and not t.both_noise(FUSED_NOISE)]
+           if t.delta is not None and not t.both_noise(FUSED_NOISE)
+           and (t.mi_cosine < t.true_cosine - TRUTH_TOL if fp16 else t.delta > TRUTH_TOL)]
     assert not off, f"{len(off)} of {len(truths)} recomputed layers disagree:\n" + "\n".join(off[:10])
 
 
