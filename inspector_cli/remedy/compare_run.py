@@ -23,7 +23,8 @@ from ..errors import MiError, UsageError
 from ..results.base import Finding, Severity
 from ..results.layers import LayerSection
 from ..serialize import write_atomic
-from ..results.remedy import AccuracyRow, FallbackSection, FallbackStepRow, OptimizerSection, RemedySection
+from ..results.remedy import (AccuracyRow, FallbackSection, FallbackStepRow, OptimizerSection, RemedySection,
+                              metric_text)
 from .config import RemedyConfig, RemedyRequest
 
 
@@ -68,7 +69,7 @@ def plan_findings(plan: FallbackSection, cfg: RemedyConfig) -> List[Finding]:
     """MI861 when no plan within --max-nodes meets the targets (the best found is named), MI864 when the
     written model misses them when re-checked from the file."""
     if not plan.found:
-        best = ", ".join(f"{k} {_fmt(v)}" for k, v in plan.final.items())
+        best = ", ".join(f"{k} {metric_text(v)}" for k, v in plan.final.items())
         what, unit = ("fp32 block list", "node(s)") if plan.mode == "fp16" else ("fallback plan", "candidate(s)")
         return [Finding("MI861", Severity.ERROR,
                         f"no {what} of at most {cfg.max_nodes} {unit} meets the targets; best found "
@@ -77,10 +78,6 @@ def plan_findings(plan: FallbackSection, cfg: RemedyConfig) -> List[Finding]:
         return [Finding("MI864", Severity.ERROR, f"{plan.written_model}: the written model misses the targets "
                                                  "when re-checked")]
     return []
-
-
-def _fmt(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value:.6g}"
 
 
 def _source(plan_graph: object) -> "bytes | str":
@@ -311,13 +308,15 @@ def fp16_fallback(fp32: "onnx.ModelProto | ModelGraph", ids: List[str], samples:
             write_atomic(path, yaml.safe_dump(document, sort_keys=False))
         else:
             write_atomic(path, json.dumps(document, indent=2) + "\n")
-    # the fp16 search records per step which samples still overflow: that is its metric
+    # per step: the targets' metrics and which samples still overflow
     steps = [FallbackStepRow(s["action"], s.get("node", ""), list(s["node_block_list"]),
-                             {"nonfinite_samples": float(len(s.get("nonfinite_samples", [])))}, bool(s["meets"]), 0.0)
+                             {**s.get("metrics", {}), "nonfinite_samples": float(len(s.get("nonfinite_samples", [])))},
+                             bool(s["meets"]), 0.0)
              for s in found.steps]
+    baseline = dict(found.steps[0].get("metrics", {})) if found.steps else {}
     return FallbackSection(
         mode="fp16", found=found.found, nodes=list(found.node_block_list), fp32_nodes=list(found.node_block_list),
-        targets=list(cfg.targets), baseline={}, final=dict(found.final), steps=steps, runs=found.runs,
+        targets=list(cfg.targets), baseline=baseline, final=dict(found.final), steps=steps, runs=found.runs,
         # block lists the converter turned into a model onnxruntime refuses, with its reason
         skipped={(", ".join(s["node_block_list"]) or "(plain conversion)"): s["error"] for s in found.steps
                  if s.get("error")},

@@ -216,9 +216,15 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
                 check.last = Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)  # type: ignore[attr-defined]
             return False
         steps.append({"action": action, "node": node, "node_block_list": list(block),
-                      "nonfinite_samples": list(result.nonfinite_samples), "meets": result.meets})
+                      "nonfinite_samples": list(result.nonfinite_samples), "meets": result.meets,
+                      "metrics": result.summary(targets)})
         check.last = result  # type: ignore[attr-defined]
+        if (result.shortfall, len(block)) < best[0]:
+            best[0], best[1] = (result.shortfall, len(block)), list(block)
         return result.meets
+
+    best: List[Any] = [(float("inf"), 0), []]
+    """(shortfall, size) and the block list of the best conversion measured: what a plan not found reports."""
 
     check([], "baseline")
     baseline_bad = list(check.last.nonfinite_samples)  # type: ignore[attr-defined]
@@ -258,6 +264,8 @@ def plan_fp16_blocklist(fp32: onnx.ModelProto, samples: Sequence[TensorMap], tar
             trial = [n for n in block if n != node]
             if check(trial, "remove", node):
                 block = trial
+    else:  # the best block list measured, not the last: a node blocked after it may have added error
+        block = list(best[1])
     order = {n: i for i, n in enumerate(fp32_names)}
     block.sort(key=lambda n: order.get(n, len(order)))
     model: Optional[onnx.ModelProto] = convert_fp16(fp32, block, converter)

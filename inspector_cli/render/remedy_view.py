@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ..results.remedy import RemedySection
+from ..results.remedy import RemedySection, metric_text
 from .safe import visible
 from .table import FAIL, OK, Cell, Table
 
@@ -67,15 +67,17 @@ def remedy_tables(section: Optional[RemedySection]) -> List[Table]:
     plan = section.fallback
     if plan is not None:
         kind = "fp32 block list (fp16)" if plan.mode == "fp16" else "fallback plan (nodes kept in float)"
-        metrics = ["nonfinite_samples"] if plan.mode == "fp16" else list(plan.targets)
-        table = Table(title=kind, columns=["step", "node", "float nodes",
-                                           *(["samples with NaN/Inf"] if plan.mode == "fp16" else plan.targets),
-                                           "meets", "latency ms"])
-        if plan.baseline:
-            table.add("baseline", "", 0, *[_num(plan.baseline.get(t)) for t in plan.targets], "no", "")
+        # fp16: the targets' metrics and the samples that still overflow; its steps start with the plain
+        # conversion (the baseline row of a QDQ plan)
+        fp16 = plan.mode == "fp16"
+        metrics = [*plan.targets, *(["nonfinite_samples"] if fp16 else [])]
+        table = Table(title=kind, columns=["step", "node", "float nodes", *plan.targets,
+                                           *(["samples with NaN/Inf"] if fp16 else []), "meets", "latency ms"])
+        if plan.baseline and not fp16:
+            table.add("baseline", "", 0, *[metric_text(plan.baseline.get(t)) for t in plan.targets], "no", "")
         for i, step in enumerate(plan.steps, start=1):
             table.add(f"{i} {step.action}", visible(step.node), len(step.float_nodes),
-                      *[_num(step.metrics.get(t)) for t in metrics],
+                      *[metric_text(step.metrics.get(t)) for t in metrics],
                       Cell("yes" if step.meets else "no", OK if step.meets else None),
                       f"{step.latency_ms:.2f}" if step.latency_ms else "")
         verdict = "found" if plan.found else "NOT found (best shown)"
@@ -86,7 +88,7 @@ def remedy_tables(section: Optional[RemedySection]) -> List[Table]:
         if plan.written_model:
             state = "meets" if plan.recheck_meets else "MISSES"
             table.caption += (f"; wrote {visible(plan.written_model)} (re-checked: {state} the targets: "
-                              + ", ".join(f"{k} {_num(v)}" for k, v in plan.recheck.items()) + ")")
+                              + ", ".join(f"{k} {metric_text(v)}" for k, v in plan.recheck.items()) + ")")
         if plan.exclude_list:
             table.caption += f"; node list in {visible(plan.exclude_list)}"
         if plan.skipped:

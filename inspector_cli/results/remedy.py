@@ -4,6 +4,8 @@ Plain data like every result piece; filled by remedy/compare_run.py, drawn by re
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -154,3 +156,15 @@ class RemedySection:
     """Every compared layer paired through a quantiser (with --layers on a quantised MODEL_B)."""
     simulated: List[SimulatedRow] = field(default_factory=list)
     """`--simulated`: per output and layer, QDQ arithmetic beside the deployed kernels."""
+
+
+def metric_text(value: Optional[float]) -> str:
+    """A plan's metric as the tables and findings print it: 6 significant digits, more for a value just
+    below 1 so that 1 - value keeps 3 of them (an fp16 cosine of 0.9999999 against a target of 0.99999993
+    read "1" at 6 digits)."""
+    if value is None:
+        return "n/a"
+    if 0.999 < value < 1.0:
+        digits = max(6, int(math.ceil(-math.log10(1.0 - value))) + 3)
+        return f"{value:.{digits}g}"
+    return f"{value:.6g}"
