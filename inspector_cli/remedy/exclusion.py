@@ -9,7 +9,9 @@ nodes_to_exclude=S)` builds is the QDQ model with:
 
 - the weights and biases of every node of S in float (a weight shared with a node not in S stays
   quantised: the quantiser dequantises it for every reader), and
-- the pair of a tensor removed only when every node that asks for it (`requesters`) is in S.
+- the pair of a tensor removed only when every node that asks for it is in S (`Quantisers.removed`:
+  active askers, passive ops that ask only while their input is quantised), and S closed over the pairs
+  quantize_static would re-calibrate (`Quantisers.close`).
 
 `exclude_qdq` builds that model from any QDQ model, so a fallback plan measured on it is what the
 user's re-quantisation with the exclude list gives (issue 29: a plan measured with each node's own
