@@ -31,10 +31,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
 
 import onnx
 
-from .qdq_patch import GraphIndex, _Patcher, _prune_and_sort
-
-QUANTISERS = ("QuantizeLinear", "DequantizeLinear")
-
+from .qdq_patch import QDQ_OPS, GraphIndex, _Patcher, _prune_and_sort
 
 VALUE_PRESERVING = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 """Passive ops whose output holds exactly the input's values: calibrated on its own, the output gets the
@@ -114,7 +111,7 @@ class Quantisers:
         readers = [c for d in after for c in self.index.consumers.get(d.output[0], [])]
         asking: Set[str] = set()
         for node, reads in [(producer, False)] * (producer is not None) + [(r, True) for r in readers]:
-            if not node.name or node.op_type in QUANTISERS:
+            if not node.name or node.op_type in QDQ_OPS:
                 continue
             self.tensors_of.setdefault(node.name, set()).add(pair)
             if reads:
@@ -127,7 +124,7 @@ class Quantisers:
             if self.ops is None:
                 asking.add(node.name)
             elif node.op_type in self.ops.passive:
-                if not reads and self._reads_weight(node):  # a Gather of an embedding table always asks
+                if not reads and node.input and self.index.weight_dq(node.input[0]):  # an embedding Gather asks
                     asking.add(node.name)
                 elif not reads:
                     self.passive_producer[pair] = node.name
@@ -136,10 +133,6 @@ class Quantisers:
             elif node.op_type in self.ops.asking:
                 asking.add(node.name)
         self.active[pair] = frozenset(asking)
-
-    def _reads_weight(self, node: onnx.NodeProto) -> bool:
-        dq = self.index.producer.get(node.input[0]) if node.input else None
-        return dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in self.index.inits
 
     def removed(self, nodes: Iterable[str]) -> List[str]:
         """The pairs that excluding `nodes` removes: nobody asks for them any more (a pair nobody was
@@ -151,8 +144,7 @@ class Quantisers:
             pair = self.input_pairs.get(node.name, {}).get(position)
             if pair is not None:
                 return is_kept(pair)
-            dq = self.index.producer.get(node.input[position]) if position < len(node.input) else None
-            return dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in self.index.inits
+            return position < len(node.input) and self.index.weight_dq(node.input[position]) is not None
 
         def is_kept(pair: str) -> bool:
             if pair not in kept:

@@ -30,7 +30,7 @@ from ..errors import InferenceError
 from .evaluate import Evaluation, Evaluator, Target
 from .exclusion import Quantisers, exclude_qdq
 from .naming import fp32_node_names
-from .qdq_patch import quantised_nodes
+from .qdq_patch import producer_through_qdq, quantised_nodes
 
 
 @dataclass(frozen=True)
@@ -221,9 +221,7 @@ def own_errors_from_layers(qdq: onnx.ModelProto, rows: Iterable[Tuple[str, Optio
     producer = {o: n for n in qdq.graph.node for o in n.output if o}
     errors: Dict[str, float] = {}
     for tensor, cosine in rows:
-        node = producer.get(tensor)
-        while node is not None and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
-            node = producer.get(node.input[0])
+        node = producer_through_qdq(producer, tensor)
         if node is None or cosine is None or not node.name:
             continue
         errors[node.name] = max(errors.get(node.name, 0.0), 1.0 - float(cosine))

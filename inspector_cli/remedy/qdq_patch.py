@@ -39,6 +39,19 @@ class GraphIndex:
         tensor = self.inits.get(name)
         return None if tensor is None else numpy_helper.to_array(tensor)
 
+    def weight_dq(self, tensor: str) -> Optional[onnx.NodeProto]:
+        """The DequantizeLinear producing `tensor` from a stored initializer (a quantised weight), or None."""
+        dq = self.producer.get(tensor)
+        return dq if dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in self.inits else None
+
+
+def producer_through_qdq(producer: Mapping[str, onnx.NodeProto], tensor: str) -> Optional[onnx.NodeProto]:
+    """The node computing `tensor`, looked through the Q/DQ pairs after it (`producer`: output -> node)."""
+    node = producer.get(tensor)
+    while node is not None and node.op_type in QDQ_OPS:
+        node = producer.get(node.input[0])
+    return node
+
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return onnx.ModelProto.FromString(model.SerializeToString())
@@ -184,8 +197,8 @@ class _Patcher:
         dequantised integers. `readers_within`: only a weight every reader of which is in that set (a
         quantiser dequantises a weight shared with a quantised node for all its readers)."""
         for i, tensor in enumerate(list(node.input)):
-            dq = self.index.producer.get(tensor)
-            if dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in self.index.inits:
+            dq = self.index.weight_dq(tensor)
+            if dq is None:
                 continue
             if readers_within is not None and any(
                     reader.name not in readers_within for reader in self.index.consumers.get(dq.output[0], [])):
@@ -242,8 +255,8 @@ def bypass_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.M
 def weight_input(index: GraphIndex, node: onnx.NodeProto) -> Optional[Tuple[int, onnx.NodeProto]]:
     """(input position, DequantizeLinear) of the node's quantised weight: a >=2-D integer initializer."""
     for i, tensor in enumerate(node.input):
-        dq = index.producer.get(tensor)
-        if dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in index.inits:
+        dq = index.weight_dq(tensor)
+        if dq is not None:
             value = index.array(dq.input[0])
             if value is not None and value.ndim >= 2:
                 return i, dq

@@ -22,6 +22,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set
 import onnx
 
 from .fallback import own_errors_from_layers
+from .qdq_patch import producer_through_qdq
 
 
 def _error(metrics: Optional[Mapping[str, object]]) -> Optional[float]:
@@ -53,34 +54,41 @@ def _paired_ancestors(producer: Mapping[str, onnx.NodeProto], tensor: str, paire
     return found
 
 
-def error_growth(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, float]:
-    """B tensor name -> growth of the accumulated error at that layer over its nearest paired ancestors
-    in A's graph (graph inputs and weights count as error-free)."""
-    rows = list(rows)
-    accumulated = {r.name: _error(r.dataset) for r in rows}  # type: ignore[attr-defined]
+def _ancestors(fp32: onnx.ModelProto, rows: Sequence[object]) -> Dict[str, List[str]]:
+    """A name of each row -> its nearest paired ancestors (A names), one walk per row."""
     producer = {o: n for n in fp32.graph.node for o in n.output if o}
+    paired = {r.name for r in rows}  # type: ignore[attr-defined]
+    return {r.name: _paired_ancestors(producer, r.name, paired) for r in rows}  # type: ignore[attr-defined]
+
+
+def error_growth(fp32: onnx.ModelProto, rows: Iterable[object],
+                 ancestors: Optional[Mapping[str, List[str]]] = None) -> Dict[str, float]:
+    """B tensor name -> growth of the accumulated error at that layer over its nearest paired ancestors
+    in A's graph (graph inputs and weights count as error-free). `ancestors`: `_ancestors(fp32, rows)`."""
+    rows = list(rows)
+    ancestors = ancestors if ancestors is not None else _ancestors(fp32, rows)
+    accumulated = {r.name: _error(r.dataset) for r in rows}  # type: ignore[attr-defined]
     growth: Dict[str, float] = {}
     for row in rows:
         own = accumulated.get(row.name)  # type: ignore[attr-defined]
         if own is None:
             continue
-        upstream = max((accumulated[t] or 0.0 for t in _paired_ancestors(producer, row.name, accumulated)),  # type: ignore[attr-defined]
-                       default=0.0)
+        upstream = max((accumulated[t] or 0.0 for t in ancestors[row.name]), default=0.0)  # type: ignore[attr-defined]
         growth[row.name_b] = own - upstream  # type: ignore[attr-defined]
     return growth
 
 
-def growth_sources(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, List[str]]:
+def growth_sources(fp32: onnx.ModelProto, rows: Iterable[object],
+                   ancestors: Optional[Mapping[str, List[str]]] = None) -> Dict[str, List[str]]:
     """B tensor name -> the B names of its nearest paired ancestors: where the error a layer amplifies
     comes from. The zoo's int8 wav2vec2: a decomposed LayerNorm divides by sqrt(var + eps), and the
     quantiser of var + eps (isolated cosine 0.99998) rounds small variances to zero; the error grows at
     the Div, a layer of its own error ~1e-5, so neither the Div's candidate nor the own-error order held
     the Add whose exclusion alone lifts the output cosine 0.573 -> 0.824 (issue 29)."""
     rows = list(rows)
+    ancestors = ancestors if ancestors is not None else _ancestors(fp32, rows)
     b_name = {r.name: r.name_b for r in rows}  # type: ignore[attr-defined]
-    producer = {o: n for n in fp32.graph.node for o in n.output if o}
-    return {row.name_b: [b_name[t] for t in _paired_ancestors(producer, row.name, b_name)]  # type: ignore[attr-defined]
-            for row in rows}
+    return {row.name_b: [b_name[t] for t in ancestors[row.name]] for row in rows}  # type: ignore[attr-defined]
 
 
 def reach(fp32: onnx.ModelProto, rows: Iterable[object]) -> Dict[str, float]:
@@ -136,8 +144,9 @@ def growth_order(fp32: onnx.ModelProto, qdq: onnx.ModelProto, rows: Iterable[obj
     """Nodes of `qdq` by the error growth of their layers, largest first; each of the `GROWTH_SOURCES`
     layers of largest growth followed by the producers of its sources."""
     rows = list(rows)
-    growth = error_growth(fp32, rows)
-    sources = growth_sources(fp32, rows)
+    ancestors = _ancestors(fp32, rows)  # one walk per row for both signals
+    growth = error_growth(fp32, rows, ancestors)
+    sources = growth_sources(fp32, rows, ancestors)
     growing: List[str] = []
     for k, tensor in enumerate(sorted(growth, key=lambda t: -growth[t])):
         growing += [tensor] + (sources.get(tensor, []) if k < GROWTH_SOURCES else [])
@@ -147,11 +156,5 @@ def growth_order(fp32: onnx.ModelProto, qdq: onnx.ModelProto, rows: Iterable[obj
 def _producers(qdq: onnx.ModelProto, tensors: Sequence[str]) -> List[str]:
     """The named nodes of `qdq` producing `tensors` (looked through Q/DQ pairs), in order, each once."""
     producer = {o: n for n in qdq.graph.node for o in n.output if o}
-    order: List[str] = []
-    for tensor in tensors:
-        node = producer.get(tensor)
-        while node is not None and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
-            node = producer.get(node.input[0])
-        if node is not None and node.name and node.name not in order:
-            order.append(node.name)
-    return order
+    nodes = (producer_through_qdq(producer, tensor) for tensor in tensors)
+    return list(dict.fromkeys(node.name for node in nodes if node is not None and node.name))
