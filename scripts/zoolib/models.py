@@ -43,12 +43,12 @@ def _hf(cls_name: str, config_name: str, head: Callable, *, init: str = "", **co
         cfg._attn_implementation = "eager"  # the attention ops users export (SDPA traces to the same math)
         model = getattr(transformers, cls_name)(cfg).eval()
         if init == "he+bn-stats":
-            _kaiming(model, config.get("image_size", 224))
+            _he_init_with_bn_stats(model, config.get("image_size", 224))
         return _Wrap(model, head)
     return build
 
 
-def _kaiming(model, size: int) -> None:
+def _he_init_with_bn_stats(model, size: int) -> None:
     """He init (fan_in) of every conv and linear weight, biases zero, then batch-norm statistics measured
     on the zoo's photos (each batch norm then normalises its input to unit variance).
 
