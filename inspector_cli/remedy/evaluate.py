@@ -9,7 +9,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from ..core.types import TensorMap
 from ..diff.metrics import METRICS, PairStats, metric_value_ok
 from ..diff.values import all_finite, reduce_values
 from ..errors import UsageError
+
+ACCURACY_METRICS = {"acc1": ">=", "acc5": ">=", "acc1_drop": "<=", "acc5_drop": "<="}
+"""Targets on the task's metric, against `--labels`: top-1/top-5 accuracy of the candidate, and its drop from
+the reference's accuracy on the same samples (0.01 = one point)."""
 
 _TARGET = re.compile(r"^\s*(?:(?P<output>[^:]+):)?\s*(?P<metric>[a-z0-9_]+)\s*(?P<op>>=|<=)\s*(?P<value>\S+)\s*$")
 
@@ -30,6 +34,17 @@ class Target:
     op: str
     threshold: float
     output: Optional[str] = None
+
+    @property
+    def on_labels(self) -> bool:
+        """A target on accuracy against the labels (acc1, acc5 and their drops)."""
+        return self.metric in ACCURACY_METRICS
+
+    def holds(self, value: Optional[float]) -> bool:
+        if self.on_labels:
+            return value is not None and value == value and (
+                value >= self.threshold if self.op == ">=" else value <= self.threshold)
+        return metric_value_ok(self.metric, value, self.threshold)
 
     def describe(self) -> str:
         # 12 digits: a target such as cosine>=0.99999996 must not be shown (and keyed) as cosine>=1
@@ -51,9 +66,10 @@ def parse_target(text: str) -> Target:
     if match is None:
         raise UsageError(f"--target '{text}': expected METRIC>=NUMBER or OUTPUT:METRIC<=NUMBER, e.g. cosine>=0.995")
     metric, op = match["metric"], match["op"]
-    if metric not in METRICS:
-        raise UsageError(f"--target '{text}': unknown metric '{metric}'", hint=f"metrics: {', '.join(METRICS)}")
-    expected = ">=" if METRICS[metric].higher_is_better else "<="
+    if metric not in METRICS and metric not in ACCURACY_METRICS:
+        raise UsageError(f"--target '{text}': unknown metric '{metric}'",
+                         hint=f"metrics: {', '.join([*METRICS, *ACCURACY_METRICS])}")
+    expected = ACCURACY_METRICS.get(metric) or (">=" if METRICS[metric].higher_is_better else "<=")
     if op != expected:
         raise UsageError(f"--target '{text}': {metric} is bounded with {expected}")
     try:
@@ -96,6 +112,8 @@ class Evaluator:
     targets: Sequence[Target]
     runtime: RuntimeConfig = RuntimeConfig()
     reference: List[TensorMap] = field(default_factory=list)
+    extra: Any = None
+    """The `label_binding.LabelBinding` accuracy targets are measured with (None without labels)."""
     runs: int = 0
     inferences: int = 0
     session_builds: int = 0
@@ -142,11 +160,31 @@ class Evaluator:
                 if not all_finite(cand[name]) and sample_id not in bad:
                     bad.append(sample_id)
         metrics = {name: s.metrics() for name, s in stats.items()}
+        on_labels = any(t.on_labels for t in self.targets)
+        if on_labels:
+            self._add_accuracy(metrics, candidate)
         result = Evaluation(metrics, bad, latency_ms)
-        unequal = any(s.items_unequal for s in stats.values()) or bool(unmatched)
+        # a changed label or string output misses agreement targets whatever the metrics say; against the
+        # labels, a changed prediction is what the accuracy counts
+        unequal = not on_labels and (any(s.items_unequal for s in stats.values()) or bool(unmatched))
         result.shortfall = sum(t.shortfall(result.value(t)) for t in self.targets) + (1e6 if bad else 0.0) + (
             1e3 if unequal else 0.0)
         # a changed label or string output misses the targets whatever the metrics say
-        result.meets = not bad and not unequal and all(
-            metric_value_ok(t.metric, result.value(t), t.threshold) for t in self.targets)
+        result.meets = not bad and not unequal and all(t.holds(result.value(t)) for t in self.targets)
         return result
+
+    def _add_accuracy(self, metrics: Dict[str, Dict[str, Optional[float]]],
+                      candidate: Sequence[Mapping[str, Any]]) -> None:
+        """acc1/acc5 of the candidate and their drops from the reference's, on the bound output."""
+        from ..errors import UsageError as _Usage
+        from .label_binding import accuracy
+
+        binding = self.extra
+        if binding is None:
+            raise _Usage("--target acc1/acc5: give --labels FILE (the accuracy is measured against them)")
+        row = metrics.setdefault(binding.output, {})
+        for k in binding.ks:
+            mine = accuracy(binding, candidate, self.sample_ids, k)
+            theirs = accuracy(binding, self.reference, self.sample_ids, k)
+            row[f"acc{k}"] = mine
+            row[f"acc{k}_drop"] = None if mine is None or theirs is None else theirs - mine

@@ -169,7 +169,17 @@ class Quantisers:
         (a Conv's output through Reshape and Transpose to the LayerNorm that reads it: the LayerNorm asks for
         the pair after the Transpose, so the Conv reads and writes float only with it excluded too)."""
         names: Set[str] = {node}
-        pairs = set(self.tensors_of.get(node, ()))
+        for pair in self.pairs_around([node]):
+            names |= self.active.get(pair, frozenset())
+        names = set(self.close(names)) - {node}
+        return [node] + sorted(names, key=lambda n: self.position.get(n, -1))
+
+    def pairs_around(self, nodes: Iterable[str]) -> Set[str]:
+        """The pairs on the tensors `nodes` produce or read, followed through the passive ops that move them
+        (what `unit` excludes around a node; what a 16-bit or re-calibration remedy changes for it)."""
+        pairs: Set[str] = set()
+        for node in nodes:
+            pairs |= self.tensors_of.get(node, set())
         frontier = list(pairs)
         while frontier:
             pair = frontier.pop()
@@ -181,10 +191,7 @@ class Quantisers:
                 if other not in pairs:
                     pairs.add(other)
                     frontier.append(other)
-        for pair in pairs:
-            names |= self.active.get(pair, frozenset())
-        names = set(self.close(names)) - {node}
-        return [node] + sorted(names, key=lambda n: self.position.get(n, -1))
+        return pairs
 
     def close(self, nodes: Iterable[str]) -> List[str]:
         """`nodes` plus what keeps their exclusion reproducible. Some output pairs take parameters that hold

@@ -279,6 +279,15 @@ def requantize_per_channel(qdq: onnx.ModelProto, node_name: str, fp32: Optional[
     the fp32 weight (or the dequantised one); its int32 bias is re-quantised to match."""
     model = _copy(qdq)
     index = GraphIndex(model.graph)
+    requantize_weight_inplace(model, index, node_name, fp32)
+    _prune_and_sort(model.graph)
+    return model
+
+
+def requantize_weight_inplace(model: onnx.ModelProto, index: GraphIndex, node_name: str,
+                              fp32: Optional[onnx.ModelProto] = None, fp32_name: Optional[str] = None) -> int:
+    """`requantize_per_channel` on `model` itself (its `index` kept for further patches; the caller prunes
+    and sorts): the node reads a new per-channel DequantizeLinear. Returns the number of channels."""
     node = index.by_name.get(node_name)
     if node is None:
         raise KeyError(f"node '{node_name}' is not in the QDQ model")
@@ -287,22 +296,31 @@ def requantize_per_channel(qdq: onnx.ModelProto, node_name: str, fp32: Optional[
         raise ValueError(f"node '{node_name}' has no quantised weight")
     position, dq = found
     current = dequantize_initializer(index, dq)
-    weight = fp32_weight(fp32, node_name, position, current.shape)
+    weight = fp32_weight(fp32, fp32_name or node_name, position, current.shape)
     weight = current if weight is None else weight
-    axis = WEIGHT_AXIS.get(node.op_type, 0)
-    if node.op_type == "Gemm" and int_attribute(node, "transB", 0) == 0:
-        axis = 1
+    axis = weight_axis(node)
     q, scales = per_channel_int8(weight, axis)
     base = f"{node_name}__pc"
     model.graph.initializer.extend([numpy_helper.from_array(q, f"{base}_w"),
                                     numpy_helper.from_array(scales, f"{base}_w_scale"),
                                     numpy_helper.from_array(np.zeros(scales.size, np.int8), f"{base}_w_zero")])
-    model.graph.node.append(helper.make_node("DequantizeLinear", [f"{base}_w", f"{base}_w_scale", f"{base}_w_zero"],
-                                             [f"{base}_w_float"], name=f"{base}_w_DequantizeLinear", axis=axis))
+    for name in (f"{base}_w", f"{base}_w_scale", f"{base}_w_zero"):
+        index.inits[name] = next(t for t in reversed(model.graph.initializer) if t.name == name)
+    dq_node = helper.make_node("DequantizeLinear", [f"{base}_w", f"{base}_w_scale", f"{base}_w_zero"],
+                               [f"{base}_w_float"], name=f"{base}_w_DequantizeLinear", axis=axis)
+    model.graph.node.append(dq_node)
+    index.producer[f"{base}_w_float"] = dq_node
     node.input[position] = f"{base}_w_float"
     _requantize_bias(model, index, node, scales, base, fp32)
-    _prune_and_sort(model.graph)
-    return model
+    return int(scales.size)
+
+
+def weight_axis(node: onnx.NodeProto) -> int:
+    """The output-channel axis of `node`'s weight (Gemm with transB=0 reads it along axis 1)."""
+    axis = WEIGHT_AXIS.get(node.op_type, 0)
+    if node.op_type == "Gemm" and int_attribute(node, "transB", 0) == 0:
+        axis = 1
+    return axis
 
 
 def _requantize_bias(model: onnx.ModelProto, index: GraphIndex, node: onnx.NodeProto, w_scales: np.ndarray,

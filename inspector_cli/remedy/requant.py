@@ -1,0 +1,141 @@
+"""Re-quantising one activation quantiser (a Q -> DQ pair) of a QDQ model: at 16 bits, or on another range.
+
+onnxruntime's quantiser writes a tensor at 16 bits when `extra_options={"TensorQuantOverrides": {tensor:
+[{"quant_type": QuantType.QUInt16}]}}` asks for it: the same calibrated range, 65535 steps instead of 255, in
+a standard QuantizeLinear/DequantizeLinear from opset 21 (the quantiser converts an older model to opset 21) or
+in the com.microsoft ones (`UseQDQContribOps`). A pair is patched here the same way without the
+calibration data: the range is the one the 8-bit parameters hold ((qmin - zero point) x scale to (qmax -
+zero point) x scale: the calibrated range within half a step, since the quantiser rounds only the zero point),
+and the model keeps its opset (older ones get the com.microsoft ops, which onnxruntime runs the same).
+A range override (`{"rmin": ..., "rmax": ...}`, another calibration of the tensor) keeps the pair's type.
+
+Parameters follow onnxruntime's `compute_scale_zp`: the range widened to include 0, symmetric pairs
+(signed with zero point 0) over [-max|r|, max|r|] in [-(2^(b-1) - 1), 2^(b-1) - 1].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .qdq_patch import GraphIndex
+
+SIXTEEN_BIT = {np.dtype(np.uint8): np.dtype(np.uint16), np.dtype(np.int8): np.dtype(np.int16)}
+"""The 16-bit type an 8-bit pair becomes (unsigned stays unsigned: the quantiser's QUInt16 / QInt16)."""
+QUANT_TYPE_NAMES = {np.dtype(np.uint8): "QUInt8", np.dtype(np.int8): "QInt8", np.dtype(np.uint16): "QUInt16",
+                    np.dtype(np.int16): "QInt16"}
+"""numpy dtype -> onnxruntime.quantization.QuantType member name (what a TensorQuantOverrides entry holds)."""
+MS_DOMAIN = "com.microsoft"
+
+
+@dataclass(frozen=True)
+class PairParams:
+    """One quantiser's parameters: scale, zero point, integer type, symmetric or not."""
+
+    scale: float
+    zero_point: int
+    dtype: np.dtype
+    symmetric: bool
+
+    def bounds(self) -> Tuple[int, int]:
+        return quant_bounds(self.dtype, self.symmetric)
+
+    def range(self) -> Tuple[float, float]:
+        """The real range the parameters represent."""
+        low, high = self.bounds()
+        return (low - self.zero_point) * self.scale, (high - self.zero_point) * self.scale
+
+
+def quant_bounds(dtype: np.dtype, symmetric: bool) -> Tuple[int, int]:
+    """onnxruntime's (qmin, qmax) for a type: a symmetric signed type drops its lowest value."""
+    info = np.iinfo(dtype)
+    if symmetric and info.min < 0:
+        return int(info.min) + 1, int(info.max)
+    return int(info.min), int(info.max)
+
+
+def params_for_range(rmin: float, rmax: float, dtype: np.dtype, symmetric: bool) -> PairParams:
+    """onnxruntime's compute_scale_zp for a range (0 always representable)."""
+    rmin, rmax = min(float(rmin), 0.0), max(float(rmax), 0.0)
+    qmin, qmax = quant_bounds(dtype, symmetric)
+    if symmetric:
+        absmax = max(abs(rmin), abs(rmax))
+        rmin, rmax = -absmax, absmax
+    scale = (rmax - rmin) / float(qmax - qmin)
+    if scale <= 0.0 or not np.isfinite(scale):
+        return PairParams(1.0, 0, dtype, symmetric)
+    zero = 0 if symmetric else int(np.clip(round(qmin - rmin / scale), qmin, qmax))
+    if symmetric and np.iinfo(dtype).min == 0:  # symmetric unsigned: the middle of the range
+        zero = (qmin + qmax + 1) // 2
+    return PairParams(float(np.float32(scale)), zero, dtype, symmetric)
+
+
+class PairEditor:
+    """Re-quantises pairs of one model in place (the caller owns the copy and its `GraphIndex`)."""
+
+    def __init__(self, model: onnx.ModelProto, index: GraphIndex) -> None:
+        self.model, self.index = model, index
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        self.params: Dict[str, PairParams] = {}
+        """pair -> the parameters written for it."""
+
+    def current(self, pair: str) -> Optional[PairParams]:
+        """The parameters of the pair whose QuantizeLinear writes `pair` (None: not an activation pair)."""
+        q = self.index.producer.get(pair)
+        if q is None or q.op_type != "QuantizeLinear" or len(q.input) < 2:
+            return None
+        scale = self.index.array(q.input[1])
+        zero = self.index.array(q.input[2]) if len(q.input) > 2 and q.input[2] else None
+        if scale is None or scale.size != 1:
+            return None
+        dtype = np.dtype(np.uint8) if zero is None else zero.dtype
+        if dtype not in QUANT_TYPE_NAMES:
+            return None
+        zp = 0 if zero is None else int(zero.reshape(()))
+        symmetric = np.iinfo(dtype).min < 0 and zp == 0
+        return PairParams(float(scale.reshape(())), zp, dtype, symmetric)
+
+    def to_16bit(self, pair: str) -> Optional[PairParams]:
+        """The pair at 16 bits over the range its 8-bit parameters hold; None when it is not an 8-bit pair."""
+        now = self.current(pair)
+        if now is None or now.dtype not in SIXTEEN_BIT:
+            return None
+        rmin, rmax = now.range()
+        wide = params_for_range(rmin, rmax, SIXTEEN_BIT[now.dtype], now.symmetric)
+        self._write(pair, wide)
+        return wide
+
+    def to_range(self, pair: str, rmin: float, rmax: float) -> Optional[PairParams]:
+        """The pair, same type, over [rmin, rmax] (another calibration of its tensor)."""
+        now = self.current(pair)
+        if now is None:
+            return None
+        params = params_for_range(rmin, rmax, now.dtype, now.symmetric)
+        self._write(pair, params)
+        return params
+
+    def _write(self, pair: str, params: PairParams) -> None:
+        """New scale and zero-point initializers for the pair's QuantizeLinear and every DequantizeLinear
+        after it (parameters may be shared by name with other pairs: never edited in place)."""
+        q = self.index.producer[pair]
+        scale_name, zero_name = f"{pair}__scale", f"{pair}__zero_point"
+        scale = numpy_helper.from_array(np.array(params.scale, np.float32), scale_name)
+        zero = numpy_helper.from_array(np.array(params.zero_point, params.dtype), zero_name)
+        for tensor in (scale, zero):
+            if tensor.name in self.index.inits:
+                self.index.inits[tensor.name].CopyFrom(tensor)
+            else:
+                self.model.graph.initializer.append(tensor)
+                self.index.inits[tensor.name] = self.model.graph.initializer[-1]
+        wide = params.dtype.itemsize > 1
+        for node in [q] + [d for d in self.index.consumers.get(pair, []) if d.op_type == "DequantizeLinear"]:
+            del node.input[1:]
+            node.input.extend([scale_name, zero_name])
+            if wide and self.opset < 21:  # standard Q/DQ take 16-bit types from opset 21
+                node.domain = MS_DOMAIN
+        if wide and self.opset < 21 and not any(o.domain == MS_DOMAIN for o in self.model.opset_import):
+            self.model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
+        self.params[pair] = params
