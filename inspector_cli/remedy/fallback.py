@@ -72,6 +72,8 @@ class FallbackPlan:
     baseline_latency_ms: float
     final_latency_ms: float
     model: Optional[onnx.ModelProto] = field(default=None, repr=False)
+    baseline_meets: bool = False
+    """Whether the quantised model itself meets the targets (then the plan is empty and found)."""
 
     def exclude_list(self) -> Dict[str, Any]:
         """The document of `--exclude-list`: feed `nodes_to_exclude` to quantize_static."""
@@ -185,7 +187,8 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
         targets=[t.describe() for t in targets],
         baseline=baseline.summary(targets), final=final.summary(targets), sensitivity=sensitivity, skipped=skipped,
         steps=search.steps, runs=ev.runs, inferences=ev.inferences, seconds=ev.seconds,
-        baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model)
+        baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model,
+        baseline_meets=baseline.meets)
 
 
 def sensitivity_order(search: "_Search", ranked: Sequence[str], baseline: Evaluation,

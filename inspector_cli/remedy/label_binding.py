@@ -59,11 +59,13 @@ class LabelBinding:
 
     def correct(self, value: Any, sample: str, k: int) -> Optional[bool]:
         """Whether the sample's output has its label among the top k (None: the sample has no label)."""
+        label = self.labels.get(sample)
+        return None if label is None else self.judge(value, label, k)
+
+    def judge(self, value: Any, label: int, k: int) -> bool:
+        """Whether `label` is among the top k of one sample's output (`labels.accuracy_report`'s judge)."""
         from .labels import topk_correct
 
-        label = self.labels.get(sample)
-        if label is None:
-            return None
         if self.kind == PREDICTED:  # int64 or string predictions: equal as text (3 == "3")
             return str(np.asarray(value).reshape(-1)[0]) == str(label)
         row, index = self.scores(value, label)

@@ -5,6 +5,7 @@
 | `calibration` | its activation quantisers re-calibrated (percentile or entropy range of the tensor on the calibration samples) | nothing: the same int8 kernels |
 | `per-channel` | its per-tensor weights re-quantised per output channel (symmetric int8) | a scale per channel |
 | `a16` | its activation quantisers at 16 bits (uint16/int16, the 8-bit range): A16W8 | 16-bit activations (1 byte more per element), 16-bit kernels |
+| `a16+per-channel` | both of the above (a node whose error is in its activations and its weight) | both |
 | `float` | excluded as `quantize_static(nodes_to_exclude=...)` builds it (`exclusion.exclude_qdq`) | float kernels and weights |
 
 `COST_ORDER` is the order a candidate's remedies are tried in, cheapest first; the plan's cost is counted as
@@ -25,9 +26,11 @@ from .qdq_patch import GraphIndex, _prune_and_sort, requantize_weight_inplace, w
 from .requant import PairEditor, PairParams
 
 FLOAT, A16, PER_CHANNEL, CALIBRATION = "float", "a16", "per-channel", "calibration"
-COST_ORDER: Tuple[str, ...] = (CALIBRATION, PER_CHANNEL, A16, FLOAT)
+A16_PER_CHANNEL = "a16+per-channel"
+COST_ORDER: Tuple[str, ...] = (CALIBRATION, PER_CHANNEL, A16, A16_PER_CHANNEL, FLOAT)
 """Cheapest first: a re-calibration costs nothing on the device, per-channel weights a scale per channel,
-16-bit activations a byte per element and slower kernels, float the most (float kernels on an NPU)."""
+16-bit activations a byte per element and slower kernels, float the most (float kernels on an NPU).
+`a16+per-channel` is allowed whenever both of its parts are."""
 REMEDIES = frozenset(COST_ORDER)
 
 
@@ -37,6 +40,8 @@ def parse_remedies(text: "str | Iterable[str]") -> Tuple[str, ...]:
     aliases = {"fp32": FLOAT, "16bit": A16, "a16w8": A16, "perchannel": PER_CHANNEL, "pc": PER_CHANNEL,
                "calibrate": CALIBRATION, "percentile": CALIBRATION, "entropy": CALIBRATION}
     chosen = {aliases.get(n, n) for n in names}
+    if {A16, PER_CHANNEL} <= chosen:
+        chosen.add(A16_PER_CHANNEL)
     unknown = sorted(chosen - REMEDIES)
     if unknown:
         raise ValueError(f"unknown remedy '{unknown[0]}' (choose from {', '.join(COST_ORDER)})")
@@ -111,8 +116,8 @@ class RemedyBuilder:
         a 16-bit one an 8-bit pair, a re-calibration a measured range that differs)."""
         if remedy == FLOAT:
             return True
-        if remedy == PER_CHANNEL:
-            return bool(self._per_tensor_weights(nodes))
+        if remedy in (PER_CHANNEL, A16_PER_CHANNEL):
+            return bool(self._per_tensor_weights(nodes)) and (remedy == PER_CHANNEL or self.applicable(nodes, A16))
         pairs = self.quantisers.pairs_around(nodes)
         if remedy == CALIBRATION:
             return any(p in self.ranges for p in pairs)
@@ -129,11 +134,11 @@ class RemedyBuilder:
         editor = PairEditor(model, index)
         excluded = set(floats)
         for choice in choices:
-            if choice.remedy in (A16, CALIBRATION):
+            if choice.remedy in (A16, A16_PER_CHANNEL, CALIBRATION):
                 for pair in sorted(self.quantisers.pairs_around(choice.nodes) - removed):
                     if pair in applied.pairs_16bit:
                         continue
-                    if choice.remedy == A16:
+                    if choice.remedy != CALIBRATION:
                         done = editor.to_16bit(pair)
                         if done is not None:
                             applied.pairs_16bit[pair] = done
@@ -142,7 +147,7 @@ class RemedyBuilder:
                         done = editor.to_range(pair, *self.ranges[pair])
                         if done is not None:
                             applied.pairs_recalibrated[pair] = done
-            elif choice.remedy == PER_CHANNEL:
+            if choice.remedy in (PER_CHANNEL, A16_PER_CHANNEL):
                 for node, weight in self._per_tensor_weights(choice.nodes).items():
                     if node not in excluded and node not in applied.per_channel:
                         requantize_weight_inplace(model, index, node, self.fp32, self.fp32_names.get(node, node))
