@@ -169,8 +169,10 @@ def _findings(fix: Any, config: FixConfig, recheck_meets: Optional[bool]) -> Lis
     findings: List[Finding] = []
     best = ", ".join(f"{k} {metric_text(v)}" for k, v in fix.final.items())
     if fix.no_answer:
-        findings.append(Finding("MI869", Severity.ERROR, "even every quantised node in float misses the targets: "
-                                f"no remedy can meet them ({best})", hint="relax --target, or check the labels"))
+        strongest = fix.remedies[-1] if fix.remedies else "float"
+        findings.append(Finding("MI869", Severity.ERROR, f"even every candidate given the strongest remedy allowed "
+                                f"({strongest}) misses the targets: no plan can meet them ({best})",
+                                hint="allow more --remedies (float), relax --target, or check the labels"))
     elif not fix.found:
         findings.append(Finding("MI861", Severity.ERROR, f"no plan meets the targets; best found: {best}",
                                 hint="raise --max-runs or --max-nodes, allow more --remedies, or relax --target"))

@@ -120,7 +120,8 @@ class FixResult(Result):
 
     def summary(self) -> str:
         if self.no_answer:
-            return "no plan: even every quantised node in float misses the targets"
+            strongest = self.remedies[-1] if self.remedies else "float"
+            return f"no plan: even every candidate given {strongest} misses the targets"
         what = "plan found" if self.found else "NO plan meets the targets (best found)"
         cost = self.cost
         parts = [f"{cost.float_nodes} node(s) in float", f"{cost.tensors_16bit} tensor(s) at 16 bits",
