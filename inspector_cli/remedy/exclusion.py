@@ -158,7 +158,11 @@ class Quantisers:
                     kept[pair] = False
                 else:
                     node = self.index.by_name[passive]
-                    kept[pair] = all(data_input_kept(node, k) for k in DATA_INPUTS.get(node.op_type, (0,)))
+                    positions = DATA_INPUTS.get(node.op_type, (0,))
+                    # a passive op reading nothing quantised has a pair its quantiser's rules would not make
+                    # (NNCF quantises a MaxPool's input, not a Relu's): kept as the model has it
+                    unexplained = not any(k in self.input_pairs.get(node.name, {}) for k in positions)
+                    kept[pair] = unexplained or all(data_input_kept(node, k) for k in positions)
             return kept[pair]
 
         return [pair for pair in self.order if not is_kept(pair)]
