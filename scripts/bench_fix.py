@@ -45,6 +45,9 @@ def prepare(model: str, out: Path, zoo: Path, n_val: int, n_calib: int) -> Dict[
     import onnxruntime as ort
 
     folder = out / model
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)  # samples of an earlier run with other counts
     folder.mkdir(parents=True, exist_ok=True)
     labels = None
     if model == "digits":

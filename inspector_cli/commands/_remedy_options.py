@@ -13,8 +13,8 @@ def fallback_options(func: Any) -> Any:
     """--fallback-plan and what the plan must reach / where it goes (shared by compare and nan-bisect)."""
     return compose(
         click.option("--fallback-plan", is_flag=True,
-                     help="Find the fewest nodes to keep in float (QDQ MODEL_B) or fp32 (fp16 model) so that every "
-                          "--target holds, verified on the samples."),
+                     help="Moved to `mi fix` (an alias for one release): find the fewest nodes to keep in float "
+                          "(QDQ MODEL_B) or fp32 (fp16 model) so that every --target holds, verified on the samples."),
         click.option("--target", "targets", multiple=True, metavar="METRIC>=V",
                      help="What the plan must reach over all samples, e.g. 'cosine>=0.995', 'top1>=0.99', "
                           "'logits:max_abs<=0.1'. Repeatable (default cosine>=0.995)."),
@@ -66,11 +66,16 @@ def build_fallback_config(params: Dict[str, Any]) -> Optional[Any]:
     for flag in ("write_model", "exclude_list"):
         if params.get(flag):
             check_writable(params[flag], f"--{flag.replace('_', '-')}")
+    click.echo(MOVED, err=True)
     return RemedyConfig(targets=tuple(params.get("targets") or ("cosine>=0.995",)),
                         max_nodes=params.get("max_nodes") or 10, max_runs=params.get("max_runs") or 50,
                         write_model=Path(params["write_model"]) if params.get("write_model") else None,
                         exclude_list=Path(params["exclude_list"]) if params.get("exclude_list") else None)
 
+
+MOVED = ("note: --fallback-plan moved to `mi fix FP32 QUANTISED --inputs ... --target ...` (cheaper remedies than "
+         "float, exports for onnxruntime, NNCF and ModelOpt, targets on accuracy); this alias stays for one release")
+"""Printed on stderr by every run of the alias (issue 44)."""
 
 REQUEST_FLAGS = ("fallback_plan", "targets", "write_model", "exclude_list", "bisect_optimizers", "simulated",
                  "labels", "min_accuracy", "max_accuracy_drop")

@@ -97,3 +97,13 @@ def test_fix_on_the_quantised_model_itself_is_an_empty_plan(broken_pair, tmp_pat
     assert result["baseline_meets"] is True and result["choices"] == [] and result["strategy"] == "none"
     assert np.isclose(result["final"]["cosine>=0.5"], result["baseline"]["cosine>=0.5"])
     onnx.load(folder / "int8.onnx")  # untouched input
+
+
+def test_compare_fallback_plan_is_an_alias_that_says_where_it_went(broken_pair, tmp_path):
+    """The fix-it flags of compare stay for one release and say where they went (fails before: no note)."""
+    folder = _on_disk(broken_pair)
+    ran = run_mi(["compare", folder / "fp32.onnx", folder / "broken.onnx", "--inputs", folder / "data",
+                  "--fallback-plan", "--target", "cosine>=0.995"], cwd=tmp_path)
+    assert_status(ran, 0)
+    assert "--fallback-plan moved to `mi fix FP32 QUANTISED" in ran.stderr
+    assert "plan found: conv2, conv1, conv3" in ran.stdout  # the alias still plans as before
