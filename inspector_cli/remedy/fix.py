@@ -99,11 +99,13 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
     cap = max_runs * BUDGET_GROWTH
     strategy, plan, groups, no_answer, untried = "none", [], [], False, 0
     if not baseline.meets and nodes:
-        order = sensitivity_order(search, ranked, baseline, sensitivity, skipped, max_nodes=max_nodes,
-                                  sensitivity_top=sensitivity_top, max_runs=max_runs)
+        spread = _spread(search, ranked, baseline, max_nodes)
+        order = [] if spread else sensitivity_order(search, ranked, baseline, sensitivity, skipped,
+                                                    max_nodes=max_nodes, sensitivity_top=sensitivity_top,
+                                                    max_runs=max_runs)
         plan = search.quantisers.close(_greedy(search, order, max_runs)) if order else []
         strategy = "candidates"
-        if not search.evaluate(plan).meets:
+        if spread or not search.evaluate(plan).meets:
             units = _units(search.quantisers, nodes, len(nodes))
             outcome = top_down(search, units, own_errors, cap)
             strategy, groups, no_answer, untried = outcome.strategy, outcome.groups, outcome.no_answer, outcome.untried
@@ -133,6 +135,22 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
         skipped=skipped, remedies=list(remedies), ranges=ranges, runs=ev.runs, replayed=trials.replayed,
         inferences=ev.inferences, seconds=time.perf_counter() - start, baseline_latency_ms=baseline.latency_ms,
         final_latency_ms=final.latency_ms, exports=exports(applied, qdq, fp32, fp32_names), model=model)
+
+
+SPREAD_SHARE = 0.5
+"""The top `max_nodes` candidates together recovering less than this share of the baseline's shortfall: the
+error is spread (or the quantisation catastrophic), and the search goes top down at once."""
+
+
+def _spread(search: RemedySearch, ranked: Sequence[str], baseline: Any, max_nodes: int) -> bool:
+    """One run: the top `max_nodes` ranked candidates in float together. When even they recover less than
+    `SPREAD_SHARE` of the shortfall, measuring candidates one by one cannot find a handful that meets the
+    targets (issue 44: the byte-CNN's catastrophic int8 spent 50 runs there and ended without a plan)."""
+    top = _units(search.quantisers, ranked, max_nodes)
+    if not top or not baseline.shortfall or baseline.shortfall == float("inf"):
+        return False
+    probe = search.evaluate(list(dict.fromkeys(n for u in top for n in u)), "probe", f"top {len(top)} candidates")
+    return not probe.meets and baseline.shortfall - probe.shortfall < SPREAD_SHARE * baseline.shortfall
 
 
 def _measure_ranges(builder: RemedyBuilder, nodes: List[str], samples: Sequence[TensorMap],
