@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import onnx
 
-from .qdq_patch import GraphIndex, quantised_nodes, weight_input
+from .qdq_patch import GraphIndex, quantised_nodes, weight_axis, weight_input
 from .remedies import Applied
 from .requant import QUANT_TYPE_NAMES
 
@@ -48,8 +48,6 @@ def onnxruntime_options(applied: Applied, qdq: onnx.ModelProto, fp32: Optional[o
             overrides[tensor] = [entry(params)]
     for node_name in applied.per_channel:
         node = index.by_name[node_name]
-        from .qdq_patch import weight_axis
-
         position = weight_input(index, node)[0]  # type: ignore[index]
         source = fp32_index.by_name.get(fp32_names.get(node_name, node_name)) if fp32_index is not None else None
         weight = source.input[position] if source is not None and position < len(source.input) else None

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 
 from .exclusion import Quantisers, exclude_qdq
-from .qdq_patch import GraphIndex, _prune_and_sort, requantize_weight_inplace, weight_input
+from .qdq_patch import GraphIndex, _prune_and_sort, requantize_weight_inplace, weight_axis, weight_input
 from .requant import PairEditor, PairParams
 
 FLOAT, A16, PER_CHANNEL, CALIBRATION = "float", "a16", "per-channel", "calibration"
@@ -121,9 +121,8 @@ class RemedyBuilder:
         pairs = self.quantisers.pairs_around(nodes)
         if remedy == CALIBRATION:
             return any(p in self.ranges for p in pairs)
-        editor = PairEditor(self.qdq, self.index)
-        return any((editor.current(p) or PairParams(1, 0, np.dtype(np.int16), False)).dtype.itemsize == 1
-                   for p in pairs)
+        editor = PairEditor(self.qdq, self.index)  # reads only: nothing is written to the QDQ model
+        return any(params is not None and params.dtype.itemsize == 1 for params in map(editor.current, pairs))
 
     def build(self, choices: Sequence[Choice]) -> Tuple[onnx.ModelProto, Applied]:
         floats = self.quantisers.close([n for c in choices if c.remedy == FLOAT for n in c.nodes])
@@ -193,8 +192,6 @@ class RemedyBuilder:
             where = weight_input(self.index, self.index.by_name[node])
             stored = self.index.array(where[1].input[0]) if where is not None else None
             if added is not None and stored is not None:
-                from .qdq_patch import weight_axis
-
                 added += (stored.shape[weight_axis(self.index.by_name[node]) % stored.ndim] - 1) * 5
         return PlanCost(float_nodes=len(applied.float_nodes), tensors_16bit=len(applied.pairs_16bit),
                         per_channel_weights=len(applied.per_channel),

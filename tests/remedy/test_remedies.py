@@ -20,7 +20,6 @@ from inspector_cli.remedy.fix import plan_fix
 from inspector_cli.remedy.remedies import A16, FLOAT, PER_CHANNEL, Choice, RemedyBuilder, parse_remedies
 from inspector_cli.remedy.requant import params_for_range
 
-from .models import quantize_qdq
 
 
 def _outputs(model, samples):

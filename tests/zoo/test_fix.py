@@ -74,7 +74,7 @@ def test_fix_exports_rebuild(request, sweep, model, variant, tmp_path, monkeypat
 
 @pytest.mark.parametrize("model,variant", [c for c in FIX_CASES if c[0] in X.CNN_MODELS and c[1] in X.RECIPES])
 def test_fix_no_float_where_cheaper_would_do(request, sweep, model, variant, tmp_path, monkeypatch):
-    run, target, plan = _fix(request, sweep, "fix-cheapest", model, variant)
+    _run, target, plan = _fix(request, sweep, "fix-cheapest", model, variant)
     if not plan.get("found"):
         pytest.skip("no plan")
     monkeypatch.chdir(tmp_path)
