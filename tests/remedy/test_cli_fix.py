@@ -12,13 +12,12 @@ import onnx
 from ..cli.test_reports import validate_document
 from ..fixtures.helpers import read_json, save_npz
 from ..fixtures.subproc import assert_status, run_mi
+from .test_cli_remedy import _pair_on_disk
 from .test_remedies import _cosine, _outputs, _rebuild
 
 
 def _on_disk(broken_pair):
-    folder = broken_pair["folder"]
-    if not (folder / "data").exists():
-        save_npz(folder / "data", broken_pair["samples"])
+    folder = _pair_on_disk(broken_pair)
     if not (folder / "calib").exists():
         save_npz(folder / "calib", broken_pair["calibration"])
     return folder
