@@ -142,6 +142,39 @@ def run_mi_fix(folder: Path, int8: Path, metric: Dict[str, Any], max_drop: float
             **counts(folder / f"mi_{tag}.onnx", int8)}
 
 
+def output_cosine(path: Path, folder: Path, metric: Dict[str, Any]) -> float:
+    """Data-set cosine of the scored output against fp32's (plain onnxruntime)."""
+    import onnxruntime as ort
+
+    def run(model: Path) -> np.ndarray:
+        session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        return np.concatenate([session.run([metric["output"]], dict(np.load(p)))[0].ravel()
+                               for p in sorted((folder / "val").glob("*.npz"))]).astype(np.float64)
+
+    a, b = run(folder / "fp32.onnx"), run(path)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def nncf_rebuild_check(folder: Path, metric: Dict[str, Any], max_drop: float, nncf_python: str) -> Dict[str, Any]:
+    """mi fix --remedies float on NNCF's int8 (what an IgnoredScope can say), its export rebuilt by NNCF: the
+    output cosine of the rebuilt model against the plan's."""
+    int8 = folder / "nncf_int8.onnx"
+    base = output_cosine(int8, folder, metric)
+    target = (base + 1.0) / 2.0
+    argv = [sys.executable, "-m", "inspector_cli", "fix", folder / "fp32.onnx", int8, "--inputs", folder / "val",
+            "--target", f"cosine>={target:.9f}", "--remedies", "float", "--write-model", folder / "mi_float.onnx",
+            "--export", folder / "mi_float_export.json", "-q"]
+    subprocess.run([str(a) for a in argv], capture_output=True, text=True)
+    if not (folder / "mi_float.onnx").exists():
+        return {"error": "no plan written"}
+    subprocess.run([nncf_python, str(ROOT / "scripts" / "bench_fix_nncf.py"), str(folder), "--rebuild",
+                    str(folder / "mi_float_export.json"), str(folder / "nncf_rebuilt.onnx")], capture_output=True)
+    plan, rebuilt = output_cosine(folder / "mi_float.onnx", folder, metric), output_cosine(
+        folder / "nncf_rebuilt.onnx", folder, metric)
+    names = json.loads((folder / "mi_float_export.json").read_text())["nncf"]["names"]
+    return {"target": target, "plan": plan, "rebuilt": rebuilt, "delta": rebuilt - plan, "ignored": len(names)}
+
+
 def ort_int8(folder: Path) -> Path:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -230,10 +263,12 @@ def main() -> None:
         mi_nncf = run_mi_fix(folder, nncf_int8, metric, args.max_drop, "nncf")
         ort_debug = ort_debug_exclusion(folder, metric, goal)
         mi_ort = run_mi_fix(folder, folder / "ort_int8.onnx", metric, args.max_drop, "ort")
+        scope = nncf_rebuild_check(folder, metric, args.max_drop, args.nncf_python)
         rows.append((model, metric["kind"], fp32_metric, metric_of(nncf_int8, folder, metric),
                      metric_of(folder / "ort_int8.onnx", folder, metric), ac, mi_nncf, ort_debug, mi_ort, nncf))
         print(json.dumps({"model": model, "fp32": fp32_metric, "nncf_ac": ac, "mi_on_nncf": mi_nncf,
-                          "ort_debug": ort_debug, "mi_on_ort": mi_ort, "nncf_times": nncf}), flush=True)
+                          "ort_debug": ort_debug, "mi_on_ort": mi_ort, "nncf_times": nncf,
+                          "nncf_ignored_scope_rebuild": scope}), flush=True)
     print("\n| model | metric | fp32 | int8 NNCF / ORT | tool | final metric | float nodes | 16-bit tensors | wall s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:

@@ -2,6 +2,7 @@
 """NNCF's side of scripts/bench_fix.py, run by the Python of a venv where NNCF is installed:
 
     NNCF_PYTHON scripts/bench_fix_nncf.py FOLDER MAX_DROP
+    NNCF_PYTHON scripts/bench_fix_nncf.py FOLDER --rebuild EXPORT.json OUT.onnx
 
 FOLDER holds fp32.onnx, calib/*.npz, val/*.npz and metric.json ({"kind": "labels", "labels": {...}} or
 {"kind": "agreement", "reference": {...}}: fp32's top-1 class per validation sample). Writes nncf_int8.onnx
@@ -22,11 +23,28 @@ def load(folder: Path):
     return [(p.name, dict(np.load(p))) for p in sorted(folder.glob("*.npz"))]
 
 
+def rebuild(folder: Path, export: Path, out: Path) -> None:
+    """nncf.quantize of fp32.onnx on calib/ again, with the IgnoredScope `mi fix --export` wrote (the names of
+    the nodes it keeps in float): the check that the exported scope gives the plan's model."""
+    import nncf
+    import onnx
+
+    scope = json.loads(export.read_text())["nncf"]
+    calib = load(folder / "calib")
+    model = nncf.quantize(onnx.load(str(folder / "fp32.onnx")), nncf.Dataset(calib, lambda item: item[1]),
+                          subset_size=len(calib), ignored_scope=nncf.IgnoredScope(names=scope["names"]))
+    onnx.save(model, str(out))
+    print(json.dumps({"rebuilt": str(out), "ignored": len(scope["names"])}))
+
+
 def main() -> None:
     import nncf
     import onnx
     import onnxruntime as ort
 
+    if sys.argv[2] == "--rebuild":
+        rebuild(Path(sys.argv[1]), Path(sys.argv[3]), Path(sys.argv[4]))
+        return
     folder, max_drop = Path(sys.argv[1]), float(sys.argv[2])
     fp32 = onnx.load(str(folder / "fp32.onnx"))
     metric = json.loads((folder / "metric.json").read_text())
