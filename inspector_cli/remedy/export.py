@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import onnx
 
-from .qdq_patch import GraphIndex, quantised_nodes, weight_axis, weight_input
+from .qdq_patch import GraphIndex, quantised_nodes, weight_input
 from .remedies import Applied
-from .requant import QUANT_TYPE_NAMES
+from .requant import QUANT_TYPE_NAMES, weight_axis
 
 
 def _fp32_tensor_names(fp32: Optional[onnx.ModelProto]) -> set:

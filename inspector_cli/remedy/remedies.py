@@ -22,8 +22,8 @@ import numpy as np
 import onnx
 
 from .exclusion import Quantisers, exclude_qdq
-from .qdq_patch import GraphIndex, _prune_and_sort, requantize_weight_inplace, weight_axis, weight_input
-from .requant import PairEditor, PairParams
+from .qdq_patch import GraphIndex, _prune_and_sort, weight_input
+from .requant import PairEditor, PairParams, requantize_weight_inplace, weight_axis
 
 FLOAT, A16, PER_CHANNEL, CALIBRATION = "float", "a16", "per-channel", "calibration"
 A16_PER_CHANNEL = "a16+per-channel"

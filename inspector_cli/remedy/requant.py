@@ -21,7 +21,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .qdq_patch import GraphIndex
+from .qdq_patch import (WEIGHT_AXIS, GraphIndex, _copy, _prune_and_sort, axis_shape, dequantize_initializer,
+                        fp32_weight, int_attribute, weight_input)
 
 SIXTEEN_BIT = {np.dtype(np.uint8): np.dtype(np.uint16), np.dtype(np.int8): np.dtype(np.int16)}
 """The 16-bit type an 8-bit pair becomes (unsigned stays unsigned: the quantiser's QUInt16 / QInt16)."""
@@ -139,3 +140,91 @@ class PairEditor:
         if wide and self.opset < 21 and not any(o.domain == MS_DOMAIN for o in self.model.opset_import):
             self.model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
         self.params[pair] = params
+
+
+# Per-channel weights (the `per-channel` remedy and compare's per-channel advice)
+
+def per_channel_int8(weight: np.ndarray, axis: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 per-channel quantisation (range [-127, 127], zero point 0): (integers, scales)."""
+    moved = np.moveaxis(weight.astype(np.float64), axis, 0).reshape(weight.shape[axis], -1)
+    scales = np.abs(moved).max(axis=1) / 127.0
+    scales[scales == 0] = 1.0
+    shape = axis_shape(weight, scales, axis)
+    q = np.clip(np.round(weight / scales.reshape(shape)), -127, 127).astype(np.int8)
+    return q, scales.astype(np.float32)
+
+
+def requantize_per_channel(qdq: onnx.ModelProto, node_name: str, fp32: Optional[onnx.ModelProto] = None
+                           ) -> onnx.ModelProto:
+    """A copy of `qdq` with `node_name`'s weight re-quantised per output channel (symmetric int8) from
+    the fp32 weight (or the dequantised one); its int32 bias is re-quantised to match."""
+    model = _copy(qdq)
+    index = GraphIndex(model.graph)
+    requantize_weight_inplace(model, index, node_name, fp32)
+    _prune_and_sort(model.graph)
+    return model
+
+
+def requantize_weight_inplace(model: onnx.ModelProto, index: GraphIndex, node_name: str,
+                              fp32: Optional[onnx.ModelProto] = None, fp32_name: Optional[str] = None) -> int:
+    """`requantize_per_channel` on `model` itself (its `index` kept for further patches; the caller prunes
+    and sorts): the node reads a new per-channel DequantizeLinear. Returns the number of channels."""
+    node = index.by_name.get(node_name)
+    if node is None:
+        raise KeyError(f"node '{node_name}' is not in the QDQ model")
+    found = weight_input(index, node)
+    if found is None:
+        raise ValueError(f"node '{node_name}' has no quantised weight")
+    position, dq = found
+    current = dequantize_initializer(index, dq)
+    weight = fp32_weight(fp32, fp32_name or node_name, position, current.shape)
+    weight = current if weight is None else weight
+    axis = weight_axis(node)
+    q, scales = per_channel_int8(weight, axis)
+    base = f"{node_name}__pc"
+    model.graph.initializer.extend([numpy_helper.from_array(q, f"{base}_w"),
+                                    numpy_helper.from_array(scales, f"{base}_w_scale"),
+                                    numpy_helper.from_array(np.zeros(scales.size, np.int8), f"{base}_w_zero")])
+    for name in (f"{base}_w", f"{base}_w_scale", f"{base}_w_zero"):
+        index.inits[name] = next(t for t in reversed(model.graph.initializer) if t.name == name)
+    dq_node = helper.make_node("DequantizeLinear", [f"{base}_w", f"{base}_w_scale", f"{base}_w_zero"],
+                               [f"{base}_w_float"], name=f"{base}_w_DequantizeLinear", axis=axis)
+    model.graph.node.append(dq_node)
+    index.producer[f"{base}_w_float"] = dq_node
+    node.input[position] = f"{base}_w_float"
+    _requantize_bias(model, index, node, scales, base, fp32)
+    return int(scales.size)
+
+
+def weight_axis(node: onnx.NodeProto) -> int:
+    """The output-channel axis of `node`'s weight (Gemm with transB=0 reads it along axis 1)."""
+    axis = WEIGHT_AXIS.get(node.op_type, 0)
+    if node.op_type == "Gemm" and int_attribute(node, "transB", 0) == 0:
+        axis = 1
+    return axis
+
+
+def _requantize_bias(model: onnx.ModelProto, index: GraphIndex, node: onnx.NodeProto, w_scales: np.ndarray,
+                     base: str, fp32: Optional[onnx.ModelProto]) -> None:
+    """Bias of Conv/Gemm as int32 with scale input_scale * weight_scale[c], as integer kernels expect."""
+    if len(node.input) < 3 or not node.input[2]:
+        return
+    bias_dq = index.producer.get(node.input[2])
+    act_dq = index.producer.get(node.input[0])
+    if bias_dq is None or bias_dq.op_type != "DequantizeLinear" or act_dq is None \
+            or act_dq.op_type != "DequantizeLinear":
+        return
+    act_scale = index.array(act_dq.input[1])
+    if act_scale is None or act_scale.size != 1:
+        return
+    current = dequantize_initializer(index, bias_dq)
+    bias = fp32_weight(fp32, node.name, 2, current.shape)
+    bias = current if bias is None else bias
+    scales = (float(act_scale.reshape(())) * w_scales.astype(np.float64)).astype(np.float32)
+    q = np.round(bias / scales).astype(np.int32)
+    model.graph.initializer.extend([numpy_helper.from_array(q, f"{base}_b"),
+                                    numpy_helper.from_array(scales, f"{base}_b_scale"),
+                                    numpy_helper.from_array(np.zeros(scales.size, np.int32), f"{base}_b_zero")])
+    model.graph.node.append(helper.make_node("DequantizeLinear", [f"{base}_b", f"{base}_b_scale", f"{base}_b_zero"],
+                                             [f"{base}_b_float"], name=f"{base}_b_DequantizeLinear", axis=0))
+    node.input[2] = f"{base}_b_float"
