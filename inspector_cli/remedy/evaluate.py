@@ -9,7 +9,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -89,6 +89,9 @@ class Evaluation:
     """Median wall time of one inference over the samples."""
     shortfall: float = 0.0
     meets: bool = False
+    partial: int = 0
+    """Stopped early: the samples run before a target could no longer hold (0: every sample ran). The
+    metrics are then those of these samples; `meets` is False."""
 
     def value(self, target: Target) -> Optional[float]:
         """The worst value of the target's metric over the outputs it applies to."""
@@ -119,8 +122,10 @@ class Evaluator:
     session_builds: int = 0
     seconds: float = 0.0
 
-    def outputs(self, model: "bytes | str", label: str = "model") -> List[TensorMap]:
-        """All outputs of `model` on every sample (counts one run)."""
+    def outputs(self, model: "bytes | str", label: str = "model",
+                stop: Optional[Callable[[int, TensorMap], bool]] = None) -> List[TensorMap]:
+        """All outputs of `model` on every sample (counts one run); `stop(k, outputs)` True after sample k
+        ends the run there (the outputs so far are returned)."""
         start = time.perf_counter()
         session = Session(model, self.runtime, label=label)
         self.session_builds += 1
@@ -132,23 +137,32 @@ class Evaluator:
             results.append(session.run(feeds, sample=sample_id))
             self._times.append(time.perf_counter() - t0)
             self.inferences += 1
+            if stop is not None and len(results) < len(self.samples) and stop(len(results) - 1, results[-1]):
+                break
         self.seconds += time.perf_counter() - start
         return results
 
     def set_reference(self, model: "bytes | str") -> None:
         self.reference = self.outputs(model, label="reference")
 
-    def evaluate(self, model: "bytes | str", label: str = "candidate") -> Evaluation:
-        """Metrics of `model` against the reference, with the targets' verdict."""
-        candidate = self.outputs(model, label=label)
+    def evaluate(self, model: "bytes | str", label: str = "candidate", early_stop: bool = False) -> Evaluation:
+        """Metrics of `model` against the reference, with the targets' verdict. `early_stop`: stop as soon as a
+        countable target (top1/top5 agreement, accuracy against labels) can no longer hold (early_stop.py)."""
+        from .early_stop import miss_counter
+
+        stop = miss_counter(self) if early_stop else None
+        candidate = self.outputs(model, label=label, stop=stop)
         latency = float(np.median(self._times)) * 1000.0 if self._times else 0.0
-        return self.judge(candidate, latency)
+        result = self.judge(candidate, latency)
+        if len(candidate) < len(self.samples):
+            result.partial, result.meets = len(candidate), False
+        return result
 
     def judge(self, candidate: Sequence[Mapping[str, np.ndarray]], latency_ms: float = 0.0) -> Evaluation:
         stats: Dict[str, PairStats] = {}
         bad: List[str] = []
         unmatched: set = set()
-        for sample_id, ref, cand in zip(self.sample_ids, self.reference, candidate):
+        for sample_id, ref, cand in zip(self.sample_ids, self.reference, candidate):  # a partial run: its samples
             for name, value in ref.items():
                 # any value onnxruntime returns: strings compared for equality, sequences and maps by the
                 # numbers inside (diff/values.py); a structure that differs is no match at all
@@ -185,6 +199,6 @@ class Evaluator:
         row = metrics.setdefault(binding.output, {})
         for k in binding.ks:
             mine = accuracy(binding, candidate, self.sample_ids, k)
-            theirs = accuracy(binding, self.reference, self.sample_ids, k)
+            theirs = accuracy(binding, self.reference[:len(candidate)], self.sample_ids, k)  # the same samples
             row[f"acc{k}"] = mine
             row[f"acc{k}_drop"] = None if mine is None or theirs is None else theirs - mine

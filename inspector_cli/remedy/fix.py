@@ -92,7 +92,7 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
         builder.ranges = {p: (r[1], r[2]) for p, r in ranges.items()}
     search = RemedySearch(fp32, qdq, trials, builder, strong)
     search.fp32_names = fp32_names
-    baseline = search.evaluate_choices([])
+    baseline = search.evaluate_choices([], full=True)
     ranked = _rank(nodes, own_errors) if own_errors else _static_rank(qdq, fp32, fp32_names)
     sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
     skipped: Dict[str, str] = {}
@@ -100,9 +100,11 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
     strategy, plan, groups, no_answer, untried = "none", [], [], False, 0
     if not baseline.meets and nodes:
         spread = _spread(search, ranked, baseline, max_nodes)
+        search.early_stop = False  # the sensitivity of a candidate is a gain: every sample counts
         order = [] if spread else sensitivity_order(search, ranked, baseline, sensitivity, skipped,
                                                     max_nodes=max_nodes, sensitivity_top=sensitivity_top,
                                                     max_runs=max_runs)
+        search.early_stop = True
         plan = search.quantisers.close(_greedy(search, order, max_runs)) if order else []
         strategy = "candidates"
         if spread or not search.evaluate(plan).meets:
@@ -116,7 +118,7 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
     if plan and search.evaluate(plan).meets and len(remedies) > 1:
         choices, more = downgrade(search, plan, remedies, own_errors, cap)
         untried += more
-    final = search.evaluate_choices(choices)
+    final = search.evaluate_choices(choices, full=True)
     if not final.meets and choices and not search.evaluate(plan).meets and baseline.shortfall <= final.shortfall:
         choices, final = [], baseline  # nothing measured was better than the quantised model itself
     model, applied = builder.build(choices)
@@ -149,7 +151,9 @@ def _spread(search: RemedySearch, ranked: Sequence[str], baseline: Any, max_node
     top = _units(search.quantisers, ranked, max_nodes)
     if not top or not baseline.shortfall or baseline.shortfall == float("inf"):
         return False
+    search.early_stop = False  # the probe's gain is measured
     probe = search.evaluate(list(dict.fromkeys(n for u in top for n in u)), "probe", f"top {len(top)} candidates")
+    search.early_stop = True
     return not probe.meets and baseline.shortfall - probe.shortfall < SPREAD_SHARE * baseline.shortfall
 
 

@@ -80,7 +80,7 @@ def run_fix(model_a: ModelArg, model_b: ModelArg, config: FixConfig) -> Dict[str
         "strategy": fix.strategy, "no_answer": fix.no_answer,
         "groups": [FixGroupRow(g.name, g.nodes, g.kept_float, g.untried, dict(g.requantised)) for g in fix.groups],
         "steps": [FixStepRow(s.action, s.node, s.float_nodes, dict(s.remedies), dict(s.metrics), s.meets,
-                             s.latency_ms) for s in fix.steps],
+                             s.latency_ms, s.partial) for s in fix.steps],
         "runs": fix.runs, "replayed": fix.replayed, "inferences": fix.inferences, "seconds": round(fix.seconds, 3),
         "baseline_latency_ms": fix.baseline_latency_ms, "final_latency_ms": fix.final_latency_ms,
         "exports": fix.exports, "ranges": fix.ranges, "written_model": written, "export_file": export_file,

@@ -41,11 +41,13 @@ class RemedyStep:
     metrics: Dict[str, Optional[float]]
     meets: bool
     latency_ms: float
+    partial: int = 0
+    """Stopped early after this many samples (a target out of reach); 0: every sample."""
 
     def to_dict(self) -> Dict[str, Any]:
         return {"action": self.action, "node": self.node, "float_nodes": self.float_nodes,
                 "remedies": dict(self.remedies), "metrics": dict(self.metrics), "meets": self.meets,
-                "latency_ms": self.latency_ms}
+                "latency_ms": self.latency_ms, "partial": self.partial}
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class RemedySearch(_Search):
         super().__init__(fp32, qdq, trials.evaluator, builder.quantisers)
         self.trials, self.builder, self.strong = trials, builder, strong
         self.base: List[Choice] = []
+        self.early_stop = True
+        """Trials may stop once a countable target is out of reach (off where a gain is measured)."""
         self.results: Dict[str, Evaluation] = {}
         self.rsteps: List[RemedyStep] = []
 
@@ -80,12 +84,15 @@ class RemedySearch(_Search):
         others = sorted([c.remedy, sorted(c.nodes)] for c in choices if c.remedy != FLOAT)
         return json.dumps([floats, others], separators=(",", ":"))
 
-    def run_many(self, variants: Sequence[Sequence[Choice]]) -> List[Evaluation]:
-        """Evaluations of these variants (cached; the new ones together, on the workers when there are)."""
+    def run_many(self, variants: Sequence[Sequence[Choice]], full: bool = False) -> List[Evaluation]:
+        """Evaluations of these variants (cached; the new ones together, on the workers when there are).
+        `full`: every sample, even where the search lets trials stop early (a result shown or compared)."""
+        early = self.early_stop and not full
         todo: List[Tuple[str, Optional[bytes], str]] = []
         keys = [self.key(v) for v in variants]
         for key, choices in zip(keys, variants):
-            if key in self.results or any(key == k for k, _m, _l in todo):
+            cached = self.results.get(key)
+            if (cached is not None and not (cached.partial and not early)) or any(key == k for k, _m, _l in todo):
                 continue
             try:
                 model = self.builder.build(choices)[0].SerializeToString()
@@ -93,25 +100,27 @@ class RemedySearch(_Search):
                 self.trials.failed[key] = str(exc).splitlines()[0][:300]
                 model = None
             todo.append((key, model, f"variant of {sum(len(c.nodes) for c in choices)} nodes"))
-        for (key, _m, _l), result in zip(todo, self.trials.run(todo)):
+        for (key, _m, _l), result in zip(todo, self.trials.run(todo, early_stop=early)):
             self.results[key] = result
         return [self.results[k] for k in keys]
 
-    def evaluate_choices(self, choices: Sequence[Choice], action: str = "", node: str = "") -> Evaluation:
-        result = self.run_many([choices])[0]
+    def evaluate_choices(self, choices: Sequence[Choice], action: str = "", node: str = "",
+                         full: bool = False) -> Evaluation:
+        result = self.run_many([choices], full=full)[0]
         if action:
             counts: Dict[str, int] = {}
             for c in choices:
                 counts[c.remedy] = counts.get(c.remedy, 0) + 1
             floats = self.quantisers.close([n for c in choices if c.remedy == FLOAT for n in c.nodes])
             self.rsteps.append(RemedyStep(action, node, len(floats), counts, result.summary(self.ev.targets),
-                                          result.meets, result.latency_ms))
+                                          result.meets, result.latency_ms, result.partial))
         return result
 
     # the fallback search's interface (fallback.sensitivity_order, _greedy, _prune)
-    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "", strict: bool = False) -> Evaluation:
+    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "", strict: bool = False,
+                 full: bool = False) -> Evaluation:
         choices = self.choices(self.quantisers.close(nodes) if self.strong == FLOAT else list(nodes))
-        result = self.evaluate_choices(choices, action, node)
+        result = self.evaluate_choices(choices, action, node, full=full)
         failed = self.trials.failed.get(self.key(choices))
         if strict and failed:
             raise ValueError(failed)
@@ -169,6 +178,8 @@ def _revert(search: RemedySearch, items: Sequence[Group], budget: Any, action: s
         result = search.evaluate(nodes, action, label)
         if result.meets:
             accepted.extend(batch)
+        elif len(batch) == 1 and result.partial:  # a group kept: what it bought, on every sample
+            result = search.evaluate(nodes, full=True)
         return result.meets, result.summary(search.ev.targets)
 
     return bisect_accept(len(items), accept, budget)

@@ -26,12 +26,14 @@ JOURNAL_KIND = "mi-fix-journal"
 
 def evaluation_record(result: Evaluation) -> Dict[str, Any]:
     return {"metrics": result.metrics, "nonfinite_samples": list(result.nonfinite_samples),
-            "latency_ms": result.latency_ms, "shortfall": result.shortfall, "meets": result.meets}
+            "latency_ms": result.latency_ms, "shortfall": result.shortfall, "meets": result.meets,
+            "partial": result.partial}
 
 
 def evaluation_from_record(record: Dict[str, Any]) -> Evaluation:
     return Evaluation(dict(record["metrics"]), list(record["nonfinite_samples"]), float(record["latency_ms"]),
-                      shortfall=float(record["shortfall"]), meets=bool(record["meets"]))
+                      shortfall=float(record["shortfall"]), meets=bool(record["meets"]),
+                      partial=int(record.get("partial", 0)))
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,9 @@ class _TrialRunner(Runner):
         self.evaluator = evaluator
 
     def run_item(self, item: WorkItem) -> Any:
-        model, label = item.payload
+        model, label, early = item.payload
         try:
-            return evaluation_record(self.evaluator.evaluate(model, label=label))
+            return evaluation_record(self.evaluator.evaluate(model, label=label, early_stop=early))
         except (InferenceError, ValueError) as exc:
             return {"error": str(exc).splitlines()[0][:300]}
 
@@ -125,13 +127,16 @@ class Trials:
     """Answers read back from the journal instead of run."""
     failed: Dict[str, str] = field(default_factory=dict)
 
-    def run(self, variants: Sequence[Tuple[str, "bytes | None", str]]) -> List[Evaluation]:
+    def run(self, variants: Sequence[Tuple[str, "bytes | None", str]], early_stop: bool = False) -> List[Evaluation]:
         """Evaluations of (key, serialised model or None when it could not be built, label), in order. A model
-        onnxruntime refuses misses every target (its reason in `failed`)."""
+        onnxruntime refuses misses every target (its reason in `failed`). `early_stop`: a trial may stop once a
+        target is out of reach (a journal record that stopped early is run again when it may not)."""
         out: Dict[str, Evaluation] = {}
         todo: List[Tuple[str, bytes, str]] = []
         for key, model, label in variants:
             record = self.journal.get(key) if self.journal is not None else None
+            if record is not None and record.get("partial") and not early_stop:
+                record = None
             if record is not None:
                 self.replayed += 1
                 self.evaluator.runs += 1  # a replayed trial counts against the budget as the first run did
@@ -140,7 +145,7 @@ class Trials:
                 out[key] = self._from(key, {"error": self.failed.get(key, "could not be built")})
             else:
                 todo.append((key, model, label))
-        for (key, _model, _label), record in zip(todo, self._evaluate(todo)):
+        for (key, _model, _label), record in zip(todo, self._evaluate(todo, early_stop)):
             if self.journal is not None:
                 self.journal.add(key, record)
             out[key] = self._from(key, record)
@@ -152,15 +157,16 @@ class Trials:
             return Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)
         return evaluation_from_record(record)
 
-    def _evaluate(self, todo: List[Tuple[str, bytes, str]]) -> List[Dict[str, Any]]:
+    def _evaluate(self, todo: List[Tuple[str, bytes, str]], early: bool) -> List[Dict[str, Any]]:
         if len(todo) <= 1 or self.executor.in_process:
-            return [_TrialRunner(self.evaluator).run_item(WorkItem(key, (model, label))) for key, model, label in todo]
+            return [_TrialRunner(self.evaluator).run_item(WorkItem(key, (model, label, early)))
+                    for key, model, label in todo]
         from ..executor.factory import make_executor
 
         ev = self.evaluator
         job = TrialJob(tuple(ev.samples), tuple(ev.sample_ids), tuple(ev.targets), ev.runtime,
                        tuple(ev.reference), ev.extra)
-        items = [WorkItem(key, (model, label)) for key, model, label in todo]
+        items = [WorkItem(key, (model, label, early)) for key, model, label in todo]
         records: List[Dict[str, Any]] = []
         with make_executor(self.executor) as executor:
             for outcome in executor.map(job, make_shards(items, 1)):

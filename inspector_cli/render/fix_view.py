@@ -64,9 +64,11 @@ def _plan_tables(result: FixResult) -> List[Table]:
             mix = ", ".join(f"{k} {v}" for k, v in sorted(step.remedies.items()))
             steps.add(i, step.action, visible(step.node[:60]), step.float_nodes, mix,
                       *[metric_text(step.metrics.get(t)) for t in result.targets],
-                      Cell("yes" if step.meets else "no", OK if step.meets else None))
+                      Cell("yes" if step.meets else (f"no (after {step.partial})" if step.partial else "no"),
+                           OK if step.meets else None))
         more = f" (first {STEPS_SHOWN} of {len(result.steps)}; all in the JSON)" if len(result.steps) > STEPS_SHOWN else ""
-        steps.caption = (f"{result.runs} full-model runs ({result.replayed} replayed from the journal), "
+        steps.caption = ("'no (after k)': stopped after k samples, the target out of reach; "
+                         f"{result.runs} full-model runs ({result.replayed} replayed from the journal), "
                          f"{result.seconds:.1f} s; strategy: {result.strategy}; ranking: {result.ranking}{more}")
         tables.append(steps)
     if result.accuracy:

@@ -33,6 +33,8 @@ class FixStepRow:
     metrics: Metrics
     meets: bool
     latency_ms: float
+    partial: int = 0
+    """Stopped after this many samples, a target out of reach (its metrics are those samples'); 0: all."""
 
 
 @dataclass(frozen=True)
