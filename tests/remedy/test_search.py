@@ -119,3 +119,24 @@ def test_groups_follow_name_scopes():
     assert [g.name for g in groups] == ["model/stage0", "model/stage1", "model/stage2"]
     flat = make_groups([(f"conv{k}",) for k in range(9)])
     assert [len(g.units) for g in flat] == [3, 3, 3]
+
+
+def test_early_stop_never_changes_a_verdict(broken_pair, catastrophic):
+    """top1>=0.9 on 12 samples allows one miss: the catastrophic model stops at its second miss; a model that
+    meets the target runs every sample; each verdict equals the full run's."""
+    from inspector_cli.remedy.evaluate import Evaluator
+
+    fp32, samples = broken_pair["fp32"], broken_pair["samples"]
+    ev = Evaluator(samples, [f"s{i}" for i in range(len(samples))], [parse_target("top1>=0.9")])
+    ev.set_reference(fp32.SerializeToString())
+    for model, meets in ((catastrophic, False), (fp32, True)):
+        full = ev.evaluate(model.SerializeToString())
+        early = ev.evaluate(model.SerializeToString(), early_stop=True)
+        assert full.meets == early.meets == meets and full.partial == 0
+        if not meets:
+            top1 = full.metrics["logits"]["top1"]
+            misses_needed = 2  # the second miss makes 0.9 unreachable (at most 11 of 12 right)
+            assert top1 < 0.9 and 0 < early.partial < len(samples)
+            assert early.partial >= misses_needed
+        else:
+            assert early.partial == 0
