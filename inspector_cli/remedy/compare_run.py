@@ -260,12 +260,12 @@ def require_fp16_converter() -> None:
     float16_converter()
 
 
-def refuse_qoperator(model: onnx.ModelProto) -> None:
+def refuse_qoperator(model: onnx.ModelProto, what: str = "--fallback-plan: model B") -> None:
     """UsageError when `model` is quantised in the QOperator format (QLinearConv, ConvInteger, ...):
     its integer kernels have no float node to keep, so no fallback plan can be made from it."""
     ops = sorted({n.op_type for n in model.graph.node if n.op_type in QOPERATOR_OPS})
     if ops:
-        raise UsageError(f"--fallback-plan: model B is quantised in the QOperator format ({', '.join(ops[:3])}): "
+        raise UsageError(f"{what} is quantised in the QOperator format ({', '.join(ops[:3])}): "
                          "it has no float node to keep, only integer kernels",
                          hint="quantise in the QDQ format (quantize_static(..., quant_format=QuantFormat.QDQ)) "
                               "and plan on that model; its exclude list applies to both formats")

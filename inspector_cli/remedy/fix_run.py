@@ -52,7 +52,7 @@ def run_fix(model_a: ModelArg, model_b: ModelArg, config: FixConfig) -> Dict[str
                 "findings": plan_findings(section, config.remedy_config())}
     nodes = quantised_nodes(models.b)
     if not nodes:
-        refuse_qoperator(models.b)
+        refuse_qoperator(models.b, "mi fix: QUANTISED")
     binding, notes = _binding(config, plan, ids, samples, runtime)
     calibration = _calibration(config, plan)
     own, ranking = None, "weight-sqnr"

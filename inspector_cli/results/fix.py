@@ -126,12 +126,11 @@ class FixResult(Result):
             return f"no plan: even every candidate given {strongest} misses the targets"
         what = "plan found" if self.found else "NO plan meets the targets (best found)"
         cost = self.cost
-        parts = [f"{cost.float_nodes} node(s) in float", f"{cost.tensors_16bit} tensor(s) at 16 bits",
-                 f"{cost.per_channel_weights} weight(s) per channel",
-                 f"{cost.recalibrated_tensors} tensor(s) re-calibrated"]
+        parts = (f"{cost.float_nodes} node(s) in float, {cost.tensors_16bit} tensor(s) at 16 bits, "
+                 f"{cost.per_channel_weights} weight(s) per channel, {cost.recalibrated_tensors} re-calibrated")
         final = ", ".join(f"{k} {metric_text(v)}" for k, v in self.final.items())
-        near = "; near-float" if cost.near_float else ""
-        return f"{what}: {'; '.join(parts)}{near}; {final}; {self.runs} runs, {self.seconds:.1f} s"
+        near = " (near-float)" if cost.near_float else ""
+        return f"{what}: {parts}{near}; {final}; {self.runs} runs, {self.seconds:.1f} s"
 
     def checks(self) -> List[Check]:
         checks = [Check(name=f"target {t}", group="fix.targets", passed=bool(self.found),
