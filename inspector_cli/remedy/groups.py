@@ -34,8 +34,10 @@ class Group:
 
 
 def _scope(name: str, depth: int) -> str:
+    """The first `depth` segments of a node name (a shorter name: its own scope, every segment but the last;
+    '' for a name without scope)."""
     parts = [p for p in _SPLIT.split(name) if p]
-    return "/".join(parts[:depth]) if len(parts) > depth else ""
+    return "/".join(parts[:min(depth, len(parts) - 1)])
 
 
 def make_groups(units: Sequence[Tuple[str, ...]], wanted: Optional[int] = None) -> List[Group]:
@@ -50,7 +52,7 @@ def make_groups(units: Sequence[Tuple[str, ...]], wanted: Optional[int] = None) 
         for unit in units:
             scopes.setdefault(_scope(unit[0], depth), []).append(unit)
         if "" in scopes or len(scopes) < 2:
-            continue  # a unit whose name is shorter than the depth: no scope at this depth
+            continue  # a name without any scope: none of this kind of grouping
         groups = [Group(scope, tuple(members)) for scope, members in scopes.items()]
         if best is None or abs(len(groups) - wanted) < abs(len(best) - wanted):
             best = groups

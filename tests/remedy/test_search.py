@@ -140,3 +140,13 @@ def test_early_stop_never_changes_a_verdict(broken_pair, catastrophic):
             assert early.partial >= misses_needed
         else:
             assert early.partial == 0
+
+
+def test_a_short_name_keeps_the_deeper_scopes():
+    """EfficientNet's classifier '/model/classifier/Gemm' has 3 segments beside '/model/efficientnet/encoder/
+    blocks.N/...': before, a name shorter than the depth disqualified that depth, and the zoo's NNCF int8
+    EfficientNet was reverted in 2 groups (model/efficientnet, model/classifier)."""
+    units = [(f"/model/efficientnet/encoder/blocks.{b}/conv{k}/Conv",) for b in range(4) for k in range(4)]
+    units.append(("/model/classifier/Gemm",))
+    names = [g.name for g in make_groups(units)]
+    assert names == [f"model/efficientnet/encoder/blocks.{b}" for b in range(4)] + ["model/classifier"]
