@@ -149,4 +149,4 @@ def test_a_short_name_keeps_the_deeper_scopes():
     units = [(f"/model/efficientnet/encoder/blocks.{b}/conv{k}/Conv",) for b in range(4) for k in range(4)]
     units.append(("/model/classifier/Gemm",))
     names = [g.name for g in make_groups(units)]
-    assert names == [f"model/efficientnet/encoder/blocks.{b}" for b in range(4)] + ["model/classifier"]
+    assert names == [f"model/efficientnet/encoder/blocks/{b}" for b in range(4)] + ["model/classifier"]
