@@ -126,26 +126,48 @@ def read_npz(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]
 _ZOO_INPUT = re.compile(r"input_(\d+)\.pb$")
 
 
-def read_pb(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
-    """An ONNX TensorProto; its `name` field, `input_K.pb` or `<input>.pb` says which input it is."""
-    import onnx
-    from onnx import numpy_helper
-    from google.protobuf.message import DecodeError
+PROTO_KINDS = ("tensor", "sequence", "optional", "map")
 
-    tensor = onnx.TensorProto()
+
+def read_proto_value(path: Path, kind: str = "tensor") -> "tuple[str, object]":
+    """(name, value) of one saved ONNX value: a TensorProto, or by the graph's declared `kind` a
+    SequenceProto (a list), OptionalProto (the value, or None when empty) or MapProto (a dict), as the
+    backend test data writes them. Element types numpy lacks come back as ml_dtypes arrays."""
+    import onnx
+    from google.protobuf.message import DecodeError
+    from onnx import numpy_helper
+
+    proto_type, read = {"sequence": (onnx.SequenceProto, numpy_helper.to_list),
+                        "optional": (onnx.OptionalProto, numpy_helper.to_optional),
+                        "map": (onnx.MapProto, numpy_helper.to_dict)}.get(kind, (onnx.TensorProto, numpy_helper.to_array))
+    proto = proto_type()
     try:
-        tensor.ParseFromString(path.read_bytes())
-        array = numpy_helper.to_array(tensor)
-    except (DecodeError, ValueError, TypeError) as exc:
-        raise InputDataError(f"{path}: not a readable ONNX TensorProto ({str(exc).splitlines()[0] if str(exc) else exc})") from exc
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        proto.ParseFromString(path.read_bytes())
+    except (DecodeError, ValueError, TypeError, RuntimeWarning) as exc:
+        raise InputDataError(f"{path}: not a readable ONNX {proto_type.__name__} "
+                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+    if isinstance(proto, onnx.TensorProto) and proto.data_location == onnx.TensorProto.EXTERNAL:
         raise InputDataError(f"{path}: TensorProto with external data is not supported as an input file")
+    try:
+        return proto.name, read(proto)
+    except Exception as exc:  # numpy_helper raises ValueError, TypeError, KeyError... on inconsistent protos
+        raise InputDataError(f"{path}: not a readable ONNX {proto_type.__name__} "
+                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+
+
+def read_pb(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
+    """An ONNX TensorProto (or the Sequence/Optional/MapProto a non-tensor input takes); its `name` field,
+    `input_K.pb` or `<input>.pb` says which input it is."""
     names = [s.name for s in specs]
-    if tensor.name and tensor.name in names:
-        return {tensor.name: array}
+    zoo = _ZOO_INPUT.match(path.name)
+    target = (next((s for s in specs if s.name == path.stem), None)
+              or (specs[int(zoo.group(1))] if zoo and int(zoo.group(1)) < len(specs) else None)
+              or (specs[0] if len(specs) == 1 else None))
+    name, array = read_proto_value(path, target.kind if target is not None else "tensor")
+    if name and name in names:
+        return {name: array}
     if path.stem in names:
         return {path.stem: array}
-    zoo = _ZOO_INPUT.match(path.name)
     if zoo:
         return {positional(int(zoo.group(1))): array}
     if len(specs) == 1:
