@@ -105,6 +105,12 @@ def format_shape(shape: Optional[Tuple[Dim, ...]]) -> str:
     return "[" + ", ".join(map(str, shape)) + "]"  # no generator: scope maps format ~10,000 distinct shapes
 
 
+def tensor_shapes(feeds: "Dict[str, object]") -> Dict[str, Tuple[int, ...]]:
+    """The shapes of the tensors among `feeds`; a sequence, map or empty optional input (a list, dict or
+    None) has none and is left out (shape inference keeps its declared type)."""
+    return {name: tuple(int(d) for d in value.shape) for name, value in feeds.items() if isinstance(value, np.ndarray)}
+
+
 def is_float_dtype(dtype: np.dtype) -> bool:
     return np.issubdtype(dtype, np.floating)
 
