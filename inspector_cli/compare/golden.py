@@ -13,8 +13,9 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
+from ..core.elemtypes import ML_DTYPE_NAMES, adopt
 from ..core.graph import ModelGraph
-from ..core.input_formats import numpy_file_error, read_proto_value
+from ..core.input_formats import load_npz, read_proto_value
 from ..core.inputs import check_feeds
 from ..core.runner import open_session
 from ..core.types import TensorMap
@@ -64,17 +65,20 @@ def _zoo_sample(folder: Path, graph: ModelGraph) -> GoldenSample:
 
 
 def _npz_sample(path: Path, graph: ModelGraph) -> GoldenSample:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except Exception as exc:  # BadZipFile, zlib.error, bad CRC, pickled object arrays...: a bad file, exit 3
-        raise numpy_file_error(path, exc, ".npz") from exc
+    arrays = load_npz(path)  # a bad file is exit 3 naming it
     inputs = {k: v for k, v in arrays.items() if k in graph.input_names}
-    outputs = {k: v for k, v in arrays.items() if k in graph.output_names}
+    types = {o.name: o.elem_type for o in graph.outputs}
+    # a saved bfloat16/float8/int4 output: np.load gives void items, read as the output's type
+    outputs = {k: _typed(v, types.get(k, 0)) for k, v in arrays.items() if k in graph.output_names}
     if not outputs:
         raise InputDataError(f"{path}: no array named like an output of the model ({', '.join(graph.output_names)})",
                              hint="save the reference outputs under the model's output names")
     return path.name, inputs, outputs
+
+
+def _typed(value: np.ndarray, elem_type: int) -> np.ndarray:
+    adopted = adopt(value, elem_type) if elem_type in ML_DTYPE_NAMES else None
+    return adopted if adopted is not None else value
 
 
 def golden_samples(folder: "str | os.PathLike[str]", graph: ModelGraph) -> List[Path]:

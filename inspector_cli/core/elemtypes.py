@@ -23,6 +23,8 @@ ML_DTYPE_NAMES: Dict[int, str] = {
 }
 """ONNX element type -> the ml_dtypes type of the same values."""
 _ELEM_OF_ML = {name: elem for elem, name in ML_DTYPE_NAMES.items()}
+INTEGER_TYPES = frozenset({21, 22, 25, 26})
+"""uint4, int4, uint2, int2: the integer ones."""
 PACKED_BITS: Dict[int, int] = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}
 """Bits per element of the sub-byte types; onnxruntime holds them packed, as TensorProto does."""
 ORT_NAMES: Dict[int, str] = {
@@ -81,8 +83,7 @@ def adopt(value: np.ndarray, elem_type: int) -> Optional[np.ndarray]:
 def widen(value: np.ndarray) -> np.ndarray:
     """The exact values of an ml_dtypes array in a numpy type the metrics know: float64 for the float
     types (every bfloat16/float8/float4 value is exact in it, NaN and Inf kept), int64 for int4/int2."""
-    elem = elem_type_of(value.dtype)
-    if elem in (21, 22, 25, 26):
+    if elem_type_of(value.dtype) in INTEGER_TYPES:
         return value.astype(np.int64)
     return value.astype(np.float64)
 

@@ -110,13 +110,58 @@ def read_npy(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]
 _NPZ_POSITIONAL = re.compile(r"arr_(\d+)$")
 
 
-def read_npz(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
-    """Keys are input names; `np.savez(f, a, b)` keys (arr_0, arr_1) mean inputs by position."""
+def load_npz(path: Path) -> Dict[str, np.ndarray]:
+    """Every array of an `.npz` (never unpickling). An ml_dtypes array numpy cannot describe again (np.save
+    writes float8_e5m2 as '<f1', which np.load refuses) comes back as void items of its size, which
+    `inputs.check_feeds` reads as the model input's type; bad files raise InputDataError naming them."""
     try:
         with np.load(path, allow_pickle=False) as archive:
-            feeds = {key: archive[key] for key in archive.files}
-    except Exception as exc:  # BadZipFile, zlib.error, bad CRC, ValueError, EOFError...: a bad file
+            return {key: archive[key] for key in archive.files}
+    except ValueError as exc:
+        if "descr" not in str(exc):
+            raise numpy_file_error(path, exc, ".npz") from exc
+        try:
+            return _load_npz_opaque(path)
+        except Exception as inner:
+            raise numpy_file_error(path, inner, ".npz") from inner
+    except Exception as exc:  # BadZipFile, zlib.error, bad CRC, EOFError...: a bad file
         raise numpy_file_error(path, exc, ".npz") from exc
+
+
+def _load_npz_opaque(path: Path) -> Dict[str, np.ndarray]:
+    """The members of an .npz whose dtype numpy does not know, as void items of the declared size."""
+    import ast
+    import struct
+    import zipfile
+
+    arrays: Dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.namelist():
+            data = archive.read(member)
+            if not data.startswith(_NPY_MAGIC):
+                raise ValueError(f"member {member} is not a .npy array")
+            major = data[6]
+            size_format, start = ("<H", 10) if major == 1 else ("<I", 12)
+            (length,) = struct.unpack(size_format, data[8:start])
+            header = ast.literal_eval(data[start:start + length].decode("latin1"))  # a dict literal: never code
+            descr = header["descr"]
+            try:
+                dtype = np.dtype(descr)
+            except TypeError:  # '<f1' and the like: keep the bytes, one item per element
+                dtype = np.dtype(f"V{int(re.sub(r'[^0-9]', '', descr))}")
+            if dtype.hasobject:
+                raise ValueError("object arrays cannot be read without unpickling")
+            shape = tuple(header["shape"])
+            body = data[start + length:]
+            array = np.frombuffer(body, dtype=dtype, count=int(np.prod(shape, dtype=np.int64)))
+            arrays[member[:-4] if member.endswith(".npy") else member] = \
+                array.reshape(shape, order="F" if header.get("fortran_order") else "C").copy()
+    return arrays
+
+
+def read_npz(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
+    """Keys are input names; `np.savez(f, a, b)` keys (arr_0, arr_1) mean inputs by position."""
+    feeds = load_npz(path)
     names = {s.name for s in specs}
     if feeds and not (set(feeds) & names) and all(_NPZ_POSITIONAL.match(k) for k in feeds):
         return {positional(int(_NPZ_POSITIONAL.match(k).group(1))): v for k, v in feeds.items()}  # type: ignore[union-attr]
