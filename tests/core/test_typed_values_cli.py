@@ -138,3 +138,23 @@ def test_a_bfloat16_model_layer_by_layer(tmp_path: Path) -> None:
     layers = json.loads(out.read_text())["results"]["layers"]["layers"]
     assert layers and {layer["dtype_a"] for layer in layers} == {"bfloat16"}  # y, paired through the casts
     assert all(layer["dataset"]["max_abs"] == 0.0 for layer in layers)
+
+
+def test_nan_bisect_sees_a_nan_in_a_bfloat16_output(tmp_path: Path) -> None:
+    """Log of a negative, cast to bfloat16: nan-bisect finds the NaN's birth at Log (exit 1) and probe counts it
+    in the bfloat16 output (before: exit 3, 'No corresponding Numpy type for Tensor Type. bfloat16')."""
+    nodes = [helper.make_node("Log", ["x"], ["l"], name="log"), helper.make_node("Cast", ["l"], ["y"], to=BF16, name="cast")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", 1, [4])], [helper.make_tensor_value_info("y", BF16, [4])],
+                   tmp_path / "case")
+    np.savez(tmp_path / "sample.npz", x=np.array([1.0, -1.0, 2.0, 4.0], np.float32))
+    out = tmp_path / "nan.json"
+    ran = run_mi(["-q", "nan-bisect", model, "--inputs", tmp_path / "sample.npz", "--json", out], cwd=tmp_path)
+    assert_status(ran, 1)
+    results = json.loads(out.read_text())["results"]
+    assert [(g["node"], g["kind"]) for g in results["groups"]] == [("log", "origin")]
+    assert results["records"][0]["outputs"] == {"y": {"nan": 1, "inf": 0}}
+    probe = tmp_path / "probe.json"
+    assert_status(run_mi(["-q", "probe", model, "--inputs", tmp_path / "sample.npz", "--select", "y", "--json", probe],
+                         cwd=tmp_path), 1)
+    (tensor,) = json.loads(probe.read_text())["results"]["tensors"]
+    assert (tensor["dtype"], tensor["nan"]) == ("bfloat16", 1)

@@ -1,0 +1,84 @@
+"""The ONNX backend test data as a sweep (issue 42): every case through compare --golden, validate, probe,
+nan-bisect, profile and inspect, with mi from the wheel in a core-only venv, held against the independent
+truth (plain onnxruntime + numpy, onnx's rtol/atol: scripts/conformance/truth.py).
+
+By default a fast subset: the node cases of a few ops (the value types numpy lacks, sequences and
+optionals, plain arithmetic) and the shipped simple/ and pytorch-operator/ models. MI_ZOO=full or
+MI_CONFORMANCE=full runs every case the installed onnx has (~2,000: all node cases, and simple/,
+pytorch-operator/, pytorch-converted/ and light/). The criteria (docs/conformance.md): where onnxruntime
+runs a case every command exits 0 or 1 and mi's golden verdict and max abs error equal the truth's;
+where it cannot, compare says so on one line with exit 3; never exit 4, never a traceback."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+
+from .wheel import CACHE, ROOT, clean_env, installed_venv
+
+pytestmark = pytest.mark.zoo
+
+FULL = os.environ.get("MI_ZOO", "") == "full" or os.environ.get("MI_CONFORMANCE", "") == "full"
+FAST_MODULES = ("cast", "castlike", "identity", "sequenceinsert", "optionalhaselement", "quantizelinear",
+                "dequantizelinear", "add", "softmax", "gemm")
+"""onnx.backend.test.case.node modules of the fast subset (each generates its op's cases when imported)."""
+ARTIFACTS = Path(os.environ.get("MI_ARTIFACTS", ROOT / "test-artifacts")) / ("conformance-full" if FULL else "conformance")
+
+NAN_RULE_CASES = {
+    "node/test_cast_BFLOAT16_to_FLOAT", "node/test_cast_DOUBLE_to_FLOAT", "node/test_cast_DOUBLE_to_FLOAT16",
+    "node/test_cast_FLOAT16_to_DOUBLE", "node/test_cast_FLOAT16_to_FLOAT", "node/test_cast_FLOAT_to_BFLOAT16",
+    "node/test_cast_FLOAT_to_DOUBLE", "node/test_cast_FLOAT_to_FLOAT16",
+}
+"""Cases whose expected output holds NaN where onnxruntime's does: the same NaN at the same place is agreement
+in golden mode (ONNX's runner), a rule of issue 42's other half (diff/metrics.py). Until it is merged mi
+reads them as unmatched NaN (exit 1, max abs inf); only that disagreement is tolerated here, on these cases
+and on the float8 casts of NaN (matched by name below)."""
+
+
+def _nan_rule_case(case: str) -> bool:
+    return case in NAN_RULE_CASES or case.startswith(("node/test_cast_FLOAT_to_FLOAT8", "node/test_cast_FLOAT16_to_FLOAT8",
+                                                      "node/test_cast_no_saturate_", "node/test_cast_FLOAT8",
+                                                      "node/test_castlike_"))
+
+
+def _sweep_module() -> Any:
+    sys.path.insert(0, str(ROOT / "scripts" / "conformance"))
+    import sweep
+
+    return sweep
+
+
+@pytest.fixture(scope="module")
+def conformance(mi_wheel) -> Dict[str, Any]:
+    bin_dir = installed_venv(mi_wheel)
+    version = subprocess.run([str(bin_dir / "python"), "-c", "import onnx; print(onnx.__version__)"],
+                             capture_output=True, text=True, check=True, env=clean_env()).stdout.strip()
+    cases = CACHE / f"onnx-backend-{version}-{'full' if FULL else 'fast'}"
+    if not (cases / ".complete").exists():
+        modules = [] if FULL else [",".join(FAST_MODULES)]
+        subprocess.run([str(bin_dir / "python"), str(ROOT / "scripts" / "conformance" / "backend_data.py"),
+                        str(cases), *modules], check=True, capture_output=True, text=True, env=clean_env())
+        (cases / ".complete").write_text(version)
+    only = None if FULL else [f"{p.parent.parent.name}/{p.parent.name}" for p in sorted(cases.glob("*/*/case.json"))
+                              if p.parent.parent.name in ("node", "simple", "pytorch-operator")]
+    return _sweep_module().sweep(cases, ARTIFACTS, bin_dir / "mi", 60, only, 3600.0)
+
+
+def test_every_case_holds_every_criterion(conformance: Dict[str, Any]) -> None:
+    failing = {case: problems for case, problems in conformance["failing"].items()
+               if not (_nan_rule_case(case) and all(p.startswith(("verdict:", "max abs:")) for p in problems))}
+    assert failing == {}, json.dumps(failing, indent=1)
+
+
+def test_the_counts_are_those_of_a_real_sweep(conformance: Dict[str, Any]) -> None:
+    """The sweep ran what it says: onnxruntime ran most cases, every one was compared, and the counts of
+    agreement cover every compared case but the NaN-rule ones."""
+    assert conformance["cases"] >= (1800 if FULL else 150)
+    assert conformance["onnxruntime_runs"] >= 0.8 * conformance["cases"]
+    assert conformance["golden_compared"] == conformance["onnxruntime_runs"]
+    assert conformance["exit_codes"]["compare"].get("4", 0) == 0
