@@ -192,7 +192,8 @@ def summarise(records: List[Dict[str, Any]]) -> Dict[str, Any]:
     return {"cases": len(records), "onnxruntime_runs": len(runs), "onnxruntime_refuses": len(records) - len(runs),
             "truth_passes": sum(bool(r["truth"].get("passed")) for r in runs),
             "golden_compared": len(compared), "verdict_agree": verdict_agree, "max_abs_agree": max_abs_agree,
-            "exit_codes": exit_codes, "failing_cases": len(failing), "failing": failing}
+            "exit_codes": exit_codes, "failing_cases": len(failing), "failing": failing,
+            "nan_same_cases": sorted(r["case"] for r in runs if r["truth"].get("nan_same"))}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -206,7 +207,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     summary = sweep(args.cases, args.out, args.mi, args.batch, [s for s in args.only.split(",") if s] or None,
                     args.timeout)
-    print(json.dumps({k: v for k, v in summary.items() if k != "failing"}, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("failing", "nan_same_cases")}, indent=1))
+    print(f"{len(summary['nan_same_cases'])} case(s) expect NaN where onnxruntime gives NaN")
     for case, problems in sorted(summary["failing"].items()):
         print(f"{case}: {'; '.join(problems)}")
     return 0 if not summary["failing"] else 1

@@ -87,7 +87,7 @@ def run_case(folder: Path) -> Dict[str, Any]:
     initializers = {i.name for i in model.graph.initializer}
     graph_inputs = [vi for vi in model.graph.input if vi.name not in initializers]
     out_types = {o.name: o.type for o in session.get_outputs()}
-    passed, worst, outputs = True, 0.0, []
+    passed, worst, outputs, nan_same = True, 0.0, [], 0
     for data in sorted(folder.glob("test_data_set_*")):
         keep: List[Any] = []
         feeds = {}
@@ -114,8 +114,20 @@ def run_case(folder: Path) -> Dict[str, Any]:
             ok, max_abs = similar(ref, out, rtol, atol)
             passed &= ok
             worst = max(worst, max_abs) if not math.isnan(max_abs) else worst
+            nan_same += _nan_same(ref, out)
             outputs.append({"name": name, "sample": data.name, "passed": ok, "max_abs": max_abs})
-    return {"runs": True, "passed": passed, "max_abs": worst, "outputs": outputs, "rtol": rtol, "atol": atol}
+    return {"runs": True, "passed": passed, "max_abs": worst, "outputs": outputs, "rtol": rtol, "atol": atol,
+            "nan_same": nan_same}
+
+
+def _nan_same(ref: Any, out: Any) -> int:
+    """Positions where the expected and the actual value are both NaN (ONNX's runner: agreement)."""
+    if isinstance(ref, (list, tuple)) and isinstance(out, (list, tuple)):
+        return sum(_nan_same(r, o) for r, o in zip(ref, out))
+    if not isinstance(ref, np.ndarray) or not isinstance(out, np.ndarray) or ref.shape != out.shape \
+            or ref.dtype.kind in "OUSbiu" or ref.dtype.name in ("int4", "uint4", "int2", "uint2"):
+        return 0
+    return int((np.isnan(_widen(ref)) & np.isnan(_widen(out))).sum())
 
 
 def _widen(value: np.ndarray) -> np.ndarray:
