@@ -52,7 +52,10 @@ def _match_one(graph: ModelGraph, pattern: str, candidates: List[str]) -> List[s
     if pattern == ALL:
         # Graph outputs wired straight to an input (no node produces them) are tensors too: a
         # zero-node model's 'all' is its input, as `mi probe --list` shows.
-        wired = [o.name for o in graph.model.graph.output if o.name not in producer and o.name in graph.input_names]
+        # A graph output a Constant produces is a value the model gives (ONNX's test_constant: the only one).
+        wired = [o.name for o in graph.model.graph.output
+                 if (o.name not in producer and o.name in graph.input_names)
+                 or (o.name in producer and producer[o.name].op_type == "Constant")]
         return list(dict.fromkeys([*candidates, *wired]))
     if pattern.startswith("op:"):
         wanted = {p.strip().lower() for p in pattern[3:].split(",") if p.strip()}
