@@ -158,3 +158,20 @@ def test_nan_bisect_sees_a_nan_in_a_bfloat16_output(tmp_path: Path) -> None:
                          cwd=tmp_path), 1)
     (tensor,) = json.loads(probe.read_text())["results"]["tensors"]
     assert (tensor["dtype"], tensor["nan"]) == ("bfloat16", 1)
+
+
+def test_inputs_show_names_the_types(tmp_path: Path) -> None:
+    """`mi inputs show` of an .npz of ml_dtypes arrays: with the model, ONNX's type names and the values; without
+    it, opaque items and a hint (before: exit 4, 'setting an array element with a sequence')."""
+    a = np.array([1.5, np.nan, 0.25], ml_dtypes.bfloat16)
+    model = _model([helper.make_node("Cast", ["a"], ["y"], to=1)], [helper.make_tensor_value_info("a", BF16, [3])],
+                   [helper.make_tensor_value_info("y", 1, [3])], tmp_path / "case")
+    np.savez(tmp_path / "sample.npz", a=a)
+    out = tmp_path / "inputs.json"
+    # exit 1: the NaN in the input is a finding of its own
+    assert_status(run_mi(["-q", "inputs", "show", tmp_path / "sample.npz", "-m", model, "--json", out], cwd=tmp_path), 1)
+    (row,) = json.loads(out.read_text())["results"]["stats"]
+    assert (row["dtypes"], row["nan"], row["min"], row["max"]) == (["bfloat16"], 1, 0.25, 1.5)
+    ran = run_mi(["inputs", "show", tmp_path / "sample.npz"], cwd=tmp_path)
+    assert_status(ran, 0)
+    assert "2-byte items (give -m MODEL)" in ran.stdout
