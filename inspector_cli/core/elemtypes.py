@@ -123,10 +123,9 @@ def to_ort_value(value: np.ndarray, elem_type: int) -> Tuple[Any, np.ndarray]:
     if bits is None:
         buffer = value.view(np.uint16 if value.dtype.itemsize == 2 else np.uint8)
     else:
-        packed = pack(value, bits)
-        flat = np.zeros(max(value.size, packed.size), np.uint8)
-        flat[:packed.size] = packed
-        buffer = flat[:value.size].reshape(value.shape) if value.size >= packed.size else flat
+        packed = pack(value, bits)  # never more bytes than elements
+        buffer = np.zeros(value.shape, np.uint8)
+        buffer.reshape(-1)[:packed.size] = packed
     return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(buffer, elem_type), buffer
 
 
