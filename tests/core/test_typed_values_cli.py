@@ -57,6 +57,13 @@ def test_a_float8_output_is_compared_by_its_values(tmp_path: Path) -> None:
     (output,) = got["doc"]["results"]["outputs"]
     assert (output["dtype_a"], output["dtype_b"]) == ("float8e4m3fn", "float8e4m3fn")
     assert output["dataset"]["max_abs"] == 0.0
+    # the same as an .npz golden file (np.load reads the float8 output back as void items)
+    npz = tmp_path / "npz"
+    npz.mkdir()
+    np.savez(npz / "g.npz", x=x, y=x.astype(ml_dtypes.float8_e4m3fn))
+    got = _golden(tmp_path, model, npz)
+    assert_status(got["ran"], 0)
+    assert got["doc"]["results"]["outputs"][0]["dtype_a"] == "float8e4m3fn"
 
 
 def test_bfloat16_and_float8_inputs_run(tmp_path: Path) -> None:
