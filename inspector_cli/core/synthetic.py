@@ -38,6 +38,8 @@ class SyntheticSpec:
             return ranges[""]
         if _is_float(dtype):
             return DEFAULT_FLOAT_RANGE
+        if dtype == np.bool_:  # drawn as 0/1 whatever the range
+            return DEFAULT_INT_RANGE
         low, high = _limits(dtype)  # int4/int2: the default's 0..10 clipped to what the type holds
         return max(DEFAULT_INT_RANGE[0], low), min(DEFAULT_INT_RANGE[1], high)
 
