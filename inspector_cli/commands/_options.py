@@ -120,6 +120,15 @@ def runtime_options(func: F) -> F:
     )(func)
 
 
+def refused_model_options(func: F) -> F:
+    """--rename-duplicate-nodes: analyse a copy of a model onnxruntime refuses for its node names."""
+    return click.option("--rename-duplicate-nodes", is_flag=True, default=False,
+                        help="A model whose nodes share names does not load in onnxruntime, so commands that "
+                             "run it stop (exit 3); with this flag they analyse a copy with the later nodes "
+                             "renamed, recorded in the result (the deployed runtime still refuses the file)."
+                        )(func)
+
+
 def placement_options(func: F) -> F:
     """--require-provider: exit 1 when a node runs elsewhere (docs/providers.md)."""
     return click.option("--require-provider", metavar="NAME", default=None,
@@ -153,7 +162,8 @@ def build_runtime(params: Dict[str, Any]) -> Any:
     providers = tuple(p.strip() for p in str(params.get("providers") or "cpu").split(",") if p.strip())
     return RuntimeConfig(providers=providers or ("cpu",), opt_level=OptLevel(params.get("opt_level") or "all"),
                          intra_op_threads=params.get("intra_op_threads") or None,
-                         custom_op_libs=tuple(params.get("custom_op_lib") or ()))
+                         custom_op_libs=tuple(params.get("custom_op_lib") or ()),
+                         rename_duplicate_nodes=bool(params.get("rename_duplicate_nodes")))
 
 
 def build_synthetic(params: Dict[str, Any]) -> Any:

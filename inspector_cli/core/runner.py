@@ -58,15 +58,21 @@ class RuntimeConfig:
     custom_op_libs: Tuple[str, ...] = ()
     session_config: Tuple[Tuple[str, str], ...] = field(default=())
     """Extra `SessionOptions.add_session_config_entry` pairs (advanced)."""
+    rename_duplicate_nodes: bool = False
+    """Analyse a model whose nodes share names (onnxruntime refuses the file) as the copy mi renamed
+    (`--rename-duplicate-nodes`; core/refusals.py). Off: such a model stops every command that runs it."""
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        facts: Dict[str, Any] = {
             "providers": list(self.providers),
             "opt_level": self.opt_level.value,
             "intra_op_threads": self.intra_op_threads,
             "inter_op_threads": self.inter_op_threads,
             "custom_op_libs": list(self.custom_op_libs),
         }
+        if self.rename_duplicate_nodes:  # recorded only when asked: the result analysed a renamed copy
+            facts["rename_duplicate_nodes"] = True
+        return facts
 
     def replace(self, **changes: Any) -> "RuntimeConfig":
         from dataclasses import replace
@@ -280,7 +286,9 @@ def open_session(graph: "ModelGraph", runtime: RuntimeConfig = RuntimeConfig(), 
     read by onnxruntime from the model's folder, so large models are never copied in memory.
     """
     from .expose import serialized_with_outputs
+    from .refusals import require_loadable
 
+    require_loadable(graph, runtime, label=label)  # never a session on a copy onnxruntime would not load
     data = serialized_with_outputs(graph, list(extra_outputs), keep_original=keep_outputs)
     external_dir = graph.folder.resolve() if graph.folder is not None and graph.uses_external_data else None
     return Session(data, runtime, label=label or graph.display_name, external_dir=external_dir,

@@ -95,9 +95,11 @@ _RULES = [
      "The node's results never reach a graph output: wasted work, often a leftover of graph surgery."),
     ("MI307", "UnnamedNode", I, "Unnamed nodes",
      "Nodes without names are hard to locate in reports and profiles; mi names them <OpType>_<index>."),
-    ("MI308", "DuplicateNodeName", W, "Duplicate node names",
-     "Several nodes share a name, so reports, profiles and tools that address nodes by name are "
-     "ambiguous. mi renames the later ones <name>_<index>."),
+    ("MI308", "DuplicateNodeName", E, "Duplicate node names",
+     "Several nodes of one graph share a name: onnxruntime refuses to load the model ('two nodes with same "
+     "node name'), and reports, profiles and tools that address nodes by name are ambiguous. Commands that "
+     "run the model stop (exit 3) unless --rename-duplicate-nodes asks them to analyse a copy with the later "
+     "ones renamed <name>_<index>."),
     ("MI309", "Cycle", E, "The graph has a cycle",
      "Nodes depend on each other in a loop; ONNX graphs must be acyclic (use Loop for iteration)."),
     ("MI310", "NotTopologicallySorted", W, "Nodes are not in topological order",

@@ -96,7 +96,8 @@ def _covered_elsewhere(text: str) -> bool:
     """Checker messages that the integrity, operator and loading rules report more precisely."""
     return any(s in text for s in ("topologically sorted", "No Op registered for", "No opset import for domain",
                                    "is higher than the checker's", "is not output of any previous nodes",
-                                   "Graph must be in single static assignment", "doesn't exist or is not accessible"))
+                                   "Graph must be in single static assignment", "doesn't exist or is not accessible",
+                                   "is not an output of any node in graph"))
 
 
 def _check_other_nodes(ctx: Context, skip: str) -> None:

@@ -19,7 +19,7 @@ from ..core.graph import ModelGraph
 from ..core.runner import RuntimeConfig, Session, open_session
 from ..core.types import TensorInfo
 from ..core.weights import nonfinite_initializers
-from ..errors import InferenceError
+from ..errors import InferenceError, ModelLoadError
 from .context import Context
 from .kernels import ORT_DOMAINS, kernel_gaps
 
@@ -33,7 +33,7 @@ _OPSET = re.compile(r"Opset (\d+) is under development.*?domain (\S+) is till op
 _UNREGISTERED = re.compile(r"([\w.]*):(\w+)\(-?\d+\) is not a registered function/op")
 _NODE_NAMES = (re.compile(r"node with name '([^']*)'"), re.compile(r"in node \(([^)]*)\)"),
                re.compile(r"Node \(([^)]*)\)"), re.compile(r"Node:\s*'?([^\s',]+)"),
-               re.compile(r"In Node, \(\"([^\"]*)\""))
+               re.compile(r"In Node, \(\"([^\"]*)\""), re.compile(r"same node name \(([^)]*)\)"))
 
 
 def check_static(ctx: Context) -> None:
@@ -139,6 +139,8 @@ def session_error(source: Union[Path, ModelGraph], runtime: RuntimeConfig, label
         if "custom-op library" in exc.message:
             raise  # the user's library is broken: not a model defect
         return str(exc.__cause__) if exc.__cause__ is not None else exc.message
+    except ModelLoadError as exc:  # core/refusals: what onnxruntime refuses in the file, found before it ran
+        return exc.message
 
 
 def report_session(ctx: Context, error: Optional[str]) -> Dict[str, object]:
@@ -183,6 +185,8 @@ def _report_session_error(ctx: Context, text: str) -> None:
         ctx.report("MI402", f"opset {match.group(1)} of {match.group(2)} is newer than onnxruntime supports "
                             f"({match.group(3)})", opset=int(match.group(1)), supported=int(match.group(3)))
         return
+    if "two nodes with same node name" in clean and any(f.rule == "MI308" for f in ctx.reporter.findings):
+        return  # MI308 names them, in subgraphs too
     nodes = _named_nodes(ctx, clean)
     match = _UNREGISTERED.search(clean)
     if match and not nodes:
