@@ -81,7 +81,7 @@ HELP_GROUPS: Dict[str, Groups] = {
     "mi validate": (
         ("Inputs", ("--against", "--input-range")),
         ("Gates", ("--fail-on", "--min-weight-sqnr", "--large-initializer-mb")),
-        ("Rules", ("--list-rules", "--disable", "--severity")),
+        ("Rules", ("--list-rules", "--disable", "--severity", "--strict")),
         ("Runtime", RUNTIME),
         ("Output", ("--json", "--format", "--sarif", "--html", "--junit", "--model-explorer")),
     ),

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Union
 import onnx
 
 from ..core.graph import ModelGraph
+from ..core.masks import find_masks
 from ..core.runner import RuntimeConfig, Session, open_session
 from ..core.types import TensorInfo
 from ..core.weights import nonfinite_initializers
@@ -49,7 +50,11 @@ def check_static(ctx: Context) -> None:
                        tensor=info.name, hint="fix them with --shape NAME:DIMS in compare, probe and profile")
     _float64(ctx)
     if ctx.weights_readable and ctx.reporter.enabled("MI407"):
-        for bad in nonfinite_initializers(graph):
+        found = nonfinite_initializers(graph)
+        masks = find_masks(graph) if any(not bad.nan for bad in found) else None
+        for bad in found:
+            if masks is not None and not bad.nan and masks.is_fill(bad.tensor):
+                continue  # an attention mask's -inf, set on purpose (core/masks.py), as nan-bisect reads it
             ctx.report("MI407", f"initializer '{bad.tensor}' holds {bad.nan} NaN and {bad.inf} Inf of {bad.size} "
                                 f"values (read by {', '.join(bad.consumers) or 'no node'})",
                        node=bad.consumers[0] if bad.consumers else None, tensor=bad.tensor, nan=bad.nan, inf=bad.inf)
@@ -191,7 +196,9 @@ def _report_session_error(ctx: Context, text: str) -> None:
     match = _UNREGISTERED.search(clean)
     if match and not nodes:
         nodes = [n.name for n in graph.nodes if n.op_type == match.group(2) and n.domain == match.group(1)]
-    tensors = [t for t in re.findall(r"'([^']+)'", clean) if t in graph.consumers or t in graph.producer]
+    named = re.findall(r"'([^']+)'", clean) + re.findall(r"[Tt]ensor (\S+) failed", clean)
+    known = graph.initializer_names
+    tensors = [t for t in named if t in graph.consumers or t in graph.producer or t in known]
     if ctx.reporter.has_error_on(nodes, tensors):
         return  # an earlier rule already explains this failure on the same node or tensor
     ctx.report("MI404", f"onnxruntime: {first}", node=nodes[0] if nodes else None,
