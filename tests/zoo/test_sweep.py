@@ -26,7 +26,7 @@ from zoolib.variants import VARIANTS  # noqa: E402
 pytestmark = pytest.mark.zoo
 MODELS = ([s.name for s in SPECS if (Path(ZOO_DIR) / s.name / "manifest.json").exists()] if ZOO_DIR
           else [s.name for s in SPECS] if FULL else list(FAST))
-SPEC_VARIANTS = {s.name: s.variants or VARIANTS for s in SPECS}
+SPEC_VARIANTS = {s.name: s.variants if s.variants is not None else VARIANTS for s in SPECS}
 CASES = [(m, v) for m in MODELS for v in ("fp32",) + SPEC_VARIANTS[m]]
 DECODERS = {s.name for s in SPECS if s.exporter == "optimum"}
 DECODE_COSINE_TOL = 1e-4
