@@ -39,9 +39,8 @@ def refusals(graph: "ModelGraph") -> List[Refusal]:
     """Every reason onnxruntime refuses `graph`'s file though mi's loading read it ([] for most models)."""
     found = [Refusal(f"{len(new) + 1} nodes are named '{name}' (onnxruntime: two nodes with same node name)", True)
              for name, new in graph.duplicate_node_names().items()]
-    known = set(graph.producer) | set(graph.input_names) | graph.initializer_names
-    for name in graph.output_names:
-        if name not in known:
+    for name in graph.output_names:  # per output, no set of every tensor: open_session asks per session
+        if name not in graph.producer and name not in graph.initializer_names and name not in graph.input_names:
             found.append(Refusal(f"graph output '{name}' is made by no node (onnxruntime: Graph output ({name}) "
                                  "does not exist in the graph)", False))
     return found

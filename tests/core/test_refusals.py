@@ -119,3 +119,19 @@ def test_probe_refuses_a_graph_output_no_node_makes(models, tmp_path):
     assert "graph output 'z' is made by no node" in _errors(ran)[0]
     flagged = run_mi(["probe", models["dangling"], "--no-history", "--rename-duplicate-nodes"], cwd=tmp_path)
     assert_status(flagged, 3)  # the flag renames nodes; it cannot make this file load
+
+
+def test_sequence_mode_stops_too(tmp_path):
+    """`--sequence` opens its sessions through the same gate. Before: PASS over the steps."""
+    nodes = [helper.make_node("Add", ["x", "state"], ["a"], name="n"),
+             helper.make_node("Tanh", ["a"], ["state_out"], name="n"), helper.make_node("Relu", ["state_out"], ["y"], name="r")]
+    model = save(make_model(nodes, [vi("x", [1, 4]), vi("state", [1, 4])], [vi("y", [1, 4]), vi("state_out", [1, 4])]),
+                 tmp_path / "rnn.onnx")
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    for i in range(3):
+        np.savez(steps / f"step_{i:03d}.npz", x=np.full((1, 4), 0.1 * i, np.float32))
+    ran = run_mi(["compare", model, model, "--sequence", steps], cwd=tmp_path)
+    assert_status(ran, 3)
+    assert "2 nodes are named 'n'" in _errors(ran)[0] and len(_errors(ran)) == 1
+    assert_status(run_mi(["compare", model, model, "--sequence", steps, "--rename-duplicate-nodes"], cwd=tmp_path), 0)
