@@ -177,7 +177,9 @@ def register(library: PluginLibrary) -> str:
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         text = " ".join(str(exc).split())
         if "already registered" not in text:
-            raise InferenceError(f"onnxruntime could not register the execution provider library "
+            # the user's own file (--ep-library) is a usage error; an installed package's, the environment's
+            error = InferenceError if library.package is not None else UsageError
+            raise error(f"onnxruntime could not register the execution provider library "
                                  f"'{library.path}' ({source}): {_ORT_PREFIX.sub('', text)}",
                                  hint="a plugin library exports CreateEpFactories; check that it matches "
                                       f"onnxruntime {getattr(ort, '__version__', '?')}") from exc

@@ -16,6 +16,7 @@ result's runtime section (`RuntimeConfig.to_dict`).
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
@@ -161,9 +162,15 @@ def _library_facts(library: PluginLibrary) -> Dict[str, Any]:
             "providers": list(library.ep_names)}
 
 
+_PLANNING = threading.RLock()
+"""One resolution at a time: sessions are built on several threads (compare's early sessions), and a
+registration half done on one thread must not make another take the plugin for a built-in."""
+
+
 def plan_providers(runtime: "RuntimeConfig") -> ProviderPlan:
     """The resolved providers of `runtime` (once per process and settings)."""
-    return _plan(tuple(runtime.providers), getattr(runtime, "device", None),
+    with _PLANNING:
+        return _plan(tuple(runtime.providers), getattr(runtime, "device", None),
                  tuple(getattr(runtime, "provider_options", ())), tuple(getattr(runtime, "ep_libraries", ())),
                  getattr(runtime, "ep_policy", None))
 
@@ -226,8 +233,7 @@ def _plan(providers: Tuple[str, ...], device: Optional[str], options: Tuple[Tupl
             registered.append(_register(ort, load_package(package)))
         return ProviderPlan(choices=[], policy=policy, registered=registered)
     given = [_register(ort, lib) for lib in given]
-    plugin_names = {n for lib in _ALL_LIBRARIES for n in lib.ep_names}
-    builtin = [n for n in ort.get_available_providers() if n not in plugin_names]
+    builtin = [n for n in ort.get_available_providers() if n not in _plugin_names(ort)]
     choices: List[ProviderChoice] = []
     for raw in asked:
         name = provider_name(raw) or raw
@@ -252,6 +258,16 @@ def _plan(providers: Tuple[str, ...], device: Optional[str], options: Tuple[Tupl
 
 _ALL_LIBRARIES: List[PluginLibrary] = []
 """Every plugin library registered in this process, with the providers it holds."""
+
+
+def _plugin_names(ort: Any) -> set:
+    """Providers of registered plugin libraries: onnxruntime lists them among its available providers
+    once registered, yet a session ignores them by name. Ours, and any whose devices name a library
+    (a plugin's devices carry `library_path` in their metadata, a built-in's do not)."""
+    names = {n for lib in _ALL_LIBRARIES for n in lib.ep_names}
+    if hasattr(ort, "get_ep_devices"):
+        names |= {d.ep_name for d in ort.get_ep_devices() if "library_path" in dict(d.ep_metadata)}
+    return names
 
 
 def _need_devices(ort: Any, what: str) -> None:
