@@ -322,7 +322,8 @@ def _pick_devices(choice: ProviderChoice, devices: Sequence[Any], wanted: Option
     source = f" ({_library_facts(choice.library)['source']})" if choice.library else ""
     if not own:
         if choice.library is not None:
-            raise UsageError(f"execution provider '{choice.asked}' ({choice.name}{source}) is registered but "
+            origin = _library_facts(choice.library)["source"]
+            raise UsageError(f"execution provider '{choice.asked}' ({choice.name} from {origin}) is registered but "
                              f"offers no device on this machine", hint=_devices_hint_from(devices))
         raise UsageError(f"{choice.name} is built into this onnxruntime without a device of its own, so it "
                          f"cannot be combined with plugin providers or --device",

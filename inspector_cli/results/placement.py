@@ -6,6 +6,7 @@ result renders again without onnxruntime.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -158,6 +159,7 @@ def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple
                             time.get(p) if kernels is not None else None,
                             (time.get(p, 0.0) / total_time if total_time else 0.0) if kernels is not None else None)
               for p in providers]
+    nodes, ops = _original_names(nodes, ops, set(order) if order else None)
     # without the graph (a header-only comparison), onnxruntime's own order of the partitions' nodes
     rank = {name: i for i, name in enumerate(order or list(nodes))}
     nodes = dict(sorted(nodes.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
@@ -168,6 +170,29 @@ def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple
     return Placement(session=session, requested=requested, source=source, providers=shares, nodes=nodes,
                      op_types={n: ops[n] for n in nodes}, fallback=fallback, subgraphs=count, transfers=moved,
                      partitions=partitions, asked=list(asked) if asked else [requested])
+
+
+_TOKEN = re.compile(r"^(.+)_token_\d+$")
+
+
+def _original_names(nodes: Dict[str, str], ops: Dict[str, str], original: Optional[set]
+                    ) -> "tuple[Dict[str, str], Dict[str, str]]":
+    """A layout-sensitive provider (QNN, NHWC) has its nodes rewritten before partitioning: onnxruntime
+    names the rewritten node `<name>_token_<n>` (and adds the Transposes around it, kept under their
+    own names). The rewritten node is the model's node: counted under its original name (one of the
+    model's nodes when the graph is known, else a name no other assigned node has)."""
+    if not any("_token_" in name for name in nodes):
+        return nodes, ops
+    renamed: Dict[str, str] = {}
+    renamed_ops: Dict[str, str] = {}
+    for name, provider in nodes.items():
+        match = _TOKEN.match(name)
+        known = original is None or (name not in original and match is not None and match.group(1) in original)
+        own = match.group(1) if match and known else name
+        if own != name and own in nodes:
+            own = name  # the original name is assigned too: two nodes, keep both
+        renamed[own], renamed_ops[own] = provider, ops[name]
+    return renamed, renamed_ops
 
 
 def partition_change(plain: Placement, instrumented: Placement) -> PartitionChange:
