@@ -1,4 +1,4 @@
-"""The onnxruntime session wrapper. onnxruntime is imported here only, and only when needed."""
+"""The onnxruntime session wrapper. onnxruntime is imported lazily (here, and by core/providers.py for provider resolution)."""
 from __future__ import annotations
 
 import enum
