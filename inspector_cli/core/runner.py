@@ -97,7 +97,7 @@ def cpu_count() -> int:
 def cpu_only(runtime: RuntimeConfig) -> bool:
     """Whether CPU is the only execution provider `runtime` asks for: no node can then move between
     providers, so placement is all CPU without reading it twice (docs/providers.md)."""
-    if runtime.ep_policy or runtime.device:
+    if runtime.ep_policy:  # onnxruntime's policy may choose any provider
         return False
     return all(provider_name(p) == "CPUExecutionProvider" for p in runtime.providers)
 
