@@ -138,9 +138,10 @@ def plugin_provider_options() -> Tuple[F, ...]:
         click.option("--ep-library", multiple=True, type=NamePath(), metavar="NAME=PATH",
                      help="A plugin execution provider library on disk, registered under NAME (--providers NAME "
                           "uses it). Installed plugin packages need none. Repeatable."),
-        click.option("--ep-policy", type=click.Choice(EP_POLICIES), default=None,
+        click.option("--ep-policy", type=click.Choice(EP_POLICIES), default=None, metavar="POLICY",
                      help="Let onnxruntime pick the providers and devices by this policy among every installed "
-                          "plugin's devices (instead of --providers)."),
+                          "plugin's devices (instead of --providers): prefer-npu, prefer-gpu, prefer-cpu, "
+                          "max-performance, max-efficiency, min-power or default."),
     )
 
 
