@@ -96,7 +96,14 @@ def _sequence_config(params: Dict[str, Any], runtime: Any, **extra: Any) -> Any:
 
     return SequenceConfig(state=tuple(parse_pairs(params.get("state_pairs") or ())),
                           init_state=params.get("init_state"), steps=params.get("steps"), chunk=params.get("chunk"),
-                          runtime=runtime, **extra)
+                          runtime=runtime, shapes=_shapes(params), **extra)
+
+
+def _shapes(params: Dict[str, Any]) -> tuple:
+    """`--shape` in sequence and decode mode: a state input's initial shape or one symbolic dim of it."""
+    from ..core.synthetic import parse_shape
+
+    return tuple(parse_shape(text) for text in params.get("shape") or ())
 
 
 def _refuse(params: Dict[str, Any], mode: str, flags: Dict[str, str]) -> None:
@@ -152,15 +159,16 @@ def run_compare_sequence(ctx: click.Context, model_a: str, model_b: Optional[str
         if decode:
             if not params.get("prompt"):
                 raise UsageError("--decode needs --prompt FILE (token ids)")
-            _refuse(params, mode, {"sequence_resume": "--resume", "chunk": "--chunk", "init_state": "--init-state",
-                                   "layers": "--layers"})
+            _refuse(params, mode, {"sequence_resume": "--resume", "chunk": "--chunk", "layers": "--layers"})
             config = DecodeConfig(steps=params.get("steps") or 32, gates=gates, journal=journal, runtime=runtime,
                                   mode=DecodeMode.TEACHER_FORCED if params.get("teacher_forced")
                                   else DecodeMode.FREE_RUNNING,
                                   state=tuple(parse_pairs(params.get("state_pairs") or ())),
                                   logits_output=params.get("decision_output"),
                                   bundle_dir=Path(params["sequence_repro"]) if params.get("sequence_repro") else None,
-                                  allow_nonfinite=bool(params.get("allow_nonfinite")))
+                                  allow_nonfinite=bool(params.get("allow_nonfinite")),
+                                  init_state=Path(params["init_state"]) if params.get("init_state") else None,
+                                  shapes=_shapes(params))
             result = decode_sequence(model_a, model_b, params["prompt"], config, on_wiring=_wiring_printer(ctx),
                                      progress=_step_progress(progress))
         else:
