@@ -77,23 +77,8 @@ def gqa_decoder(seed: int = 0, qkv: str = "matmul") -> onnx.ModelProto:
                                                        "past_key_values.0.value", "seqlens_k", "total_len"],
                                ["attn", "present.0.key", "present.0.value"], domain=MS, num_heads=HEADS,
                                kv_num_heads=KV_HEADS),
-              helper.make_node("MatMul", ["attn", "o_w"], ["o"]),
-              helper.make_node("Add", ["o", "hidden"], ["res"]),
-              helper.make_node("MatMul", ["res", "head_w"], ["logits"])]
-    past = ["batch_size", KV_HEADS, "past_sequence_length", "kv_cache_dim"]
-    present = ["batch_size", KV_HEADS, "total_sequence_length", "kv_cache_dim"]
-    graph = helper.make_graph(
-        nodes, "gqa_decoder",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]),
-         helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT, past),
-         helper.make_tensor_value_info("past_key_values.0.value", TensorProto.FLOAT, past)],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", "sequence_length", VOCAB]),
-         helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT, present),
-         helper.make_tensor_value_info("present.0.value", TensorProto.FLOAT, present)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
-    model.ir_version = 10
-    return model
+              *_head()]
+    return _decoder(nodes, inits, "gqa_decoder", KV_HEADS, mask=True)
 
 
 def mha_decoder(seed: int = 0) -> onnx.ModelProto:
@@ -109,20 +94,31 @@ def mha_decoder(seed: int = 0) -> onnx.ModelProto:
     nodes += [helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "", "", "past_key_values.0.key",
                                                       "past_key_values.0.value"],
                                ["attn", "present.0.key", "present.0.value"], domain=MS, num_heads=HEADS),
-              helper.make_node("MatMul", ["attn", "o_w"], ["o"]),
-              helper.make_node("Add", ["o", "hidden"], ["res"]),
-              helper.make_node("MatMul", ["res", "head_w"], ["logits"])]
-    past = ["batch_size", HEADS, "past_sequence_length", "kv_cache_dim"]
-    present = ["batch_size", HEADS, "total_sequence_length", "kv_cache_dim"]
-    graph = helper.make_graph(
-        nodes, "mha_decoder",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
-         helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT, past),
-         helper.make_tensor_value_info("past_key_values.0.value", TensorProto.FLOAT, past)],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", "sequence_length", VOCAB]),
-         helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT, present),
-         helper.make_tensor_value_info("present.0.value", TensorProto.FLOAT, present)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
+              *_head()]
+    return _decoder(nodes, inits, "mha_decoder", HEADS, mask=False)
+
+
+def _head() -> List[onnx.NodeProto]:
+    """o_proj, the residual and the lm head after the attention's output `attn`."""
+    return [helper.make_node("MatMul", ["attn", "o_w"], ["o"]), helper.make_node("Add", ["o", "hidden"], ["res"]),
+            helper.make_node("MatMul", ["res", "head_w"], ["logits"])]
+
+
+def _decoder(nodes: List[onnx.NodeProto], inits: List[onnx.TensorProto], name: str, heads: int,
+             mask: bool) -> onnx.ModelProto:
+    """The builder's signature: input_ids (+ attention_mask), past_key_values.0.key/value [batch_size, heads,
+    past_sequence_length, kv_cache_dim] in; logits and present.0.key/value [.., total_sequence_length, ..] out."""
+    past = ["batch_size", heads, "past_sequence_length", "kv_cache_dim"]
+    present = ["batch_size", heads, "total_sequence_length", "kv_cache_dim"]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"])]
+    if mask:
+        inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
+                                                    ["batch_size", "total_sequence_length"]))
+    inputs += [helper.make_tensor_value_info(f"past_key_values.0.{kv}", TensorProto.FLOAT, past) for kv in ("key", "value")]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", "sequence_length", VOCAB])]
+    outputs += [helper.make_tensor_value_info(f"present.0.{kv}", TensorProto.FLOAT, present) for kv in ("key", "value")]
+    model = helper.make_model(helper.make_graph(nodes, name, inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
     model.ir_version = 10
     return model
 
