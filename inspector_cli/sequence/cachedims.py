@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..core.graph import ModelGraph
-from ..core.types import Dim, TensorInfo, format_shape
+from ..core.types import TensorInfo, format_shape
 from ..errors import UsageError
 from .wiring import StateWiring
 
@@ -320,6 +320,3 @@ def read_genai_config(model_path: Optional[Path]) -> Optional[dict]:
         return None
     return config
 
-
-def describe_dim(dim: Dim) -> str:
-    return f"'{dim}'" if isinstance(dim, str) and dim else "unknown"
