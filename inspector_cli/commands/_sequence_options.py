@@ -29,7 +29,7 @@ def _common() -> list:
         click.option("--init-state", type=click.Path(exists=True, dir_okay=False), metavar="FILE.npz",
                      help="Initial state by input name (default: zeros; an empty KV cache, its dims read from "
                           "the model; --shape NAME:DIMS sets a state input's shape, --shape kv_cache_dim:16 one "
-                          "symbolic dim). With --decode, the prompt continues after the given cache."),
+                          "symbolic dim). compare --decode: the prompt continues after the given cache."),
         click.option("--steps", type=click.IntRange(min=1), metavar="N",
                      help="Stop after N steps (default: every step of --sequence; with --decode 32)."),
         click.option("--chunk", type=click.IntRange(min=1), metavar="N",
