@@ -18,7 +18,8 @@ Groups = Tuple[Tuple[str, Tuple[str, ...]], ...]
 
 INPUTS = ("--inputs", "--samples", "--seed", "--val-range", "--shape")
 DECODING = ("--preprocess", "--preprocess-set", "--raw-dtype", "--raw-shape")
-RUNTIME = ("--providers", "--opt-level", "--intra-op-threads", "--custom-op-lib")
+RUNTIME = ("--providers", "--opt-level", "--intra-op-threads", "--custom-op-lib", "--device", "--provider-option",
+           "--ep-library", "--ep-policy")
 RUNS_MODEL = (*RUNTIME, "--rename-duplicate-nodes")
 """The runtime group of the commands that run a model (validate reports duplicate names instead)."""
 SCALE_OUT = ("--workers", "--executor", "--address", "--worker-memory")
@@ -44,7 +45,8 @@ HELP_GROUPS: Dict[str, Groups] = {
         ("Fix-it", (*FALLBACK, "--bisect-optimizers", "--simulated")),
         ("Sequence and decode", (*SEQUENCE, "--decision-output", "--decode", "--prompt", "--teacher-forced",
                                  "--jsonl", "--resume", "--repro", "--allow-nonfinite")),
-        ("Runtime", (*RUNS_MODEL, "--a-providers", "--b-providers", "--a-opt-level", "--b-opt-level")),
+        ("Runtime", (*RUNS_MODEL, "--a-providers", "--b-providers", "--a-device", "--b-device", "--a-opt-level",
+                     "--b-opt-level")),
         ("Scale-out", SCALE_OUT),
         ("Output", (*REPORTS, "--no-per-sample")),
     ),
