@@ -52,6 +52,10 @@ class RuntimeConfig:
     ep_policy: Optional[str] = None
     """`--ep-policy`: onnxruntime's device selection policy instead of named providers."""
 
+    rename_duplicate_nodes: bool = False
+    """Analyse a model whose nodes share names (onnxruntime refuses the file) as the copy mi renamed
+    (`--rename-duplicate-nodes`; core/refusals.py). Off: such a model stops every command that runs it."""
+
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {
             "providers": list(self.providers),
@@ -63,6 +67,8 @@ class RuntimeConfig:
         from .providers import runtime_facts  # what the providers resolved to: package, version, device
 
         out.update(runtime_facts(self))
+        if self.rename_duplicate_nodes:  # recorded only when asked: the result analysed a renamed copy
+            out["rename_duplicate_nodes"] = True
         return out
 
     def replace(self, **changes: Any) -> "RuntimeConfig":
@@ -263,7 +269,9 @@ def open_session(graph: "ModelGraph", runtime: RuntimeConfig = RuntimeConfig(), 
     read by onnxruntime from the model's folder, so large models are never copied in memory.
     """
     from .expose import serialized_with_outputs
+    from .refusals import require_loadable
 
+    require_loadable(graph, runtime, label=label)  # never a session on a copy onnxruntime would not load
     data = serialized_with_outputs(graph, list(extra_outputs), keep_original=keep_outputs)
     external_dir = graph.folder.resolve() if graph.folder is not None and graph.uses_external_data else None
     return Session(data, runtime, label=label or graph.display_name, external_dir=external_dir,

@@ -15,6 +15,7 @@ from ..inspection.rollups import attach_scopes
 from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
 from ..core.model_arg import ModelArg, as_graph
+from ..core.refusals import require_loadable
 from ..core.inputs import SampleSet, open_samples
 from ..core.masks import find_masks
 from ..core.select import select_tensors
@@ -97,6 +98,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
     for spec in config.plugins:  # unknown or broken plugins are usage errors before any inference
         load_plugin(spec)
     graph = as_graph(model, lazy=True)  # weights stay in the file: no parse or re-serialisation of them
+    require_loadable(graph, config.runtime)  # its sessions expose tensors: onnxruntime would refuse the file
     check_since(config, graph)
     plan = plan_probe(graph, config, samples)
     # blocks of samples, in this process or in workers (config.executor): merged in sample order
