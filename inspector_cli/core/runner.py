@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 import numpy as np
 
 from ..errors import InferenceError, UsageError
-from . import failpoints
+from . import elemtypes, failpoints
 from .ortlog import log_severity
 from .placement import RECORD_ASSIGNMENT, Subgraph, read_assignment
 from .providers import PROVIDER_ALIASES, plan_providers, provider_name  # noqa: F401 - re-exported
@@ -227,6 +227,8 @@ class Session:
         for arg in self._session.get_inputs():
             self.input_dtypes[arg.name] = numpy_dtype_from_ort(arg.type)
         self.output_names: List[str] = [o.name for o in self._session.get_outputs()]
+        # Outputs of a type numpy lacks (bfloat16, float8, int4...): read through core/elemtypes.py.
+        self.typed_outputs: Dict[str, int] = elemtypes.typed_outputs(self._session.get_outputs())
 
     @property
     def ort_session(self) -> "ort.InferenceSession":
@@ -241,7 +243,10 @@ class Session:
         """Run once; returns name -> array for `outputs` (all outputs by default)."""
         names = list(outputs) if outputs is not None else self.output_names
         try:
-            values = self._session.run(names, dict(feeds))
+            if self.typed_outputs or any(elemtypes.is_typed(v) for v in feeds.values()):
+                values = elemtypes.run(self._session, names, feeds, self.typed_outputs)
+            else:
+                values = self._session.run(names, dict(feeds))
         except Exception as exc:
             where = f" on sample {sample}" if sample else ""
             raise InferenceError(f"{self.label}: inference failed{where}: {_first_line(exc)}") from exc
