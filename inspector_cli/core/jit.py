@@ -11,7 +11,7 @@ loading them on a background thread (`prefetch`) while its sessions build.
 Every kernel computes exactly what the numpy path computes, to the bit (same elementwise float32
 operations in the same order, numpy's pairwise summation reproduced): which path ran never shows in
 a result, and the tests run both on the same arrays. numba is optional (the `fast` extra); without
-it, or with `MI_JIT=0`, the numpy path runs.
+it, or with `MI_JIT=0`, the numpy path runs; `MI_JIT=always` uses the kernels on any run.
 """
 from __future__ import annotations
 
@@ -29,14 +29,19 @@ _loaded: Dict[str, Optional[Any]] = {}
 _threads: Dict[str, threading.Thread] = {}
 
 
+def _setting() -> str:
+    return os.environ.get("MI_JIT", "auto").strip().lower()
+
+
 def enabled() -> bool:
     """Whether compiled kernels may be used (`MI_JIT=0` turns them off)."""
-    return os.environ.get("MI_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
+    return _setting() not in ("0", "false", "no", "off")
 
 
 def worth(values: int) -> bool:
-    """Whether a run reading `values` tensor values in all should use the compiled kernels."""
-    return enabled() and values >= WORTH_VALUES
+    """Whether a run reading `values` tensor values in all should use the compiled kernels
+    (`MI_JIT=always`: whatever the size, for tests and result comparisons)."""
+    return enabled() and (values >= WORTH_VALUES or _setting() == "always")
 
 
 def _load(module: str) -> Optional[Any]:

@@ -78,6 +78,8 @@ def test_extremes_flag_a_nan_like_numpy():
 def test_runs_use_the_kernels_only_when_large_enough(monkeypatch):
     monkeypatch.delenv("MI_JIT", raising=False)
     assert not jit.worth(jit.WORTH_VALUES - 1) and jit.worth(jit.WORTH_VALUES)
+    monkeypatch.setenv("MI_JIT", "always")
+    assert jit.worth(1)
     monkeypatch.setenv("MI_JIT", "0")
     assert not jit.worth(10 * jit.WORTH_VALUES)
     assert jit.kernels("inspector_cli.diff.kernels") is None

@@ -63,9 +63,8 @@ def test_a_trackers_statistics_are_the_same_with_the_kernels(index):
 
 
 def test_a_large_probe_reports_the_same_numbers_with_and_without_kernels(tmp_path, monkeypatch):
-    """The whole result of `probe --select all` on a CNN: compiled kernels forced (threshold 0) against
+    """The whole result of `probe --select all` on a CNN: compiled kernels forced (MI_JIT=always) against
     MI_JIT=0; the statistics thread pipelines the samples in both."""
-    from inspector_cli.core import jit
     from inspector_cli.probe.config import ProbeConfig
     from inspector_cli.testing.models import build_cnn
     from inspector_cli.workflows.probe import probe_model
@@ -82,9 +81,8 @@ def test_a_large_probe_reports_the_same_numbers_with_and_without_kernels(tmp_pat
         np.savez(data / f"s{i}.npz", **{model.graph.input[0].name: rng.standard_normal(dims).astype(np.float32)})
     config = ProbeConfig(inputs=(str(data),))
     results = []
-    for setting, threshold in (("0", jit.WORTH_VALUES), ("1", 0)):
+    for setting in ("0", "always"):
         monkeypatch.setenv("MI_JIT", setting)
-        monkeypatch.setattr(jit, "WORTH_VALUES", threshold)
         result = to_jsonable(probe_model(str(path), config))
         results.append(json.dumps(result["tensors"], sort_keys=True))
     assert results[0] == results[1]
