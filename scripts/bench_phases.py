@@ -118,7 +118,8 @@ def install_mi() -> None:
         runtime = self.runtime
         config = dict(runtime.session_config)
         SESSIONS.append({"label": self.label, "intra_op_threads": self.options.intra_op_num_threads or "default",
-                         "spinning": config.get("session.intra_op.allow_spinning", "default"),
+                         "spinning": config.get("session.intra_op.allow_spinning", "default")
+                         + (" (stops after each run)" if config.get("session.force_spinning_stop") == "1" else ""),
                          "opt_level": str(runtime.opt_level.value)})
     session_cls.__init__ = recording_init
     patch(m["core.binding"].BoundRunner, "run", lambda self, *a, **k: _run_label(self.session))

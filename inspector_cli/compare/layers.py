@@ -224,7 +224,8 @@ class LayerCapture:
         if note is not None and note not in self.layers.side_a.notes:
             self.layers.side_a.notes.append(note)  # reported with the capture's notes (CaptureInfo.notes)
         self.targets = self._targets(capture_plan, bytes_a, bytes_b)
-        self.kernels = jit.worth((bytes_a + bytes_b) // 4 * len(self.plan.samples))
+        # not under a memory budget that splits the capture: numba itself holds ~160 MB (docs/memory.md)
+        self.kernels = capture_plan.runs_per_sample == 1 and jit.worth((bytes_a + bytes_b) // 4 * len(self.plan.samples))
         if self.kernels:
             jit.prefetch(KERNELS)  # loads while the capture sessions build
         self.worker = ThreadPoolExecutor(max_workers=len(self.lanes), thread_name_prefix="mi-metrics")

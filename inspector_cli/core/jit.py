@@ -22,7 +22,9 @@ from typing import Any, Dict, Optional
 
 WORTH_VALUES = 64_000_000
 """Tensor values to read over a run (values per sample x samples) from which the compiled kernels
-pay for their start-up: ~0.4 s of import and cache load against ~3-4 ns saved per value."""
+pay for their start-up: ~0.4 s of import and cache load against ~2-4 ns saved per value. They also
+cost memory: numba's LLVM adds ~160 MB to the peak RSS (flat in the number of samples), so callers
+do not use them on a capture split into chunks by its memory budget."""
 
 _lock = threading.Lock()
 _loaded: Dict[str, Optional[Any]] = {}

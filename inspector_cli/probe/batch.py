@@ -285,7 +285,7 @@ def probe_blocks(graph: ModelGraph, plan: Any, config: ProbeConfig, progress: Pr
     job = ProbeJob(model_path=str(graph.path.resolve()) if graph.path else "", config=config,
                    runtime=batch_runtime(config.runtime, spec), tensors=list(plan.tensors),
                    chunks=[list(c) for c in plan.chunks], quant=list(plan.quant), samples=samples.subset([]),
-                   compiled=jit.worth(_values(plan) * len(samples.refs)),
+                   compiled=len(plan.chunks) == 1 and jit.worth(_values(plan) * len(samples.refs)),
                    graph=graph if spec.in_process else None,
                    progress=(lambda done, _total, sample: progress(done, total, sample)) if spec.in_process else None)
     executor = make_executor(spec, WARM_MODULES)

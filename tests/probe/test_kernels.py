@@ -65,10 +65,11 @@ def test_a_trackers_statistics_are_the_same_with_the_kernels(index):
 def test_a_large_probe_reports_the_same_numbers_with_and_without_kernels(tmp_path, monkeypatch):
     """The whole result of `probe --select all` on a CNN: compiled kernels forced (MI_JIT=always) against
     MI_JIT=0; the statistics thread pipelines the samples in both."""
+    import onnx
+
     from inspector_cli.probe.config import ProbeConfig
     from inspector_cli.testing.models import build_cnn
     from inspector_cli.workflows.probe import probe_model
-    import onnx
 
     path = tmp_path / "cnn.onnx"
     onnx.save(build_cnn(), str(path))
