@@ -29,7 +29,7 @@ from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..diff.gates import Gate, check_gate_targets
-from ..diff.values import is_numeric_tensor
+from ..diff.values import is_numeric_tensor, layout, numeric_value
 from ..progress import Progress, no_progress
 from .capture import CaptureMeasurements, LayerPlan, Reader, Side, prepare_side, settle_layout, workdir
 from .config import CompareConfig, Granularity, LayerConfig
@@ -298,7 +298,9 @@ class LayerCapture:
         side_a, side_b = self.layers.side_a, self.layers.side_b
         reader_a = side_a.readers.get(pair.view_a.expose) or Reader(pair.view_a.expose)
         reader_b = side_b.readers[pair.view_b.expose]
-        raw_a, raw_b = out_a[reader_a.expose], out_b[reader_b.expose]
+        # bfloat16/float8/int4 layers: measured on their exact values in a numpy type (diff/values.numeric)
+        stored_a, stored_b = out_a[reader_a.expose], out_b[reader_b.expose]
+        raw_a, raw_b = numeric_value(stored_a), numeric_value(stored_b)
         if index in self.incomparable:
             return
         if not (is_numeric_tensor(raw_a) and is_numeric_tensor(raw_b)):
@@ -318,7 +320,7 @@ class LayerCapture:
         flat_a, affine_a = reader_a.flat(raw_a, side_a.resolver, lane.layout_buffer("a", reader_a, raw_a))
         flat_b, affine_b = reader_b.flat(raw_b, side_b.resolver, lane.layout_buffer("b", reader_b, raw_b))
         if not tracker.dtype_a:
-            tracker.dtype_a, tracker.dtype_b = _dtype(raw_a, affine_a), _dtype(raw_b, affine_b)
+            tracker.dtype_a, tracker.dtype_b = _dtype(stored_a, affine_a), _dtype(stored_b, affine_b)
             tracker.shape_a, tracker.shape_b = list(shape_a), list(shape_b)
         if flat_a.size != flat_b.size:
             tracker.add(sample, flat_a, flat_b)  # counted as a shape mismatch
@@ -386,4 +388,5 @@ def _capture_options(options: object) -> None:
 
 
 def _dtype(raw: np.ndarray, affine: object) -> str:
-    return f"{raw.dtype} (dequantised)" if affine is not None else str(raw.dtype)
+    name = layout(raw).dtype  # ONNX's name for a type numpy lacks ('bfloat16', 'float8e4m3fn')
+    return f"{name} (dequantised)" if affine is not None else name

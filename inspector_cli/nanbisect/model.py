@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..core.types import tensor_shapes
 from ..core.capture import estimate_sizes
 from ..core.expose import extract_subgraph, serialized_with_outputs
 from ..core.graph import ModelGraph, load_model
@@ -130,7 +131,7 @@ class PreparedModel:
     # ---- sizes ------------------------------------------------------------------------------------
     def sizes(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, int]:
         """Bytes of every computed tensor for samples shaped like `feeds` (unknown: largest known)."""
-        key = tuple(sorted((k, tuple(v.shape)) for k, v in feeds.items()))
+        key = tuple(sorted(tensor_shapes(feeds).items()))
         if key not in self._sizes:
             names = list(self.topo.position)
             declared = {i.name: i.shape for i in self.graph.inputs}

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..core import jit
-from ..diff.values import layout, numbers_inside
+from ..diff.values import is_numeric_tensor, layout, numbers_inside, numeric
 from ..results.probe import ChannelInfo, SampleRow, TensorStats
 from .channels import ChannelTracker
 from .moments import Moments, MomentScratch, sample_moments
@@ -143,6 +143,9 @@ class ProbeTracker:
         """Add one sample's value of the tensor; returns that sample's statistics. `masked` of its
         infinities are a mask's intentional values (core/masks.py), counted apart from `inf`;
         `masked_rows`: rows a Softmax made NaN because its whole input row was masked."""
+        if is_numeric_tensor(array) and array.dtype.kind not in "biuf":  # bfloat16, float8, int4...
+            self._note_layout(array)
+            return self._update_numbers(sample, numeric(array), array.size, masked, masked_rows, channels=True)
         if not (isinstance(array, np.ndarray) and array.dtype.kind in "biuf"):
             return self._update_value(sample, array)
         self._note_layout(array)
@@ -309,7 +312,7 @@ class ProbeTracker:
 
     def _note_layout(self, array: np.ndarray) -> None:
         if self.shape is None:
-            self.shape, self.dtype = [int(d) for d in array.shape], str(array.dtype)
+            self.shape, self.dtype = [int(d) for d in array.shape], layout(array).dtype  # ONNX's name of bfloat16...
         elif list(array.shape) != self.shape and not any("shape varies" in n for n in self.notes):
             self.notes.append(f"shape varies between samples ({self.shape} then {list(array.shape)})")
 
