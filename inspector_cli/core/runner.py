@@ -88,8 +88,21 @@ class RuntimeConfig:
         return self.replace(session_config=(*self.session_config, (SPINNING, "0")))
 
 
+    def spinning_only_in_runs(self) -> "RuntimeConfig":
+        """This runtime with onnxruntime's idle worker threads spinning inside a run only (they sleep
+        once a run ends), unless the user chose a spinning setting. For sessions that take turns (the
+        two models of a comparison, a scan and its replays): a session's threads that spun after its
+        run took a core from the next session's run and from mi's own work between runs. The values
+        are the same (spinning only decides how idle threads wait)."""
+        if any(key in (SPINNING, SPIN_STOP) for key, _ in self.session_config):
+            return self
+        return self.replace(session_config=(*self.session_config, (SPIN_STOP, "1")))
+
+
 SPINNING = "session.intra_op.allow_spinning"
 """onnxruntime's session option for busy-waiting idle intra-op threads."""
+SPIN_STOP = "session.force_spinning_stop"
+"""onnxruntime's session option that stops the idle threads' busy-waiting at the end of each run."""
 
 
 def cpu_count() -> int:
