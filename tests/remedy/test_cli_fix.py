@@ -106,3 +106,6 @@ def test_compare_fallback_plan_is_an_alias_that_says_where_it_went(broken_pair, 
     assert_status(ran, 0)
     assert "--fallback-plan moved to `mi fix FP32 QUANTISED" in ran.stderr
     assert "plan found: conv2, conv1, conv3" in ran.stdout  # the alias still plans as before
+    helped = run_mi(["compare", "--help"], cwd=tmp_path, env={"COLUMNS": "400"})
+    for flag in ("target", "max-nodes", "max-runs", "write-model", "exclude-list"):
+        assert f"(moved to `mi fix --{flag}" in helped.stdout, flag
