@@ -109,3 +109,20 @@ def test_compare_fallback_plan_is_an_alias_that_says_where_it_went(broken_pair, 
     helped = run_mi(["compare", "--help"], cwd=tmp_path, env={"COLUMNS": "400"})
     for flag in ("target", "max-nodes", "max-runs", "write-model", "exclude-list"):
         assert f"(moved to `mi fix --{flag}" in helped.stdout, flag
+
+
+def test_fix_reads_its_config_section(broken_pair, tmp_path):
+    """The README's `fix:` section: keys are the flag names; `remedies: float` leaves the fallback plan (conv2
+    with conv1 and conv3 in float, test_cli_remedy), the targets and budget reach the result's config."""
+    folder = _on_disk(broken_pair)
+    config = tmp_path / "mi.yaml"
+    config.write_text("version: 1\nfix:\n  target: ['cosine>=0.995']\n  remedies: float\n  max-runs: 40\n")
+    ran = run_mi(["-c", config, "fix", folder / "fp32.onnx", folder / "broken.onnx", "--inputs", folder / "data",
+                  "--json", tmp_path / "r.json"], cwd=tmp_path)
+    assert_status(ran, 0)
+    document = read_json(tmp_path / "r.json")
+    assert document["config"]["remedies"] == ["float"] and document["config"]["max_runs"] == 40
+    assert document["config"]["targets"] == ["cosine>=0.995"]
+    [choice] = document["results"]["choices"]  # conv2's candidate: conv2 with the nodes sharing its quantisers
+    assert choice["remedy"] == "float" and sorted(choice["nodes"]) == ["conv1", "conv2", "conv3"]
+    assert document["results"]["cost"]["float_nodes"] == 3 and document["results"]["cost"]["tensors_16bit"] == 0
