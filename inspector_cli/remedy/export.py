@@ -30,6 +30,21 @@ def _fp32_tensor_names(fp32: Optional[onnx.ModelProto]) -> set:
     return names | {o for n in fp32.graph.node for o in n.output}
 
 
+OUTPUT_RENAME = "_QuantizeLinear_Input"
+"""quantize_static renames a quantised graph output X's producer output to X + this (its Q reads it, its DQ
+writes X): the tensor an override names is then X."""
+
+
+def _fp32_tensor(tensor: str, known: set) -> Optional[str]:
+    """The fp32 model's name of a QDQ model's float tensor, or None when the fp32 model has no such tensor
+    (an override naming it would make quantize_static refuse every override: 'not present in the model')."""
+    if not known or tensor in known:
+        return tensor
+    if tensor.endswith(OUTPUT_RENAME) and tensor[: -len(OUTPUT_RENAME)] in known:
+        return tensor[: -len(OUTPUT_RENAME)]
+    return None
+
+
 def onnxruntime_options(applied: Applied, qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto],
                         fp32_names: Mapping[str, str]) -> Dict[str, Any]:
     """{"nodes_to_exclude": [...], "TensorQuantOverrides": {...}, "extra_options": {...}, "unmapped": [...]}."""
@@ -43,9 +58,11 @@ def onnxruntime_options(applied: Applied, qdq: onnx.ModelProto, fp32: Optional[o
                                                                  "rmax": round(p.range()[1], 9)})):
         for pair, params in pairs.items():
             tensor = index.producer[pair].input[0]
-            if known and tensor not in known:
+            name = _fp32_tensor(tensor, known)
+            if name is None:
                 unmapped.append(tensor)
-            overrides[tensor] = [entry(params)]
+                continue
+            overrides[name] = [entry(params)]
     for node_name in applied.per_channel:
         node = index.by_name[node_name]
         position = weight_input(index, node)[0]  # type: ignore[index]
@@ -105,13 +122,21 @@ def exports(applied: Applied, qdq: onnx.ModelProto, fp32: Optional[onnx.ModelPro
 
 
 def quant_type_overrides(document: Mapping[str, Any]) -> Dict[str, Any]:
-    """The `extra_options` of an exported document ready for quantize_static: QuantType names -> members
-    (imports onnxruntime.quantization). `document`: the export's "onnxruntime" section or its extra_options."""
+    """The `extra_options` of an exported document ready for quantize_static: QuantType names -> members, the
+    ranges (`rmin`, `rmax`) as float32 arrays, which quantize_static reads `.dtype` of (imports
+    onnxruntime.quantization). `document`: the export's "onnxruntime" section or its extra_options."""
+    import numpy as np
     from onnxruntime.quantization import QuantType
 
+    def entry_for(entry: Mapping[str, Any]) -> Dict[str, Any]:
+        out = {key: np.array(value, dtype=np.float32) if key in ("rmin", "rmax") else value
+               for key, value in entry.items()}
+        if "quant_type" in out:
+            out["quant_type"] = QuantType[out["quant_type"]]
+        return out
+
     extra = dict(document.get("extra_options", document))
-    overrides = {tensor: [{**entry, **({"quant_type": QuantType[entry["quant_type"]]} if "quant_type" in entry else {})}
-                          for entry in entries]
+    overrides = {tensor: [entry_for(entry) for entry in entries]
                  for tensor, entries in extra.get("TensorQuantOverrides", {}).items()}
     if overrides:
         extra["TensorQuantOverrides"] = overrides

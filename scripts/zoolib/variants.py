@@ -58,10 +58,15 @@ def _static(pre: Path, out: Path, calib: Sequence[Sample], *, fmt: str, act: str
 
 
 def _quant_types(extra: dict) -> dict:
-    """extra_options as `mi fix --export` writes them (QuantType by name) -> what quantize_static takes."""
+    """extra_options as `mi fix --export` writes them (JSON: QuantType by name, ranges as numbers) -> what
+    quantize_static takes (QuantType members, rmin/rmax as float32 arrays: it reads their dtype)."""
+    import numpy as np
     from onnxruntime.quantization import QuantType
-    overrides = {t: [{**e, **({"quant_type": QuantType[e["quant_type"]]} if "quant_type" in e else {})} for e in entries]
-                 for t, entries in (extra.get("TensorQuantOverrides") or {}).items()}
+
+    def entry(e: dict) -> dict:
+        out = {k: np.array(v, dtype=np.float32) if k in ("rmin", "rmax") else v for k, v in e.items()}
+        return {**out, **({"quant_type": QuantType[out["quant_type"]]} if "quant_type" in out else {})}
+    overrides = {t: [entry(e) for e in entries] for t, entries in (extra.get("TensorQuantOverrides") or {}).items()}
     return {**extra, **({"TensorQuantOverrides": overrides} if overrides else {})}
 
 

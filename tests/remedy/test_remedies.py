@@ -7,6 +7,7 @@ float (tests/remedy/test_fallback.py); `plan_fix` below keeps no node in float (
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +18,8 @@ from inspector_cli.remedy.evaluate import parse_target
 from inspector_cli.remedy.exclusion import Quantisers
 from inspector_cli.remedy.export import quant_type_overrides
 from inspector_cli.remedy.fix import plan_fix
-from inspector_cli.remedy.remedies import A16, FLOAT, PER_CHANNEL, Choice, RemedyBuilder, parse_remedies
+from inspector_cli.remedy.remedies import A16, CALIBRATION, FLOAT, PER_CHANNEL, Choice, RemedyBuilder, parse_remedies
 from inspector_cli.remedy.requant import params_for_range
-
 
 
 def _outputs(model, samples):
@@ -100,6 +100,39 @@ def test_each_remedy_equals_onnxruntimes_rebuild(plain, tmp_path, remedy):
     if remedy == FLOAT:
         assert section["nodes_to_exclude"] == ["conv3", "conv2", "conv4"]
         assert np.abs(mine - theirs).max() < 1e-5
+
+
+@pytest.mark.parametrize("head,remedy", [("fc", A16), ("conv3", CALIBRATION)])
+def test_overrides_name_fp32_tensors_and_ranges_rebuild(plain, tmp_path, head, remedy):
+    """The graph output's pair (quantize_static renames fc's output 'logits_QuantizeLinear_Input') is named
+    'logits' in the override, and re-calibrated ranges (rmin/rmax, numbers in JSON) reach quantize_static as
+    the float32 arrays it reads: onnxruntime's rebuild from the exports within 2e-3 of the plan. Fails before:
+    quantize_static refused 'logits_QuantizeLinear_Input' (not present in the model) and read `.dtype` of a
+    float rmin (the zoo's gpt2like: AttributeError)."""
+    from inspector_cli.remedy.export import onnxruntime_options
+    from inspector_cli.remedy.requant import PairEditor
+
+    qdq, fp32 = plain["qdq"], plain["fp32"]
+    quantisers = Quantisers(qdq)
+    nodes = tuple(quantisers.unit(head))
+    editor = PairEditor(qdq, quantisers.index)
+    # conv3's pairs on 0.8 of their range (a clipping calibration would give such a range)
+    ranges = {p: tuple(0.8 * v for v in editor.current(p).range()) for p in quantisers.pairs_around(nodes)}
+    builder = RemedyBuilder(qdq, fp32, {n.name: n.name for n in qdq.graph.node}, quantisers, ranges=ranges)
+    model, applied = builder.build([Choice(nodes, remedy)])
+    section = json.loads(json.dumps(onnxruntime_options(applied, qdq, fp32, builder.fp32_names)))  # as exported
+    overrides = section["TensorQuantOverrides"]
+    assert section["unmapped"] == []
+    if remedy == A16:
+        assert "logits" in overrides and overrides["logits"] == [{"quant_type": "QUInt16"}]
+    else:
+        assert "relu3_out" in overrides and all(set(e[0]) == {"rmin", "rmax"} for e in overrides.values())
+        assert overrides["relu3_out"][0]["rmin"] == 0.0 and overrides["relu3_out"][0]["rmax"] > 0
+    rebuilt = _rebuild(plain["fp32_path"], tmp_path / "rebuilt.onnx", plain["calibration"], section)
+    ref = _outputs(fp32, plain["samples"])
+    mine, theirs = _outputs(model, plain["samples"]), _outputs(str(rebuilt), plain["samples"])
+    assert _cosine(mine, ref) != _cosine(_outputs(qdq, plain["samples"]), ref)  # the remedy changed something
+    assert abs(_cosine(mine, ref) - _cosine(theirs, ref)) < 2e-3
 
 
 def test_the_broken_cnn_needs_no_float_node(broken_pair, tmp_path):
