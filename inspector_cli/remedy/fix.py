@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import onnx
 
@@ -19,7 +19,7 @@ from .export import exports
 from .fallback import _greedy, _rank, _static_rank, _units, sensitivity_order
 from .naming import fp32_node_names
 from .qdq_patch import quantised_nodes
-from .remedies import CALIBRATION, COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
+from .remedies import A16, A16_PER_CHANNEL, CALIBRATION, COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
 from .search import (BUDGET_GROWTH, GroupRow, RemedySearch, RemedyStep, downgrade, near_float, prune_float,
                      top_down)
 from .trials import Journal, Trials, identity_of
@@ -87,9 +87,10 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
     fp32_names = fp32_node_names(fp32, qdq, nodes)
     builder = RemedyBuilder(qdq, fp32, fp32_names)
     ranges: Dict[str, List[Any]] = {}
-    if CALIBRATION in remedies and nodes:
-        ranges = _measure_ranges(builder, nodes, calibration or samples, runtime)
-        builder.ranges = {p: (r[1], r[2]) for p, r in ranges.items()}
+    wide = calibration is not None and any(r in (A16, A16_PER_CHANNEL) for r in remedies)
+    if nodes and (CALIBRATION in remedies or wide):
+        ranges, builder.wide_ranges = _measure_ranges(builder, nodes, calibration or samples, runtime, wide)
+        builder.ranges = {p: (r[1], r[2]) for p, r in ranges.items()} if CALIBRATION in remedies else {}
     search = RemedySearch(fp32, qdq, trials, builder, strong)
     search.fp32_names = fp32_names
     baseline = search.evaluate_choices([], full=True)
@@ -157,11 +158,12 @@ def _spread(search: RemedySearch, ranked: Sequence[str], baseline: Any, max_node
     return not probe.meets and baseline.shortfall - probe.shortfall < SPREAD_SHARE * baseline.shortfall
 
 
-def _measure_ranges(builder: RemedyBuilder, nodes: List[str], samples: Sequence[TensorMap],
-                    runtime: RuntimeConfig) -> Dict[str, List[Any]]:
-    """pair -> [method, rmin, rmax] for every activation pair another calibration quantises better, measured
-    on the float model (every quantised node excluded) run on `samples`."""
-    from .calibrate import recalibrated_ranges
+def _measure_ranges(builder: RemedyBuilder, nodes: List[str], samples: Sequence[TensorMap], runtime: RuntimeConfig,
+                    wide: bool) -> Tuple[Dict[str, List[Any]], Dict[str, Tuple[float, float]]]:
+    """pair -> [method, rmin, rmax] for every activation pair another calibration quantises better, and (with
+    `wide`: `samples` are the model's own calibration samples) pair -> the range its 16-bit version is
+    calibrated to; measured on the float model (every quantised node excluded) run on `samples`."""
+    from .calibrate import minmax_16bit_ranges, recalibrated_ranges, tensor_values
     from .requant import PairEditor
 
     quantisers = builder.quantisers
@@ -176,5 +178,7 @@ def _measure_ranges(builder: RemedyBuilder, nodes: List[str], samples: Sequence[
             # a Relu/Clip the quantiser folded into the pair is restored in the float model under this name
             restored = f"{tensor}__float"
             pairs[pair] = (restored if restored in produced else tensor, params)
-    found = recalibrated_ranges(float_model, pairs, samples, runtime)
-    return {pair: [method, rmin, rmax] for pair, (method, rmin, rmax) in found.items()}
+    values = tensor_values(float_model, sorted({t for t, _ in pairs.values()}), samples, runtime)
+    found = recalibrated_ranges(values, pairs)
+    return ({pair: [method, rmin, rmax] for pair, (method, rmin, rmax) in found.items()},
+            minmax_16bit_ranges(values, pairs) if wide else {})

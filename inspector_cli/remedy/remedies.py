@@ -109,6 +109,9 @@ class RemedyBuilder:
         self.index = self.quantisers.index
         self.ranges: Dict[str, Tuple[float, float]] = dict(ranges or {})
         """pair -> the re-calibrated range of its tensor (remedy/calibrate.py)."""
+        self.wide_ranges: Dict[str, Tuple[float, float]] = {}
+        """pair -> the range its 16-bit version is calibrated to (calibrate.minmax_16bit_ranges); else the range
+        its 8-bit parameters hold."""
         self._elements: Optional[Dict[str, int]] = None
 
     def applicable(self, nodes: Sequence[str], remedy: str) -> bool:
@@ -138,7 +141,7 @@ class RemedyBuilder:
                     if pair in applied.pairs_16bit:
                         continue
                     if choice.remedy != CALIBRATION:
-                        done = editor.to_16bit(pair)
+                        done = editor.to_16bit(pair, self.wide_ranges.get(pair))
                         if done is not None:
                             applied.pairs_16bit[pair] = done
                             applied.pairs_recalibrated.pop(pair, None)

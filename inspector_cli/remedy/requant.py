@@ -99,12 +99,13 @@ class PairEditor:
         symmetric = np.iinfo(dtype).min < 0 and zp == 0
         return PairParams(float(scale.reshape(())), zp, dtype, symmetric)
 
-    def to_16bit(self, pair: str) -> Optional[PairParams]:
-        """The pair at 16 bits over the range its 8-bit parameters hold; None when it is not an 8-bit pair."""
+    def to_16bit(self, pair: str, span: Optional[Tuple[float, float]] = None) -> Optional[PairParams]:
+        """The pair at 16 bits over `span` (its tensor's calibrated range) or else the range its 8-bit parameters
+        hold; None when it is not an 8-bit pair."""
         now = self.current(pair)
         if now is None or now.dtype not in SIXTEEN_BIT:
             return None
-        rmin, rmax = now.range()
+        rmin, rmax = span if span is not None else now.range()
         wide = params_for_range(rmin, rmax, SIXTEEN_BIT[now.dtype], now.symmetric)
         self._write(pair, wide)
         return wide
