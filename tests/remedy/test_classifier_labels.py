@@ -73,25 +73,24 @@ def classifier(tmp_path_factory):
     return {"folder": folder, "labels": labels}
 
 
-def test_sample_label_rows_bind_to_the_probabilities(classifier, tmp_path):
+def _compare_with_labels(classifier, labels: str, tmp_path):
+    """`mi compare fp32 int8 --labels FOLDER/labels` (exit 0): its stdout and accuracy rows."""
     folder = classifier["folder"]
-    out = tmp_path / "r.json"
     ran = run_mi(["compare", folder / "fp32.onnx", folder / "int8.onnx", "--inputs", folder / "data",
-                  "--labels", folder / "labels.csv", "--json", out], cwd=tmp_path)
+                  "--labels", folder / labels, "--json", tmp_path / "r.json"], cwd=tmp_path)
     assert_status(ran, 0)
-    assert "labels read for output 'probabilities' (scores of 10 classes of 2 outputs; not 'label')" in ran.stdout
-    rows = read_json(out)["results"]["remedy"]["accuracy"]
+    return ran.stdout, read_json(tmp_path / "r.json")["results"]["remedy"]["accuracy"]
+
+
+def test_sample_label_rows_bind_to_the_probabilities(classifier, tmp_path):
+    stdout, rows = _compare_with_labels(classifier, "labels.csv", tmp_path)
+    assert "labels read for output 'probabilities' (scores of 10 classes of 2 outputs; not 'label')" in stdout
     assert [(r["output"], r["k"], r["samples"]) for r in rows] == [("probabilities", 1, 20), ("probabilities", 5, 20)]
     assert rows[0]["accuracy_a"] == pytest.approx(18 / 20)
 
 
 def test_labels_named_for_the_probabilities_make_no_label_row(classifier, tmp_path):
-    folder = classifier["folder"]
-    out = tmp_path / "r.json"
-    ran = run_mi(["compare", folder / "fp32.onnx", folder / "int8.onnx", "--inputs", folder / "data",
-                  "--labels", folder / "named.json", "--json", out], cwd=tmp_path)
-    assert_status(ran, 0)
-    rows = read_json(out)["results"]["remedy"]["accuracy"]
+    _, rows = _compare_with_labels(classifier, "named.json", tmp_path)
     assert {r["output"] for r in rows} == {"probabilities"} and all(not r["failed_gates"] for r in rows)
 
 

@@ -13,13 +13,13 @@ import pytest
 from . import features as F
 from . import fix_checks as X
 from .conftest import FULL
+from .test_features import RECHECK_SLACK
+from .test_features import REPRODUCE_TOL as REBUILD_TOL
 from .test_sweep import CASES, _case, _fact
 
 pytestmark = pytest.mark.zoo
 FIX_FAST = ("qdq_u8u8", "qop")
 FIX_CASES = [(m, v) for m, v in CASES if v in X.FIX_VARIANTS and (FULL or v in FIX_FAST)]
-REBUILD_TOL = 0.002
-RECHECK_SLACK = 1e-6
 
 
 def _fix(request, sweep, check, model, variant):
