@@ -33,8 +33,9 @@ def mlp(w1_scale: float):
 @pytest.fixture(scope="module")
 def int8_sides(cnn_pair, tmp_path_factory):
     """Both capture modes of cnn_pair's CNN quantised with 7-bit weights: deployed capture reads
-    onnxruntime's fused kernels, instrumented capture (outputs exposed: fewer fusions) mostly QDQ
-    arithmetic, and the two are the same arithmetic only where the fused int8 sums are exact. With
+    onnxruntime's fused kernels, instrumented capture exposes the views as outputs (which keeps some
+    Q/DQ groups from fusing: QDQ arithmetic there), and the two agree only where the fused int8 sums
+    are exact. With
     full-range weights they are not on x86 without VNNI (core/fingerprint.u8s8_saturates; measured on
     an AMD EPYC: bn_15_out 6 steps apart, 0.0973 with a 0.0163 step)."""
     fp32, _, _ = cnn_pair
