@@ -8,6 +8,7 @@ today's engine).
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -20,6 +21,7 @@ from inspector_cli.remedy.fallback import plan_fallback
 from inspector_cli.remedy.fix import plan_fix
 from inspector_cli.remedy.groups import bisect_accept, make_groups
 from inspector_cli.remedy.qdq_patch import quantised_nodes
+from inspector_cli.remedy.search import downgrade
 
 
 def _every_scale(model: onnx.ModelProto, factor: float) -> onnx.ModelProto:
@@ -150,3 +152,28 @@ def test_a_short_name_keeps_the_deeper_scopes():
     units.append(("/model/classifier/Gemm",))
     names = [g.name for g in make_groups(units)]
     assert names == [f"model/efficientnet/encoder/blocks/{b}" for b in range(4)] + ["model/classifier"]
+
+
+class _InteractingSearch:
+    """A search whose targets hold unless B takes a cheaper remedy while A is still in float; A takes only a16,
+    B only per-channel (what the zoo's MobileNetV2 showed: an Add at 16 bits beside float Convs)."""
+
+    strong = "float"
+
+    def __init__(self) -> None:
+        self.ev = SimpleNamespace(runs=0, targets=[])
+        self.builder = SimpleNamespace(applicable=lambda unit, remedy: True)
+
+    def evaluate_choices(self, choices, action="", node="", full=False):
+        self.ev.runs += 1
+        given = {c.nodes[0]: c.remedy for c in choices}
+        meets = given["A"] in ("a16", "float") and given["B"] in ("per-channel", "float") \
+            and not (given["B"] != "float" and given["A"] == "float")
+        return SimpleNamespace(meets=meets, summary=lambda targets: {})
+
+
+def test_downgrade_repeats_while_a_pass_moves_a_node():
+    """B's per-channel misses while A is in float; A goes to 16 bits in the later a16 pass, and the next round
+    gives B its per-channel. Fails before (one round: B stayed in float)."""
+    choices, untried = downgrade(_InteractingSearch(), ["B", "A"], ("per-channel", "a16", "float"), None, cap=50)
+    assert {c.nodes[0]: c.remedy for c in choices} == {"A": "a16", "B": "per-channel"} and untried == 0
