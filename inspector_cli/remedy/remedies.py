@@ -23,7 +23,7 @@ import onnx
 
 from .exclusion import Quantisers, exclude_qdq
 from .qdq_patch import GraphIndex, _prune_and_sort, weight_input
-from .requant import PairEditor, PairParams, requantize_weight_inplace, weight_axis
+from .requant import PairEditor, PairParams, requantize_bias_inplace, requantize_weight_inplace, weight_axis
 
 FLOAT, A16, PER_CHANNEL, CALIBRATION = "float", "a16", "per-channel", "calibration"
 A16_PER_CHANNEL = "a16+per-channel"
@@ -154,9 +154,23 @@ class RemedyBuilder:
                     if node not in excluded and node not in applied.per_channel:
                         requantize_weight_inplace(model, index, node, self.fp32, self.fp32_names.get(node, node))
                         applied.per_channel[node] = weight
+        self._requantize_biases(model, index, applied, excluded)
         _prune_and_sort(model.graph)
         applied.cost = self.cost(applied)
         return model, applied
+
+    def _requantize_biases(self, model: onnx.ModelProto, index: GraphIndex, applied: Applied,
+                           excluded: Set[str]) -> None:
+        """Every quantised node reading a pair that went to 16 bits or another range: its bias from the new
+        input scale (quantize_static quantises a bias from the scales it chose)."""
+        readers: Dict[str, None] = {}
+        for pair in [*applied.pairs_16bit, *applied.pairs_recalibrated]:
+            for dq in index.consumers.get(pair, []):
+                for node in index.consumers.get(dq.output[0], []) if dq.op_type == "DequantizeLinear" else []:
+                    if node.name not in excluded and node.op_type in ("Conv", "ConvTranspose", "Gemm"):
+                        readers[node.name] = None
+        for name in readers:
+            requantize_bias_inplace(model, index, name, self.fp32, self.fp32_names.get(name, name))
 
     def _per_tensor_weights(self, nodes: Iterable[str]) -> Dict[str, str]:
         """node -> weight initializer, for the nodes whose quantised weight has one scale."""
