@@ -235,16 +235,18 @@ def _requantize_bias(model: onnx.ModelProto, index: GraphIndex, node: onnx.NodeP
     current = dequantize_initializer(index, bias_dq)
     bias = fp32_weight(fp32, fp32_name or node.name, 2, current.shape)
     bias = current if bias is None else bias
-    w_scales = np.broadcast_to(w_scales.astype(np.float64), current.shape)  # a per-tensor weight: one scale
-    scales = (float(act_scale.reshape(())) * w_scales).astype(np.float32)
+    per_tensor = w_scales.size == 1  # one scale, no axis: DequantizeLinear takes `axis` from opset 13 only
+    scales = (float(act_scale.reshape(())) * w_scales.astype(np.float64)).astype(np.float32)
+    scales = scales.reshape(()) if per_tensor else scales
     q = np.round(bias / scales).astype(np.int32)
     model.graph.initializer.extend([numpy_helper.from_array(q, f"{base}_b"),
                                     numpy_helper.from_array(scales, f"{base}_b_scale"),
-                                    numpy_helper.from_array(np.zeros(scales.size, np.int32), f"{base}_b_zero")])
+                                    numpy_helper.from_array(np.zeros(scales.shape, np.int32), f"{base}_b_zero")])
     for name in (f"{base}_b", f"{base}_b_scale", f"{base}_b_zero"):
         index.inits[name] = next(t for t in reversed(model.graph.initializer) if t.name == name)
+    axis = {} if per_tensor else {"axis": 0}
     dq_node = helper.make_node("DequantizeLinear", [f"{base}_b", f"{base}_b_scale", f"{base}_b_zero"],
-                               [f"{base}_b_float"], name=f"{base}_b_DequantizeLinear", axis=0)
+                               [f"{base}_b_float"], name=f"{base}_b_DequantizeLinear", **axis)
     model.graph.node.append(dq_node)
     index.producer[f"{base}_b_float"] = dq_node
     node.input[2] = f"{base}_b_float"

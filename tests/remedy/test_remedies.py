@@ -164,6 +164,24 @@ def test_a16_is_calibrated_as_quantize_static_calibrates_it(plain, tmp_path):
     assert np.abs(mine - theirs).max() < 1e-4
 
 
+def test_a16_bias_at_opset_11_is_a_model_onnxruntime_loads(plain):
+    """The re-quantised bias of a per-tensor weight has one scale and no `axis` (DequantizeLinear takes it from
+    opset 13): the zoo's ResNet exported at opset 11 could not load any variant with a 16-bit input (fails
+    before: 'invalid model' for the bias DequantizeLinear), and the plan kept its classifier in float."""
+    import onnxruntime as ort
+
+    qdq = onnx.ModelProto.FromString(plain["qdq"].SerializeToString())
+    for opset in qdq.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            opset.version = 11
+    quantisers = Quantisers(qdq)
+    builder = RemedyBuilder(qdq, plain["fp32"], {n.name: n.name for n in qdq.graph.node}, quantisers)
+    model, applied = builder.build([Choice(tuple(quantisers.unit("fc")), A16)])
+    assert applied.pairs_16bit and any(n.name == "fc__rb_b_DequantizeLinear" for n in model.graph.node)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert np.isfinite(session.run(None, plain["samples"][0])[0]).all()
+
+
 def test_the_broken_cnn_needs_no_float_node(broken_pair, tmp_path):
     """conv1's input scale 25x too small and conv3's per-tensor outlier weight: the float plan keeps conv2,
     conv1 and conv3 in float; with every remedy, conv1's tensors are re-calibrated and conv2/conv3 get
