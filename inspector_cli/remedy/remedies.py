@@ -120,6 +120,8 @@ class RemedyBuilder:
         if remedy == FLOAT:
             return True
         if remedy in (PER_CHANNEL, A16_PER_CHANNEL):
+            if PairEditor(self.qdq, self.index).opset < 13:  # a per-axis DequantizeLinear needs opset 13
+                return False
             return bool(self._per_tensor_weights(nodes)) and (remedy == PER_CHANNEL or self.applicable(nodes, A16))
         pairs = self.quantisers.pairs_around(nodes)
         if remedy == CALIBRATION:
