@@ -136,7 +136,7 @@ def compare_golden(model: "str | os.PathLike[str] | ModelGraph", config: Compare
                                     message=f"output '{name}' has no saved reference in {config.golden}"))
     gates = []
     for tracker in trackers.values():
-        findings.extend(tracker_findings(tracker))
+        findings.extend(tracker_findings(tracker, golden=True))
         gates.extend(gate_outcomes(tracker))
     golden_ref = ModelRef(path=str(config.golden), role="reference (golden outputs)")
     return CompareResult(

@@ -19,11 +19,11 @@ def test_all_nan_logits_against_finite_ones_read_as_total_disagreement() -> None
     assert m["rmse"] == math.inf and m["top1"] is None
 
 
-def test_nan_against_nan_and_plus_against_minus_inf_are_mismatches_the_same_inf_is_not() -> None:
+def test_plus_against_minus_inf_is_a_mismatch_the_same_inf_is_not_and_nan_on_both_is_counted_apart() -> None:
     a = np.array([1.0, np.nan, np.inf, -np.inf, 2.0])
     b = np.array([1.0, np.nan, -np.inf, -np.inf, 4.0])
     stats = compare_arrays(a, b, distribution=False)
-    assert (stats.nonfinite_mismatch, stats.inf_same, stats.count) == (2, 1, 2)
+    assert (stats.nonfinite_mismatch, stats.inf_same, stats.nan_same, stats.count) == (1, 1, 1, 2)
     finite = stats.metrics(allow_nonfinite=True)  # over positions 0 and 4: errors 0 and 2
     assert finite["max_abs"] == 2.0 and finite["mean_abs"] == 1.0 and finite["rmse"] == math.sqrt(2.0)
     assert finite["cosine"] == (1 * 1 + 2 * 4) / (math.sqrt(5) * math.sqrt(17))
