@@ -1,4 +1,8 @@
-"""The graph walk behind `core.masks.find_masks`: fills, the routes from them to a Softmax, data taint."""
+"""The graph walk behind `core.masks.find_masks`: fills, the routes from them to an end, data taint.
+
+An end is where a mask's infinities stop being values: a `Softmax` (0 weight), a comparison (the
+ONNX `Attention` function's "is the row's max -inf?" test), a fused attention op's mask or bias
+input (onnxruntime's contrib ops, the ONNX `Attention` op), or a clamp bounded by the fill."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,20 +13,42 @@ import onnx
 from onnx import AttributeProto, numpy_helper
 
 from .graph import ModelGraph, load_external_tensor
+from .topology import NodeInfo
 
 FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Clip"}
 """Ops whose output position i is computed from the inputs' position i (with broadcasting)."""
 SAME = {"Cast", "CastLike", "Identity"}
 RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
-MOVES = {"Expand", "Transpose", "Slice", "Gather", "Concat", "Tile"} | RESHAPES | SAME
-"""Ops that move a mask's values without arithmetic."""
-PATH_OPS = ELEMENTWISE | MOVES | {"Where"}
+MOVES = {"Expand", "Transpose", "Slice", "Gather", "Concat", "Tile", "Pad"} | RESHAPES | SAME
+"""Ops that move a mask's values without arithmetic (Pad may also fill with one: its constant_value)."""
+REDUCES = {"ReduceMax", "ReduceMin"}
+"""A row's extreme of a mask is a mask (the ONNX Attention function reads ReduceMax of its bias)."""
+PATH_OPS = ELEMENTWISE | MOVES | REDUCES | {"Where"}
 CLAMPS = {"Max", "Min", "Clip"}
 ENDS = {"Softmax"}
+COMPARES = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "IsInf"}
+"""Tests of a mask's values: its infinities end in a boolean, never in arithmetic."""
+ATTENTION_MASK_INPUTS: Dict[Tuple[str, str], Tuple[int, ...]] = {
+    ("", "Attention"): (3,),                                         # attn_mask (opset 23)
+    ("com.microsoft", "Attention"): (5,),                            # attention_bias
+    ("com.microsoft", "MultiHeadAttention"): (5,),
+    ("com.microsoft", "GroupQueryAttention"): (10,),
+    ("com.microsoft", "PackedAttention"): (5,),
+    ("com.microsoft", "PackedMultiHeadAttention"): (6,),
+    ("com.microsoft", "DecoderMaskedSelfAttention"): (5,),
+    ("com.microsoft", "DecoderMaskedMultiHeadAttention"): (4,),
+    ("com.microsoft", "LongformerAttention"): (3,),                  # mask
+    ("com.microsoft", "QOrderedAttention"): (19,),
+}
+"""Fused attention ops and their float inputs added to the scores before the softmax inside
+(onnxruntime's contrib schemas; tests/core/test_mask_ends.py checks them against the installed
+onnxruntime): a mask that reaches one ends there."""
 DATA_INPUTS = {"Where": (1, 2), "Expand": (0,), "Reshape": (0,), "Slice": (0,), "Gather": (0,), "Tile": (0,),
-               "Unsqueeze": (0,), "Squeeze": (0,), "Clip": (0, 1, 2)}
-"""Inputs through which a mask's values travel (a Where's condition or a Reshape's shape carry none)."""
+               "Unsqueeze": (0,), "Squeeze": (0,), "Clip": (0, 1, 2), "CastLike": (0,), "Pad": (0, 2),
+               "ReduceMax": (0,), "ReduceMin": (0,)}
+"""Inputs through which a mask's values travel (a Where's condition, a Reshape's shape or CastLike's
+type source carry none)."""
 MAX_CONSTANT_ELEMENTS = 1 << 22
 """Constants read to look for a fill (a causal buffer of 2048 x 2048 is 4 M); larger ones are weights."""
 
@@ -54,9 +80,12 @@ class Mask:
     nodes: Tuple[str, ...]
     """Every node on the mask path, in topological order (the Softmax and clamps included)."""
     ends: Tuple[str, ...]
-    """The Softmax nodes that turn the masked values into 0, and the clamps bounded by a fill."""
+    """The nodes where the masked values stop: Softmax (0 weight), comparisons, a fused attention op's
+    mask input, the clamps bounded by a fill."""
     tensors: Tuple[str, ...]
     """Computed tensors on the mask path (the Softmax outputs are not: they hold no masked value)."""
+    inputs: Tuple[str, ...] = ()
+    """Graph inputs that carry the mask (an additive attention mask the caller fills with -inf)."""
 
     def describe(self) -> str:
         """One line naming the fill, its constants and the nodes the mask runs through."""
@@ -65,8 +94,9 @@ class Mask:
 
         ends = [e for e in self.ends]
         inner = tuple(n for n in self.nodes if n not in ends)
-        return (f"mask of {self.fill:g} from {names(self.constants, 2)} through {names(inner)} "
-                f"to {names(tuple(ends), 2)}")
+        sources = (*self.constants, *(f"input {i}" for i in self.inputs))
+        through = f" through {names(inner)}" if inner else ""
+        return f"mask of {self.fill:g} from {names(sources, 2)}{through} to {names(tuple(ends), 2)}"
 
 
 @dataclass(frozen=True)
@@ -81,22 +111,45 @@ class MaskGroup:
 
 
 
+Fills = Dict[str, Tuple[int, Optional[np.ndarray]]]
+"""Fill tensor -> (sign, value); a graph input that carries a mask has no value (the sample's)."""
+
+
 def scan_masks(graph: ModelGraph) -> List[MaskGroup]:
     """The masks of `graph` (top level; nested bodies are not searched), in topological order."""
-    fills = _fills(graph)
+    fills: Fills = dict(_fills(graph))
+    fills.update((name, (-1, None)) for name in _input_masks(graph, fills))
     if not fills:
         return []
+    sign, edges, sinks = _trace(graph, fills)
+    kept = _reaching_sinks(graph, edges, sinks)
+    _keep_copies(graph, edges, kept)
+    tainted = _tainted(graph, set(fills))
+    return _group(graph, fills, sign, edges, kept, tainted)
+
+
+def end_inputs(node: NodeInfo) -> Optional[Tuple[int, ...]]:
+    """The inputs at which `node` ends a mask (None: it does not)."""
+    if node.op_type in ENDS:
+        return (0,)
+    if node.op_type in COMPARES:
+        return tuple(range(len(node.inputs)))
+    return ATTENTION_MASK_INPUTS.get((node.domain if node.domain != "ai.onnx" else "", node.op_type))
+
+
+def _trace(graph: ModelGraph, fills: Fills) -> Tuple[Dict[str, int], Dict[str, List[str]], Set[str]]:
+    """(sign of each traced tensor, tensor -> path nodes reading it as a value, the ends reached)."""
     sign: Dict[str, int] = {name: s for name, (s, _) in fills.items()}
     edges: Dict[str, List[str]] = {}
-    """tensor -> path nodes reading it as a value"""
     sinks: Set[str] = set()
     stack = list(fills)
     while stack:
         tensor = stack.pop()
         for node in graph.consumers.get(tensor, []):
             positions = [i for i, t in enumerate(node.inputs) if t == tensor]
-            if node.op_type in ENDS:
-                if 0 in positions:
+            ends = end_inputs(node)
+            if ends is not None:
+                if any(i in ends for i in positions):
                     edges.setdefault(tensor, []).append(node.name)
                     sinks.add(node.name)
                 continue
@@ -119,9 +172,66 @@ def scan_masks(graph: ModelGraph) -> List[MaskGroup]:
                 continue
             sign[out] = out_sign
             stack.append(out)
+    return sign, edges, sinks
+
+
+def _input_masks(graph: ModelGraph, constants: Fills) -> Set[str]:
+    """Float graph inputs that carry an additive mask: traced with -inf as their sign, they reach an
+    end and on the way are added to (or picked against) data that is no mask, or feed a fused
+    attention op's mask input. An input that is itself the data a mask is applied to (the scores of
+    `Softmax(scores + mask)`) meets only mask tensors and is not one."""
+    candidates = [i.name for i in graph.inputs
+                  if graph.tensor_info(i.name).elem_type in FLOATS and i.name not in constants]
+    if not candidates:
+        return set()
+    fills: Fills = {**constants, **{c: (-1, None) for c in candidates}}
+    _sign, edges, sinks = _trace(graph, fills)
     kept = _reaching_sinks(graph, edges, sinks)
-    tainted = _tainted(graph, set(fills))
-    return _group(graph, fills, sign, edges, kept, tainted)
+    on_path = {name for kind, name in kept if kind == "tensor"}
+    data = _tainted(graph, set(constants)) - on_path
+    return {c for c in candidates if ("tensor", c) in kept and _meets_data(graph, c, edges, kept, data)}
+
+
+def _meets_data(graph: ModelGraph, start: str, edges: Dict[str, List[str]], kept: Set[Tuple[str, str]],
+                data: Set[str]) -> bool:
+    """Does the kept route from `start` reach a fused attention op or an element-wise op (or Where)
+    that reads `data` as another value?"""
+    seen: Set[str] = set()
+    stack = [start]
+    while stack:
+        tensor = stack.pop()
+        for name in edges.get(tensor, ()):
+            if name in seen or ("node", name) not in kept:
+                continue
+            seen.add(name)
+            node = graph.node_by_name[name]
+            if node.op_type not in ENDS | COMPARES and end_inputs(node) is not None:
+                return True
+            if node.op_type in ELEMENTWISE | {"Where"}:
+                values = [node.inputs[i] for i in DATA_INPUTS.get(node.op_type, range(len(node.inputs)))
+                          if i < len(node.inputs)]
+                if any(v in data for v in values):
+                    return True
+            stack.extend(o for o in node.outputs if ("tensor", o) in kept)
+    return False
+
+
+COPIES = SAME | RESHAPES | {"Transpose", "Expand"}
+"""Moves whose output positions follow from the input's exactly."""
+
+
+def _keep_copies(graph: ModelGraph, edges: Dict[str, List[str]], kept: Set[Tuple[str, str]]) -> None:
+    """Add to `kept` the copies of kept tensors that reach no end (the masked scores exported as an
+    output through Identity): they hold the same masked values."""
+    stack = [name for kind, name in kept if kind == "tensor"]
+    while stack:
+        tensor = stack.pop()
+        for name in edges.get(tensor, ()):
+            node = graph.node_by_name[name]
+            if ("node", name) in kept or node.op_type not in COPIES or not node.outputs or not node.outputs[0]:
+                continue
+            kept.update({("node", name), ("tensor", node.outputs[0])})
+            stack.append(node.outputs[0])
 
 
 def _fills(graph: ModelGraph) -> Dict[str, Tuple[int, np.ndarray]]:
@@ -177,13 +287,13 @@ def _reaching_sinks(graph: ModelGraph, edges: Dict[str, List[str]], sinks: Set[s
 
 
 def _tainted(graph: ModelGraph, fills: Set[str]) -> Set[str]:
-    """Float tensors that carry data: float graph inputs, float weights of more than one element
-    (fills aside), and what float ops compute from them (conditions, shapes and indices carry none)."""
+    """Float tensors that carry data: float graph inputs and weights of more than one element (fills
+    aside), and what float ops compute from them (conditions, shapes and indices carry none)."""
     def is_float(name: str) -> Optional[bool]:
         elem = graph.tensor_info(name).elem_type
         return None if not elem else elem in FLOATS
 
-    tainted: Set[str] = {i.name for i in graph.inputs if is_float(i.name) is not False}
+    tainted: Set[str] = {i.name for i in graph.inputs if i.name not in fills and is_float(i.name) is not False}
     for tensor in graph.model.graph.initializer:
         if tensor.name not in fills and tensor.data_type in FLOATS and int(np.prod(tensor.dims, dtype=np.int64)) > 1:
             tainted.add(tensor.name)
@@ -200,7 +310,7 @@ def _tainted(graph: ModelGraph, fills: Set[str]) -> Set[str]:
     return tainted
 
 
-def _group(graph: ModelGraph, fills: Dict[str, Tuple[int, np.ndarray]], sign: Dict[str, int],
+def _group(graph: ModelGraph, fills: Fills, sign: Dict[str, int],
            edges: Dict[str, List[str]], kept: Set[Tuple[str, str]], tainted: Set[str]) -> List[MaskGroup]:
     """One `Mask` per connected set of kept nodes and tensors."""
     parent: Dict[Tuple[str, str], Tuple[str, str]] = {}
@@ -230,20 +340,30 @@ def _group(graph: ModelGraph, fills: Dict[str, Tuple[int, np.ndarray]], sign: Di
         return order[item[1]] if item[0] == "node" else graph.topo_position(item[1])
 
     for members in sorted(groups.values(), key=lambda m: min(position(x) for x in m)):
-        constants = tuple(name for kind, name in members if kind == "tensor" and name in fills)
-        if not constants:
+        sources = tuple(name for kind, name in members if kind == "tensor" and name in fills)
+        constants = tuple(name for name in sources if fills[name][1] is not None)
+        inputs = tuple(name for name in sources if fills[name][1] is None)
+        if not sources:
             continue
         nodes = tuple(sorted((name for kind, name in members if kind == "node"), key=order.__getitem__))
         tensors = tuple(name for kind, name in members if kind == "tensor" and name not in fills and sign.get(name))
-        ends = tuple(n for n in nodes if graph.node_by_name[n].op_type in ENDS or
+        ends = tuple(n for n in nodes if end_inputs(graph.node_by_name[n]) is not None or
                      (graph.node_by_name[n].op_type in CLAMPS and any(t in fills for t in graph.node_by_name[n].inputs)))
         if not ends:
             continue
-        first = fills[constants[0]][1]
-        fill_value = float(first[extreme(first, fills[constants[0]][0])].reshape(-1)[0])
         ordered = tuple(sorted(tensors, key=graph.topo_position))
-        found.append(MaskGroup(Mask(fill=fill_value, constants=constants, nodes=nodes, ends=ends, tensors=ordered),
-                               values={c: fills[c][1] for c in constants},
-                               signs={**{c: fills[c][0] for c in constants}, **{t: sign[t] for t in ordered}},
-                               pure=tuple(t for t in ordered if t not in tainted)))
+        found.append(MaskGroup(Mask(fill=_fill_value(fills, constants), constants=constants, nodes=nodes, ends=ends,
+                                    tensors=ordered, inputs=inputs),
+                               values={c: fills[c][1] for c in constants},  # type: ignore[misc]
+                               signs={**{c: fills[c][0] for c in sources}, **{t: sign[t] for t in ordered}},
+                               pure=(*inputs, *(t for t in ordered if t not in tainted))))
     return found
+
+
+def _fill_value(fills: Fills, constants: Tuple[str, ...]) -> float:
+    """The first constant's extreme value; -inf for a mask carried by graph inputs alone."""
+    if not constants:
+        return -np.inf
+    sign, first = fills[constants[0]]
+    assert first is not None
+    return float(first[extreme(first, sign)].reshape(-1)[0])
