@@ -18,7 +18,8 @@ Groups = Tuple[Tuple[str, Tuple[str, ...]], ...]
 
 INPUTS = ("--inputs", "--samples", "--seed", "--val-range", "--shape")
 DECODING = ("--preprocess", "--preprocess-set", "--raw-dtype", "--raw-shape")
-RUNTIME = ("--providers", "--opt-level", "--intra-op-threads", "--custom-op-lib")
+RUNTIME = ("--providers", "--opt-level", "--intra-op-threads", "--custom-op-lib", "--device", "--provider-option",
+           "--ep-library", "--ep-policy")
 SCALE_OUT = ("--workers", "--executor", "--address", "--worker-memory")
 REPORTS = ("--json", "--format", "--html", "--junit", "--model-explorer")
 SEQUENCE = ("--sequence", "--state", "--init-state", "--steps", "--chunk")
@@ -42,7 +43,8 @@ HELP_GROUPS: Dict[str, Groups] = {
         ("Fix-it", (*FALLBACK, "--bisect-optimizers", "--simulated")),
         ("Sequence and decode", (*SEQUENCE, "--decision-output", "--decode", "--prompt", "--teacher-forced",
                                  "--jsonl", "--resume", "--repro", "--allow-nonfinite")),
-        ("Runtime", (*RUNTIME, "--a-providers", "--b-providers", "--a-opt-level", "--b-opt-level")),
+        ("Runtime", (*RUNTIME, "--a-providers", "--b-providers", "--a-device", "--b-device", "--a-opt-level",
+                     "--b-opt-level")),
         ("Scale-out", SCALE_OUT),
         ("Output", (*REPORTS, "--no-per-sample")),
     ),

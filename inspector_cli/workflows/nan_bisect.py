@@ -30,7 +30,7 @@ from ..nanbisect.static import fp16_unsafe_weights, unintended_nonfinite_weights
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
-from ..placement import exposed_placement, plain_check_wanted, required_findings, unchecked_note
+from ..placement import exposed_placement, plain_check_wanted, placement_findings, unchecked_note
 
 
 
@@ -104,7 +104,7 @@ def _with_placement(result: NanBisectResult, prepared: PreparedModel, config: Na
     warnings = result.warnings if check or scan is None else \
         [*result.warnings, *unchecked_note(prepared.runtime, build_seconds, result.elapsed_s)]
     return replace(result, placement=where.placement, partition=where.change, warnings=warnings,
-                   findings=[*result.findings, *required_findings([where.placement], config.require_provider)])
+                   findings=[*result.findings, *placement_findings([where.placement], config.require_provider)])
 
 
 def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) -> Tuple[Optional[list], float]:

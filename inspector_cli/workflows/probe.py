@@ -31,7 +31,7 @@ from ..probe.triggers import parse_triggers
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
-from ..placement import exposed_placement, plain_check_wanted, required_findings, unchecked_note
+from ..placement import exposed_placement, plain_check_wanted, placement_findings, unchecked_note
 
 
 
@@ -135,7 +135,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
         quant=quant, plugins=plugin_results, history=history,
         findings=build_findings(tensors, trigger, quant, config, find_masks(graph)) + ([lost_finding(run.lost)] if run.lost else [])
-        + required_findings([where.placement], config.require_provider),
+        + placement_findings([where.placement], config.require_provider),
         warnings=warnings, capture=plan.capture, placement=where.placement, partition=where.change), graph)
 
 

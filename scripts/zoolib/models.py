@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import decoders as D
+from . import genai as G
 from . import samples as S
 
 Sample = Dict[str, np.ndarray]
@@ -311,6 +312,18 @@ def _optimum(name: str) -> Spec:
 
 
 SPECS += [_optimum("gpt2_optimum"), _optimum("llama_optimum")]
+
+
+def _genai(name: str) -> Spec:
+    """A KV-cache decoder exported by onnxruntime-genai's model builder (zoolib/genai.py; built only where
+    onnxruntime-genai is available): fp32 and the builder's own int4/int8, each its builder folder."""
+    present = tuple(f"present.{i}.{kv}" for i in range(G.LAYERS) for kv in ("key", "value"))
+    recipe = G.RECIPES[name]
+    return Spec(name, "decoder", lambda: recipe, G.plain_inputs, ("logits", *present), {}, 22, "genai", recipe,
+                variants=G.PRECISIONS)
+
+
+SPECS += [_genai(name) for name in G.RECIPES]
 FAST = ("resnet", "bert", "gpt2like", "vad", "sklearn")
 
 

@@ -28,7 +28,7 @@ MODELS = ([s.name for s in SPECS if (Path(ZOO_DIR) / s.name / "manifest.json").e
           else [s.name for s in SPECS] if FULL else list(FAST))
 SPEC_VARIANTS = {s.name: s.variants or VARIANTS for s in SPECS}
 CASES = [(m, v) for m in MODELS for v in ("fp32",) + SPEC_VARIANTS[m]]
-DECODERS = {s.name for s in SPECS if s.exporter == "optimum"}
+DECODERS = {s.name for s in SPECS if s.exporter in ("optimum", "genai")}
 DECODE_COSINE_TOL = 1e-4
 TRUTH_TOL = 1e-3
 LAYER_ATOL = 1e-5
