@@ -44,6 +44,7 @@ ATTENTION_MASK_INPUTS: Dict[Tuple[str, str], Tuple[int, ...]] = {
 """Fused attention ops and their float inputs added to the scores before the softmax inside
 (onnxruntime's contrib schemas; tests/core/test_mask_ends.py checks them against the installed
 onnxruntime): a mask that reaches one ends there."""
+_ATTENTION_OPS = {op for _, op in ATTENTION_MASK_INPUTS}
 DATA_INPUTS = {"Where": (1, 2), "Expand": (0,), "Reshape": (0,), "Slice": (0,), "Gather": (0,), "Tile": (0,),
                "Unsqueeze": (0,), "Squeeze": (0,), "Clip": (0, 1, 2), "CastLike": (0,), "Pad": (0, 2),
                "ReduceMax": (0,), "ReduceMin": (0,)}
@@ -130,11 +131,14 @@ def scan_masks(graph: ModelGraph) -> List[MaskGroup]:
 
 def end_inputs(node: NodeInfo) -> Optional[Tuple[int, ...]]:
     """The inputs at which `node` ends a mask (None: it does not)."""
-    if node.op_type in ENDS:
+    op = node.op_type
+    if op in ENDS:
         return (0,)
-    if node.op_type in COMPARES:
+    if op in COMPARES:
         return tuple(range(len(node.inputs)))
-    return ATTENTION_MASK_INPUTS.get((node.domain if node.domain != "ai.onnx" else "", node.op_type))
+    if op not in _ATTENTION_OPS:  # most nodes: no tuple built, no domain read
+        return None
+    return ATTENTION_MASK_INPUTS.get((node.domain if node.domain != "ai.onnx" else "", op))
 
 
 def _trace(graph: ModelGraph, fills: Fills) -> Tuple[Dict[str, int], Dict[str, List[str]], Set[str]]:
@@ -180,8 +184,9 @@ def _input_masks(graph: ModelGraph, constants: Fills) -> Set[str]:
     end and on the way are added to (or picked against) data that is no mask, or feed a fused
     attention op's mask input. An input that is itself the data a mask is applied to (the scores of
     `Softmax(scores + mask)`) meets only mask tensors and is not one."""
-    candidates = [i.name for i in graph.inputs
-                  if graph.tensor_info(i.name).elem_type in FLOATS and i.name not in constants]
+    reach = _reaching_ends(graph)
+    candidates = [i.name for i in graph.inputs if i.name in reach and i.name not in constants
+                  and graph.tensor_info(i.name).elem_type in FLOATS]
     if not candidates:
         return set()
     fills: Fills = {**constants, **{c: (-1, None) for c in candidates}}
@@ -190,6 +195,23 @@ def _input_masks(graph: ModelGraph, constants: Fills) -> Set[str]:
     on_path = {name for kind, name in kept if kind == "tensor"}
     data = _tainted(graph, set(constants)) - on_path
     return {c for c in candidates if ("tensor", c) in kept and _meets_data(graph, c, edges, kept, data)}
+
+
+def _reaching_ends(graph: ModelGraph) -> Set[str]:
+    """Tensors from which some end is reached through path ops alone (walked back from the ends: an
+    image model's input, several Convs away from its Softmax, is never traced)."""
+    stack = [node.inputs[i] for node in graph.nodes for i in (end_inputs(node) or ()) if i < len(node.inputs)]
+    seen: Set[str] = set()
+    while stack:
+        tensor = stack.pop()
+        if not tensor or tensor in seen:
+            continue
+        seen.add(tensor)
+        producer = graph.producer.get(tensor)
+        if producer is not None and producer.op_type in PATH_OPS:
+            allowed = DATA_INPUTS.get(producer.op_type, range(len(producer.inputs)))
+            stack.extend(producer.inputs[i] for i in allowed if i < len(producer.inputs))
+    return seen
 
 
 def _meets_data(graph: ModelGraph, start: str, edges: Dict[str, List[str]], kept: Set[Tuple[str, str]],
