@@ -53,3 +53,19 @@ def test_sums_merge_exactly_and_a_mismatch_in_one_sample_makes_the_data_set_unbo
     assert merged.metrics(allow_nonfinite=True)["max_abs"] == 1.0 == clean.metrics()["max_abs"]
     whole = compare_arrays(np.array([1.0, 2.0, 1.0, 2.0]), np.array([1.0, 3.0, np.nan, 2.0]), distribution=False)
     assert (whole.count, whole.sum_sq_err, whole.dot, whole.nonfinite_mismatch) == (3, 1.0, merged.dot, 1)
+
+
+def test_nan_on_both_sides_leaves_the_finite_metrics_and_a_sequence_step_still_fails_on_it() -> None:
+    from inspector_cli.sequence.metrics import step_metrics
+
+    a = np.array([[1.0, np.nan, 2.0]], np.float32)
+    b = np.array([[1.0, np.nan, 4.0]], np.float32)
+    stats = compare_arrays(a, b, distribution=False)
+    assert (stats.nan_same, stats.nonfinite_mismatch, stats.count) == (1, 0, 2)
+    m = stats.metrics()  # over positions 0 and 2: errors 0 and 2
+    assert m["max_abs"] == 2.0 and m["mean_abs"] == 1.0 and m["cosine"] == (1 + 8) / (math.sqrt(5) * math.sqrt(17))
+    assert math.isnan(stats.metrics(nan_is_mismatch=True)["cosine"])
+    # a decode cannot go on from a NaN, even one both models produce: the step stays non-finite (issue 30's rule)
+    row = step_metrics(a, b)
+    assert row["nonfinite_mismatch"] == 1 and math.isnan(row["cosine"]) and row["max_abs"] == math.inf
+    assert step_metrics(a, b, allow_nonfinite=True)["max_abs"] == 2.0
