@@ -19,7 +19,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .graph import ModelGraph
-from .maskscan import RESHAPES, SAME
+from .maskops import RESHAPES, SAME
 
 IDENTITY_SIGN: Dict[str, int] = {"ReduceMax": -1, "ReduceMin": 1, "ReduceLogSumExp": -1, "ReduceLogSum": -1}
 """The sign of each reduction's infinite identity over an empty set."""

@@ -40,7 +40,8 @@ import numpy as np
 
 from .graph import ModelGraph
 from .identities import EmptyReduction, find_empty_reductions, identity_count
-from .maskscan import COMPARES, ELEMENTWISE, ENDS, RESHAPES, SAME, Mask, extreme, fill_sign, scan_masks
+from .maskops import COMPARES, ELEMENTWISE, ENDS, RESHAPES, SAME, Mask, extreme, fill_sign
+from .maskscan import scan_masks
 
 Values = Mapping[str, np.ndarray]
 __all__ = ["Mask", "MaskAnalysis", "extreme", "fill_sign", "find_masks"]

@@ -13,91 +13,10 @@ import onnx
 from onnx import AttributeProto, numpy_helper
 
 from .graph import ModelGraph, load_external_tensor
-from .topology import NodeInfo
+from .maskops import (CLAMPS, COMPARES, COPIES, DATA_INPUTS, ELEMENTWISE, ENDS, FLOATS, MAX_CONSTANT_ELEMENTS,
+                      PATH_OPS, Mask, end_inputs, extreme, fill_sign)
 
-FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
-ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Clip"}
-"""Ops whose output position i is computed from the inputs' position i (with broadcasting)."""
-SAME = {"Cast", "CastLike", "Identity"}
-RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
-MOVES = {"Expand", "Transpose", "Slice", "Gather", "Concat", "Tile", "Pad"} | RESHAPES | SAME
-"""Ops that move a mask's values without arithmetic (Pad may also fill with one: its constant_value)."""
-REDUCES = {"ReduceMax", "ReduceMin"}
-"""A row's extreme of a mask is a mask (the ONNX Attention function reads ReduceMax of its bias)."""
-PATH_OPS = ELEMENTWISE | MOVES | REDUCES | {"Where"}
-CLAMPS = {"Max", "Min", "Clip"}
-ENDS = {"Softmax"}
-COMPARES = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "IsInf"}
-"""Tests of a mask's values: its infinities end in a boolean, never in arithmetic."""
-ATTENTION_MASK_INPUTS: Dict[Tuple[str, str], Tuple[int, ...]] = {
-    ("", "Attention"): (3,),                                         # attn_mask (opset 23)
-    ("com.microsoft", "Attention"): (5,),                            # attention_bias
-    ("com.microsoft", "MultiHeadAttention"): (5,),
-    ("com.microsoft", "GroupQueryAttention"): (10,),
-    ("com.microsoft", "PackedAttention"): (5,),
-    ("com.microsoft", "PackedMultiHeadAttention"): (6,),
-    ("com.microsoft", "DecoderMaskedSelfAttention"): (5,),
-    ("com.microsoft", "DecoderMaskedMultiHeadAttention"): (4,),
-    ("com.microsoft", "LongformerAttention"): (3,),                  # mask
-    ("com.microsoft", "QOrderedAttention"): (19,),
-}
-"""Fused attention ops and their float inputs added to the scores before the softmax inside
-(onnxruntime's contrib schemas; tests/core/test_mask_ends.py checks them against the installed
-onnxruntime): a mask that reaches one ends there."""
-_ATTENTION_OPS = {op for _, op in ATTENTION_MASK_INPUTS}
-DATA_INPUTS = {"Where": (1, 2), "Expand": (0,), "Reshape": (0,), "Slice": (0,), "Gather": (0,), "Tile": (0,),
-               "Unsqueeze": (0,), "Squeeze": (0,), "Clip": (0, 1, 2), "CastLike": (0,), "Pad": (0, 2),
-               "ReduceMax": (0,), "ReduceMin": (0,)}
-"""Inputs through which a mask's values travel (a Where's condition, a Reshape's shape or CastLike's
-type source carry none)."""
-MAX_CONSTANT_ELEMENTS = 1 << 22
-"""Constants read to look for a fill (a causal buffer of 2048 x 2048 is 4 M); larger ones are weights."""
-
-
-def extreme(array: np.ndarray, sign: int) -> np.ndarray:
-    """Elements that are +-inf or beyond half the dtype's largest finite value, of `sign` (bool array)."""
-    if array.dtype.kind != "f":
-        return np.zeros(array.shape, bool)
-    big = float(np.finfo(array.dtype).max) / 2
-    with np.errstate(invalid="ignore"):
-        return array <= -big if sign < 0 else array >= big
-
-
-def fill_sign(array: np.ndarray) -> int:
-    """-1 or +1 when `array` is a fill (no NaN, extreme values all of one sign), else 0."""
-    if array.dtype.kind != "f" or array.size == 0 or np.isnan(array).any():
-        return 0
-    low, high = bool(extreme(array, -1).any()), bool(extreme(array, 1).any())
-    return -1 if low and not high else 1 if high and not low else 0
-
-
-@dataclass(frozen=True)
-class Mask:
-    """One mask: its fill constants, the nodes it crosses and the Softmax (or clamp) that ends it."""
-
-    fill: float
-    """The extreme value of the fill (e.g. -inf or -3.4028235e38)."""
-    constants: Tuple[str, ...]
-    nodes: Tuple[str, ...]
-    """Every node on the mask path, in topological order (the Softmax and clamps included)."""
-    ends: Tuple[str, ...]
-    """The nodes where the masked values stop: Softmax (0 weight), comparisons, a fused attention op's
-    mask input, the clamps bounded by a fill."""
-    tensors: Tuple[str, ...]
-    """Computed tensors on the mask path (the Softmax outputs are not: they hold no masked value)."""
-    inputs: Tuple[str, ...] = ()
-    """Graph inputs that carry the mask (an additive attention mask the caller fills with -inf)."""
-
-    def describe(self) -> str:
-        """One line naming the fill, its constants and the nodes the mask runs through."""
-        def names(items: Tuple[str, ...], limit: int = 4) -> str:
-            return ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
-
-        ends = [e for e in self.ends]
-        inner = tuple(n for n in self.nodes if n not in ends)
-        sources = (*self.constants, *(f"input {i}" for i in self.inputs))
-        through = f" through {names(inner)}" if inner else ""
-        return f"mask of {self.fill:g} from {names(sources, 2)}{through} to {names(tuple(ends), 2)}"
+__all__ = ["MaskGroup", "scan_masks"]
 
 
 @dataclass(frozen=True)
@@ -110,8 +29,6 @@ class MaskGroup:
     pure: Tuple[str, ...]
 
 
-
-
 Fills = Dict[str, Tuple[int, Optional[np.ndarray]]]
 """Fill tensor -> (sign, value); a graph input that carries a mask has no value (the sample's)."""
 
@@ -119,6 +36,8 @@ Fills = Dict[str, Tuple[int, Optional[np.ndarray]]]
 def scan_masks(graph: ModelGraph) -> List[MaskGroup]:
     """The masks of `graph` (top level; nested bodies are not searched), in topological order."""
     fills: Fills = dict(_fills(graph))
+    shaped = _shaped_fills(graph)
+    fills.update(shaped)
     fills.update((name, (-1, None)) for name in _input_masks(graph, fills))
     if not fills:
         return []
@@ -126,19 +45,7 @@ def scan_masks(graph: ModelGraph) -> List[MaskGroup]:
     kept = _reaching_sinks(graph, edges, sinks)
     _keep_copies(graph, edges, kept)
     tainted = _tainted(graph, set(fills))
-    return _group(graph, fills, sign, edges, kept, tainted)
-
-
-def end_inputs(node: NodeInfo) -> Optional[Tuple[int, ...]]:
-    """The inputs at which `node` ends a mask (None: it does not)."""
-    op = node.op_type
-    if op in ENDS:
-        return (0,)
-    if op in COMPARES:
-        return tuple(range(len(node.inputs)))
-    if op not in _ATTENTION_OPS:  # most nodes: no tuple built, no domain read
-        return None
-    return ATTENTION_MASK_INPUTS.get((node.domain if node.domain != "ai.onnx" else "", op))
+    return _group(graph, fills, sign, edges, kept, tainted, set(shaped))
 
 
 def _trace(graph: ModelGraph, fills: Fills) -> Tuple[Dict[str, int], Dict[str, List[str]], Set[str]]:
@@ -238,10 +145,6 @@ def _meets_data(graph: ModelGraph, start: str, edges: Dict[str, List[str]], kept
     return False
 
 
-COPIES = SAME | RESHAPES | {"Transpose", "Expand"}
-"""Moves whose output positions follow from the input's exactly."""
-
-
 def _keep_copies(graph: ModelGraph, edges: Dict[str, List[str]], kept: Set[Tuple[str, str]]) -> None:
     """Add to `kept` the copies of kept tensors that reach no end (the masked scores exported as an
     output through Identity): they hold the same masked values."""
@@ -280,6 +183,23 @@ def _fills(graph: ModelGraph) -> Dict[str, Tuple[int, np.ndarray]]:
             for attr in graph.node_proto(node.name).attribute:
                 if attr.type == AttributeProto.TENSOR:
                     consider(node.outputs[0], attr.t)
+    return found
+
+
+def _shaped_fills(graph: ModelGraph) -> Fills:
+    """ConstantOfShape outputs of an extreme value (`torch.full((L, L), -inf)` with L known at run time
+    only): fills whose shape, hence value, is read at run time; the value here is the attribute's."""
+    found: Fills = {}
+    for node in graph.nodes:
+        if node.op_type != "ConstantOfShape" or not node.outputs or not node.outputs[0]:
+            continue
+        if not any(c.op_type in PATH_OPS for c in graph.consumers.get(node.outputs[0], [])):
+            continue
+        for attr in graph.node_proto(node.name).attribute:
+            if attr.name == "value" and attr.type == AttributeProto.TENSOR and attr.t.data_type in FLOATS:
+                value = numpy_helper.to_array(attr.t)
+                if fill_sign(value):
+                    found[node.outputs[0]] = (fill_sign(value), value)
     return found
 
 
@@ -332,9 +252,10 @@ def _tainted(graph: ModelGraph, fills: Set[str]) -> Set[str]:
     return tainted
 
 
-def _group(graph: ModelGraph, fills: Fills, sign: Dict[str, int],
-           edges: Dict[str, List[str]], kept: Set[Tuple[str, str]], tainted: Set[str]) -> List[MaskGroup]:
-    """One `Mask` per connected set of kept nodes and tensors."""
+def _group(graph: ModelGraph, fills: Fills, sign: Dict[str, int], edges: Dict[str, List[str]],
+           kept: Set[Tuple[str, str]], tainted: Set[str], shaped: Set[str]) -> List[MaskGroup]:
+    """One `Mask` per connected set of kept nodes and tensors; `shaped`: fills whose value is read at
+    run time (ConstantOfShape), like the mask inputs."""
     parent: Dict[Tuple[str, str], Tuple[str, str]] = {}
 
     def root(x: Tuple[str, str]) -> Tuple[str, str]:
@@ -365,6 +286,7 @@ def _group(graph: ModelGraph, fills: Fills, sign: Dict[str, int],
         sources = tuple(name for kind, name in members if kind == "tensor" and name in fills)
         constants = tuple(name for name in sources if fills[name][1] is not None)
         inputs = tuple(name for name in sources if fills[name][1] is None)
+        runtime = (*inputs, *(c for c in constants if c in shaped))
         if not sources:
             continue
         nodes = tuple(sorted((name for kind, name in members if kind == "node"), key=order.__getitem__))
@@ -376,9 +298,9 @@ def _group(graph: ModelGraph, fills: Fills, sign: Dict[str, int],
         ordered = tuple(sorted(tensors, key=graph.topo_position))
         found.append(MaskGroup(Mask(fill=_fill_value(fills, constants), constants=constants, nodes=nodes, ends=ends,
                                     tensors=ordered, inputs=inputs),
-                               values={c: fills[c][1] for c in constants},  # type: ignore[misc]
+                               values={c: fills[c][1] for c in constants if c not in shaped},  # type: ignore[misc]
                                signs={**{c: fills[c][0] for c in sources}, **{t: sign[t] for t in ordered}},
-                               pure=(*inputs, *(t for t in ordered if t not in tainted))))
+                               pure=(*runtime, *(t for t in ordered if t not in tainted))))
     return found
 
 

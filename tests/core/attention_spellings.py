@@ -143,3 +143,18 @@ def empty_reduction_model(path: Path, op: str, data_shape: Optional[list] = None
         nodes = [helper.make_node(op, ["data", "axes"], ["reduced"], name="reduce", keepdims=1)]
     model = make_model(nodes, [vi("data", data_shape or [2, 0, 4])], [vi("reduced", [2, 1, 4])], [axes], opset=18)
     return save(model, path)
+
+
+def triu_mask_model(path: Path) -> Path:
+    """nn.Transformer's square subsequent mask with the length known at run time only:
+    m = Trilu(ConstantOfShape(shape(scores)[-2:], -inf), k=1); p = Softmax(scores + m).
+    Input: scores [1, 1, L, L]."""
+    nodes = [helper.make_node("Shape", ["scores"], ["dims"], name="dims", start=-2),
+             helper.make_node("ConstantOfShape", ["dims"], ["full"], name="full",
+                              value=numpy_helper.from_array(np.array([-np.inf], np.float32))),
+             helper.make_node("Trilu", ["full", "one"], ["m"], name="triu", upper=1),
+             helper.make_node("Add", ["scores", "m"], ["s"], name="mask_add"),
+             helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1)]
+    model = make_model(nodes, [vi("scores", [1, 1, "L", "L"])], [vi("p", [1, 1, "L", "L"])],
+                       [init("one", np.array(1, np.int64))])
+    return save(model, path)

@@ -13,12 +13,13 @@ import pytest
 
 from inspector_cli.core.graph import load_model
 from inspector_cli.core.masks import find_masks
-from inspector_cli.core.maskscan import ATTENTION_MASK_INPUTS
+from inspector_cli.core.maskops import ATTENTION_MASK_INPUTS
 
 from ..fixtures.helpers import save_npz
 from ..fixtures.subproc import assert_status, run_mi
 from .attention_spellings import (ALLOWED, SCORES, exported_scores_model, fused_inputs, fused_model,
-                                  input_mask_model, padded_mask_model, row_guard_model, sentinel_model)
+                                  input_mask_model, padded_mask_model, row_guard_model, sentinel_model,
+                                  triu_mask_model)
 
 
 def _run(tmp_path: Path, command: str, model: Path, sample: Dict[str, np.ndarray], status: int,
@@ -101,6 +102,16 @@ def test_a_bias_padded_with_minus_inf_is_a_mask(tmp_path: Path) -> None:
     assert (t["bias_short"]["masked"], t["bias"]["masked"], t["s"]["masked"], t["p"]["nan"]) == (1, 3, 3, 0)
     assert t["p"]["max"] == 1.0  # row 0 keeps key 0 only
     assert _run(tmp_path, "nan-bisect", model, sample, 0)["static"] == []
+
+
+def test_a_triangle_of_a_minus_inf_constant_of_shape_is_a_mask(tmp_path: Path) -> None:
+    # fails before issue 42: ConstantOfShape was no fill and Trilu no move: probe exit 1 (MI821 on full, m, s)
+    model = triu_mask_model(tmp_path / "triu.onnx")
+    scores = np.random.default_rng(0).standard_normal((1, 1, 5, 5)).astype(np.float32)
+    t = _tensors(_run(tmp_path, "probe", model, {"scores": scores}, 0))
+    # full: 25 -inf; m keeps the 10 above the diagonal; s holds them too
+    assert (t["full"]["masked"], t["m"]["masked"], t["s"]["masked"], t["s"]["inf"]) == (25, 10, 10, 0)
+    assert t["p"]["nan"] == 0
 
 
 def test_the_callers_mask_given_as_an_input_is_a_mask(tmp_path: Path) -> None:
