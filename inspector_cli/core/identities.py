@@ -48,21 +48,13 @@ def find_empty_reductions(graph: ModelGraph) -> Dict[str, EmptyReduction]:
         if node.op_type in IDENTITY_SIGN:
             entry = EmptyReduction(node.name, node.op_type, node.inputs[0], IDENTITY_SIGN[node.op_type])
         elif node.op_type == "Log":
-            source = _through_copies(graph, node.inputs[0])
+            source = graph.producer_through(node.inputs[0], COPIES)
             if source is not None and source.op_type == "ReduceSum" and source.inputs:
                 entry = EmptyReduction(source.name, "ReduceSum", source.inputs[0], -1)  # log of an empty sum
         if entry is not None:
             for tensor in _copies(graph, node.outputs[0]):
                 found.setdefault(tensor, entry)
     return found
-
-
-def _through_copies(graph: ModelGraph, tensor: str):  # type: ignore[no-untyped-def]
-    """The producer of `tensor` with Cast/Identity/Reshape nodes in between skipped."""
-    node = graph.producer.get(tensor)
-    while node is not None and node.op_type in COPIES and node.inputs:
-        node = graph.producer.get(node.inputs[0])
-    return node
 
 
 def _copies(graph: ModelGraph, tensor: str) -> Iterator[str]:
