@@ -73,6 +73,12 @@ def build_model(spec: Spec, root: Path, variants: Sequence[str], count: int) -> 
     if spec.exporter == "genai":  # the builder writes every precision, each its own folder
         return build_genai(spec, folder, manifest, samples, count)
     fp32 = folder / "fp32.onnx"
+    if spec.refused:  # a model onnxruntime refuses on purpose (zoolib/edited.py): no variants, no run
+        if not fp32.exists():
+            manifest["fp32"] = E.export(spec, fp32, samples[0])
+        manifest["refused"] = E.refusal(fp32, spec.refused)
+        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        return manifest
     if not fp32.exists():
         start = time.perf_counter()
         try:
@@ -191,6 +197,9 @@ def main(argv: List[str] | None = None) -> int:
             continue
         if manifest.get("unavailable"):
             print(f"{spec.name}: not built: {manifest['unavailable']}", file=sys.stderr)
+            continue
+        if manifest.get("refused"):
+            print(f"{spec.name}: fp32 only, refused by onnxruntime as intended: {manifest['refused']}", file=sys.stderr)
             continue
         skipped = manifest.get("skipped", {})
         print(f"{spec.name}: {len(manifest['variants'])} variants, {len(skipped)} skipped "

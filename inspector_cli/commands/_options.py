@@ -121,6 +121,15 @@ def runtime_options(func: F) -> F:
     )(func)
 
 
+def refused_model_options(func: F) -> F:
+    """--rename-duplicate-nodes: analyse a copy of a model onnxruntime refuses for its node names."""
+    return click.option("--rename-duplicate-nodes", is_flag=True, default=False,
+                        help="A model whose nodes share names does not load in onnxruntime, so commands that "
+                             "run it stop (exit 3); with this flag they analyse a copy with the later nodes "
+                             "renamed, recorded in the result (the deployed runtime still refuses the file)."
+                        )(func)
+
+
 DEVICES = ("cpu", "gpu", "npu")
 EP_POLICIES = ("default", "prefer-cpu", "prefer-gpu", "prefer-npu", "max-performance", "max-efficiency", "min-power")
 """The choices of --ep-policy (core/providers.POLICIES; kept here so --help imports no core module)."""
@@ -221,7 +230,8 @@ def build_runtime(params: Dict[str, Any]) -> Any:
                          custom_op_libs=tuple(params.get("custom_op_lib") or ()),
                          device=params.get("device") or None, provider_options=tuple(options),
                          ep_libraries=tuple(parse_library(s) for s in params.get("ep_library") or ()),
-                         ep_policy=params.get("ep_policy") or None)
+                         ep_policy=params.get("ep_policy") or None,
+                         rename_duplicate_nodes=bool(params.get("rename_duplicate_nodes")))
 
 
 def build_synthetic(params: Dict[str, Any]) -> Any:

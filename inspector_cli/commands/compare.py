@@ -1,7 +1,7 @@
 """`mi compare`: where, and by how much, two models' outputs diverge, with gates for CI."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Dict, Optional, Tuple
 
 import click
 
@@ -9,7 +9,7 @@ from ._help import GroupedCommand
 from ._compare_options import build_layer_config, build_runtimes, layer_options, model_runtime_options
 from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_reader_options, build_runtime,
                        build_synthetic, compose, decoding_options, executor_options, input_options, model_argument,
-                       name_pairs, placement_options, report_options, runtime_options)
+                       name_pairs, placement_options, refused_model_options, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
 from ._sequence_options import compare_sequence_options, run_compare_sequence, wants_compare_sequence
@@ -50,6 +50,7 @@ def gate_options(func: Any) -> Any:
 @runtime_options
 @model_runtime_options
 @placement_options
+@refused_model_options
 @executor_options
 @report_options
 @click.pass_context
@@ -104,12 +105,21 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
         golden=golden,
         executor=build_executor(params),
         require_provider=params.get("require_provider"),
+        tolerance=_tolerance(params),
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:
         result = compare_models(model_a, model_b, config, progress=progress, remedy=remedy)
     return emit(ctx, apply_group_by(result, params), _view, fmt=params["fmt"],
                 json_path=params.get("json_path"))
+
+
+def _tolerance(params: Dict[str, Any]) -> "Optional[Tuple[float, float]]":
+    """(rtol, atol) when either is given (the other 0), else None."""
+    rtol, atol = params.get("rtol"), params.get("atol")
+    if rtol is None and atol is None:
+        return None
+    return (float(rtol or 0.0), float(atol or 0.0))
 
 
 def _view(result: Any) -> Any:

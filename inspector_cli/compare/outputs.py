@@ -66,7 +66,7 @@ def tracker_findings(tracker: TensorTracker, what: str = "output", *, golden: bo
 
 
 def nonfinite_findings(tracker: TensorTracker, what: str = "output", *, golden: bool = False) -> List[Finding]:
-    """MI802 for NaN/Inf one side holds where the other does not (an error), MI806 for NaN both hold at
+    """MI802 for NaN/Inf one side holds where the other does not (an error), MI807 for NaN both hold at
     the same positions: two models that both produce NaN are an error (a NaN is never a value either
     model meant, only the same one), saved outputs that expect the NaN the model produces are
     agreement (info), as ONNX's backend test runner counts them. The metrics stay those of the
@@ -90,13 +90,13 @@ def nonfinite_findings(tracker: TensorTracker, what: str = "output", *, golden: 
     finite = f"metrics over the {total.count} position(s) finite in both"
     if golden:
         findings.append(Finding(
-            rule="MI806", severity=Severity.INFO, tensor=tracker.name,
+            rule="MI807", severity=Severity.INFO, tensor=tracker.name,
             message=f"{what} '{tracker.name}': the saved output expects {' and '.join(shared)} where the model "
                     f"produces them ({counts}): counted as agreement; {finite}",
             data={"nan_same": total.nan_same, "inf_same": total.inf_same, "finite": total.count}))
     else:
         findings.append(Finding(
-            rule="MI806", severity=Severity.ERROR, tensor=tracker.name,
+            rule="MI807", severity=Severity.ERROR, tensor=tracker.name,
             message=f"{what} '{tracker.name}': both models produce NaN at {total.nan_same} position(s) "
                     f"({counts}); {finite}",
             hint="the reference model produces them too: run 'mi nan-bisect' on it, or compare on inputs "

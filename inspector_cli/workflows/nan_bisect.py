@@ -13,6 +13,7 @@ from ..core.capture import default_budget, plan_capture
 from ..core.graph import ModelGraph
 from ..core.masks import find_masks
 from ..core.model_arg import ModelArg, as_graph
+from ..core.refusals import require_loadable
 from ..core.inputs import SampleSet, open_samples
 from ..errors import MiError, UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
@@ -65,6 +66,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
                      started: float) -> NanBisectResult:
     owned = not isinstance(model, ModelGraph)
     graph = as_graph(model, lazy=True)  # weights stay in the file: nothing to externalise or re-serialise
+    require_loadable(graph, config.runtime)  # before a renamed copy is externalised and searched
     hashing = _hash_in_background(graph)
     masks = find_masks(graph)
     static = unintended_nonfinite_weights(graph, masks)

@@ -12,9 +12,11 @@ from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
 from ..inspection.rollups import attach_scopes
+from ..core.types import tensor_shapes
 from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
 from ..core.model_arg import ModelArg, as_graph
+from ..core.refusals import require_loadable
 from ..core.inputs import SampleSet, open_samples
 from ..core.masks import find_masks
 from ..core.select import select_tensors
@@ -71,7 +73,7 @@ def plan_probe(graph: ModelGraph, config: ProbeConfig, samples: Optional[SampleS
         raise UsageError(f"{graph.display_name}: nothing to probe", hint="choose tensors with --select")
     if samples is None:
         samples = open_samples(config.inputs, graph.inputs, config.synthetic)
-    shapes = {k: tuple(v.shape) for k, v in samples.load(samples.refs[0]).items()}
+    shapes = tensor_shapes(samples.load(samples.refs[0]))
     declared = {i.name: i.shape for i in graph.inputs}
     # Static inputs equal to the samples: the graph's own (cached) shape inference serves both the
     # size estimate and the session's output declarations, saving a second inference pass.
@@ -97,6 +99,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
     for spec in config.plugins:  # unknown or broken plugins are usage errors before any inference
         load_plugin(spec)
     graph = as_graph(model, lazy=True)  # weights stay in the file: no parse or re-serialisation of them
+    require_loadable(graph, config.runtime)  # its sessions expose tensors: onnxruntime would refuse the file
     check_since(config, graph)
     plan = plan_probe(graph, config, samples)
     # blocks of samples, in this process or in workers (config.executor): merged in sample order

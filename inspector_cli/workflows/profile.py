@@ -8,6 +8,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..core.graph import ModelGraph
 from ..core.model_arg import ModelArg, as_graph
+from ..core.refusals import require_loadable
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import match_names, rename_feeds
 from ..core.runner import Session
@@ -52,6 +53,8 @@ def profile_model(model: ModelArg, config: Optional[ProfileConfig] = None, *,
     if config.min_speedup is not None and not config.against:
         raise UsageError("--min-speedup needs --against OTHER.onnx", hint="it gates the second model's speed-up")
     graphs = [as_graph(model)] + ([as_graph(config.against)] if config.against else [])
+    for graph in graphs:
+        require_loadable(graph, config.runtime)
     samples = open_samples(config.inputs, graphs[0].inputs, config.synthetic)
     feeds_a, warnings = _load_feeds(samples, config.runs)
     warnings = list(samples.notes) + warnings

@@ -32,6 +32,7 @@ class Spec:
     recipe: Dict[str, object] = field(default_factory=dict)  # what the cache key hashes
     int4: bool = False             # MatMulNBits variant applies (transformers)
     variants: Optional[Tuple[str, ...]] = None  # the variants that apply (None: every one of VARIANTS)
+    refused: Optional[str] = None  # onnxruntime refuses the model, with this in its message (edited.py)
 
 
 def _hf(cls_name: str, config_name: str, head: Callable, *, init: str = "", **config) -> Callable[[], object]:
@@ -324,7 +325,12 @@ def _genai(name: str) -> Spec:
 
 
 SPECS += [_genai(name) for name in G.RECIPES]
-FAST = ("resnet", "bert", "gpt2like", "vad", "sklearn")
+# ---- edited with onnx-graphsurgeon (issue 41): folded constants, a cut subgraph, outputs with a type but no
+# shape, and a model onnxruntime refuses (duplicate node names)
+from . import edited  # noqa: E402 - after Spec and the helpers it builds with
+
+SPECS += edited.specs(Spec, _images, _text, IMG_DYN, TEXT_DYN)
+FAST = ("resnet", "bert", "gpt2like", "vad", "sklearn", "resnet_gs_cut", "resnet_dupnames")
 
 
 def torchvision_specs() -> List[Spec]:

@@ -1,7 +1,7 @@
 """A reference that is itself non-finite (issue 42): NaN at the same position on both sides.
 
 Golden mode counts it as agreement (the saved outputs say what is expected, as ONNX's backend test
-runner's `assert_allclose(equal_nan=True)` does); two models that both produce it get finding MI806
+runner's `assert_allclose(equal_nan=True)` does); two models that both produce it get finding MI807
 (an error) in true words instead of MI802's "not matched". Either way the metrics are those of the
 finite positions, hand-computed here. Before issue 42 every case below read cosine NaN, max abs inf
 and "N NaN/Inf value(s) not matched by the other model" (the sqrt of negatives in
@@ -64,7 +64,7 @@ def test_golden_nan_where_the_saved_output_expects_it_is_agreement(tmp_path: Pat
     ds = out["dataset"]  # the finite positions: a = [2, 4.5] (saved), b = [2, 4] (model)
     assert ds["max_abs"] == 0.5 and ds["mean_abs"] == 0.25 and ds["rmse"] == math.sqrt(0.125)
     assert ds["cosine"] == FINITE_COSINE and out["per_sample"][0]["nan_same"] == 2
-    assert [(f["rule"], f["severity"]) for f in doc["results"]["findings"]] == [("MI806", "info")]
+    assert [(f["rule"], f["severity"]) for f in doc["results"]["findings"]] == [("MI807", "info")]
     assert doc["results"]["findings"][0]["message"] == (
         "output 'y': the saved output expects 2 NaN where the model produces them (saved: 2 NaN, 0 Inf; model: "
         "2 NaN, 0 Inf): counted as agreement; metrics over the 2 position(s) finite in both")
@@ -100,7 +100,7 @@ def test_two_models_both_producing_nan_is_mi806_not_an_unmatched_nan(tmp_path: P
     ds = out["dataset"]  # a = [2, 4], b = [2, 4.5]
     assert ds["max_abs"] == 0.5 and ds["cosine"] == FINITE_COSINE and ds["sqnr"] == 10 * math.log10(20 / 0.25)
     findings = doc["results"]["findings"]
-    assert [(f["rule"], f["severity"]) for f in findings] == [("MI806", "error")]
+    assert [(f["rule"], f["severity"]) for f in findings] == [("MI807", "error")]
     assert findings[0]["message"] == ("output 'y': both models produce NaN at 2 position(s) (A: 2 NaN, 0 Inf; "
                                       "B: 2 NaN, 0 Inf); metrics over the 2 position(s) finite in both")
     assert doc["results"]["gates"][0]["passed"] is True  # 0.9995 >= 0.99: the exit is the finding's
@@ -117,4 +117,4 @@ def test_a_nan_one_model_adds_beside_shared_ones_is_both_findings(tmp_path: Path
     out = doc["results"]["outputs"][0]
     assert (out["nonfinite"]["mismatch"], out["nonfinite"]["nan_same"]) == (1, 2)
     assert out["dataset"]["max_abs"] == "inf"  # B's lone NaN: no agreement anywhere
-    assert [f["rule"] for f in doc["results"]["findings"]] == ["MI802", "MI806"]
+    assert [f["rule"] for f in doc["results"]["findings"]] == ["MI802", "MI807"]
