@@ -3,7 +3,8 @@
 
     python scripts/demo_digits.py build OUT_DIR      # quantise the shipped fp32 model to int8, write samples
     python scripts/demo_digits.py accuracy OUT_DIR   # top-1 accuracy of both models on the held-out labels
-    python scripts/demo_digits.py kernels OUT_DIR    # the int8 model on onnxruntime's two kernel paths
+    python scripts/demo_digits.py kernels OUT_DIR    # the int8 model on onnxruntime's two kernel paths, and
+                                                     # the same without reduce_range (full-range weights)
     python scripts/demo_digits.py train FP32_FILE    # retrain the shipped fp32 model (needs torch: dev extra)
 
 Float training differs from one CPU to the next (its kernels round differently), so the trained
@@ -12,12 +13,15 @@ only the quantisation runs on the user's machine. Nothing is downloaded: load_di
 labelled images shipped inside scikit-learn.
 
 The quantisation is onnxruntime's quantize_static, int8 QDQ with the usual settings (per-channel
-weights, asymmetric MinMax activations, BatchNorm folded by quant_pre_process), but with one range
-set by hand: the activation after the second depthwise-separable block (/15/Relu_output_0) clips at
-a third of its calibrated maximum, as a stale TensorQuantOverrides entry or a calibration set that
-misses the bright digits would. Its effect (several points of top-1 accuracy, one layer's own
-error) is far larger than the difference between int8 kernels, so the story holds on every CPU.
-Needs the `demo` extra (scikit-learn).
+weights, asymmetric MinMax activations, BatchNorm folded by quant_pre_process) and 7-bit weights
+(reduce_range=True, onnxruntime's advice for x86 CPUs without VNNI), but with one range set by hand:
+the activation after the second depthwise-separable block (/15/Relu_output_0) clips at a third of
+its calibrated maximum, as a stale TensorQuantOverrides entry or a calibration set that misses the
+bright digits would. Its effect (several points of top-1 accuracy, one layer's own error) is the
+same on every CPU: with 7-bit weights onnxruntime's int8 sums are exact everywhere. With full-range
+weights they are not on x86 with AVX2 and no VNNI, whose kernels add pairs of uint8 x int8 products
+in a saturating int16 (255 * 127 * 2 > 32767): there the first layer already diverges (`kernels`
+shows it). Needs the `demo` extra (scikit-learn).
 """
 from __future__ import annotations
 
@@ -107,8 +111,9 @@ def activation_max(model: Path, tensor: str, images: np.ndarray) -> float:
     return float(session.run([tensor], {"image": images})[0].max())
 
 
-def quantise(fp32: Path, int8: Path, calibration: np.ndarray) -> None:
-    """int8 QDQ: BatchNorm folded, per-channel weights, asymmetric MinMax activations; CLIPPED's range too small."""
+def quantise(fp32: Path, int8: Path, calibration: np.ndarray, reduce_range: bool = True) -> None:
+    """int8 QDQ: BatchNorm folded, per-channel 7-bit weights (full 8 bits without `reduce_range`), asymmetric
+    MinMax activations; CLIPPED's range too small."""
     import logging
 
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
@@ -130,7 +135,7 @@ def quantise(fp32: Path, int8: Path, calibration: np.ndarray) -> None:
     scale = activation_max(prep, CLIPPED, calibration) / CLIP / 255
     overrides = {CLIPPED: [{"scale": np.array(scale, np.float32), "zero_point": np.array(0, np.uint8)}]}
     quantize_static(str(prep), str(int8), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range,
                     extra_options={"TensorQuantOverrides": overrides})
     prep.unlink()
 
@@ -179,22 +184,28 @@ def accuracy(out: Path) -> None:
 
 def kernels(out: Path) -> None:
     """The int8 model run by onnxruntime's fused int8 kernels and by its reference QDQ path (no graph
-    optimisation: DequantizeLinear -> float op -> QuantizeLinear): what differs between CPUs' kernels."""
+    optimisation: DequantizeLinear -> float op -> QuantizeLinear): what differs between CPUs' kernels.
+    Then the same for the model quantised with full-range weights (written as digits_int8_fullrange.onnx)."""
     import onnxruntime as ort
 
-    _, _, test_x, test_y = load_split()
-    logits = {}
-    for label, level in (("fused int8 kernels", ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
-                         ("reference QDQ path", ort.GraphOptimizationLevel.ORT_DISABLE_ALL)):
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.graph_optimization_level = level
-        session = ort.InferenceSession(str(out / "digits_int8.onnx"), options, providers=["CPUExecutionProvider"])
-        logits[label] = session.run(None, {"image": test_x})[0]
-        correct = int((logits[label].argmax(axis=1) == test_y).sum())
-        print(f"{label}: top-1 {correct}/{len(test_y)}")
-    a, b = logits.values()
-    print(f"logits max |diff| {np.abs(a - b).max():.4g}; predictions that differ: {int((a.argmax(1) != b.argmax(1)).sum())}")
+    train_x, _, test_x, test_y = load_split()
+    fullrange = out / "digits_int8_fullrange.onnx"
+    quantise(out / "digits_fp32.onnx", fullrange, train_x[:CALIBRATION], reduce_range=False)
+    for title, model in (("7-bit weights (the demo's)", out / "digits_int8.onnx"), ("full-range weights", fullrange)):
+        print(title)
+        logits = {}
+        for label, level in (("fused int8 kernels", ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
+                             ("reference QDQ path", ort.GraphOptimizationLevel.ORT_DISABLE_ALL)):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.graph_optimization_level = level
+            session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+            logits[label] = session.run(None, {"image": test_x})[0]
+            correct = int((logits[label].argmax(axis=1) == test_y).sum())
+            print(f"  {label}: top-1 {correct}/{len(test_y)}")
+        a, b = logits.values()
+        print(f"  logits max |diff| {np.abs(a - b).max():.4g}; predictions that differ: "
+              f"{int((a.argmax(1) != b.argmax(1)).sum())}")
 
 
 if __name__ == "__main__":

@@ -2,18 +2,23 @@
 
 scripts/demo.sh's `mi compare` line is run as written (read from the script) on the shipped fp32
 model and its int8 quantisation made here; the claims the README makes (not its exact digits,
-which depend on the CPU's kernels) are checked against the JSON.
+which depend on the CPU's kernels) are checked against the JSON. What the README says differs
+between CPUs (full-range int8 weights on x86 with and without VNNI) is checked for the CPU class of
+the machine running the suite, read from its CPU flags.
 """
 from __future__ import annotations
 
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from inspector_cli.core.fingerprint import read_cpuinfo, u8s8_saturates
 
 from .fixtures.helpers import invoke
 
@@ -42,7 +47,7 @@ def demo(tmp_path_factory) -> dict:
                    capture_output=True, text=True)
     result = invoke(demo_compare_args(out, tmp), exit_code=None, env={"COLUMNS": "100"})
     report = json.loads((tmp / "demo-report.json").read_text())
-    return {"exit": result.exit_code, "stdout": result.stdout, "report": report}
+    return {"exit": result.exit_code, "stdout": result.stdout, "report": report, "out": out}
 
 
 def layer(report: dict, name: str) -> dict:
@@ -81,3 +86,36 @@ def test_mi_names_a_saturating_scale_and_the_fix(demo):
     steps = float(re.search(r"error up to ([\d.]+) quantisation steps", findings[0]["message"]).group(1))
     assert steps > 100  # "hundreds of steps" in the README: saturation, not rounding
     assert "hundreds of" in README
+
+
+def test_full_range_weights_saturate_only_where_the_cpu_lacks_vnni(demo, tmp_path):
+    """The demo's 7-bit weights run the same on every CPU (`kernels`: fused and QDQ logits equal). With
+    full-range weights, x86 with AVX2 and no VNNI saturates: the first layer diverges as deployed but
+    not in QDQ arithmetic, and `--simulated` names the cause (MI866); on other CPUs the two agree."""
+    assert "reduce_range=True" in README and "u8s8 products saturate in int16" in README
+    kernels = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_digits.py"), "kernels", str(demo["out"])],
+                             check=True, capture_output=True, text=True).stdout
+    demo_part, full_part = kernels.split("full-range weights")
+    assert "predictions that differ: 0" in demo_part
+    digits = tmp_path / "digits"  # the first 120 held-out digits: --simulated runs B twice
+    digits.mkdir()
+    for sample in sorted((demo["out"] / "heldout").glob("*.npz"))[:120]:
+        shutil.copyfile(sample, digits / sample.name)
+    out = tmp_path / "full.json"
+    invoke(["compare", demo["out"] / "digits_fp32.onnx", demo["out"] / "digits_int8_fullrange.onnx", "--inputs",
+            digits, "--layers", "all", "--simulated", "--json", out], exit_code=0)
+    results = json.loads(out.read_text())["results"]
+    rows = {r["layer"]: r for r in results["remedy"]["simulated"]}
+    first = rows["/2/Relu_output_0"]
+    assert first["cosine_simulated"] > 0.9999  # QDQ arithmetic: the model itself is fine there
+    warnings = [f["message"] for f in results["findings"] if f["rule"] == "MI866"]
+    if u8s8_saturates(read_cpuinfo()["flags"]):  # measured on an AMD EPYC (Zen 3): 0.991 deployed, 15 predictions
+        assert first["cosine_deployed"] < 0.999
+        assert results["layers"]["first_divergence"] == "/2/Relu_output_0"
+        assert warnings and "u8s8 products saturate in int16" in warnings[0]
+        assert "predictions that differ: 0" not in full_part
+    else:
+        names = [x["name"] for x in results["layers"]["layers"]]
+        before = names[:names.index("/15/Relu_output_0")]  # exact int32 sums: deployed = QDQ arithmetic
+        assert all(abs(rows[n]["cosine_deployed"] - rows[n]["cosine_simulated"]) < 1e-4 for n in before)
+        assert results["layers"]["first_divergence"] == "/15/Relu_output_0" and not warnings

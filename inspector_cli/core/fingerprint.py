@@ -9,11 +9,13 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni",
              "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "asimd", "asimddp", "i8mm")
 """Flags that decide which kernels onnxruntime picks (VNNI: int8 dot products without u8s8 saturation)."""
+INT32_DOT_FLAGS = frozenset({"avx_vnni", "avx512_vnni", "amx_int8"})
+"""x86 flags with which onnxruntime's int8 kernels sum uint8 x int8 products in int32 (VPDPBUSD, AMX)."""
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "ORT_NUM_THREADS")
 
 
@@ -76,6 +78,19 @@ def read_cpuinfo(path: "str | Path" = "/proc/cpuinfo") -> Dict[str, Any]:
             present = set(value.split())
             flags = [f for f in CPU_FLAGS if f in present]
     return {"model": model, "flags": flags}
+
+
+def u8s8_saturates(flags: Iterable[str]) -> bool:
+    """True on a CPU whose onnxruntime int8 kernels can saturate: x86 with AVX2 (or AVX-512) and no VNNI.
+
+    There MLAS multiplies uint8 activations by int8 weights with VPMADDUBSW, which adds each pair of
+    products into a saturating int16 (255 * 127 * 2 > 32767), in its GEMM and symmetric-Conv kernels.
+    With AVX-VNNI, AVX-512 VNNI or AMX it uses int32 dot products instead; x86 without AVX2 widens to
+    16 bits first (PMADDWD) and ARM has its own dot products: neither saturates. Weights of 7 bits
+    (quantize_static's reduce_range) or uint8 (U8U8) never reach the limit. `flags` as read_cpuinfo gives them.
+    """
+    present = set(flags)
+    return "avx2" in present and not present & INT32_DOT_FLAGS
 
 
 def _onnxruntime_build() -> Dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Sequence
 import onnx
 from onnx import numpy_helper
 
+from ..core.fingerprint import u8s8_saturates
 from ..results.base import Finding, Severity
 from ..results.layers import LayerSection
 from ..results.remedy import QuantStepRow, SimulatedRow
@@ -87,14 +88,18 @@ def quant_step_findings(rows: Sequence[QuantStepRow]) -> List[Finding]:
 
 
 def u8s8(model: onnx.ModelProto) -> bool:
-    """Activations quantised to uint8 and weights to int8: the mix AVX2 kernels without VNNI saturate."""
+    """Weights quantised to int8 and activations to 8 bits: onnxruntime's x86 kernels multiply them as
+    uint8 x int8, the mix that AVX2 without VNNI saturates (core/fingerprint.u8s8_saturates). int8
+    activations count too: on x86 onnxruntime shifts them to uint8 before fusing (QDQ int8 is kept as
+    int8 on ARM only). A QuantizeLinear of an initializer quantises a weight, not an activation."""
     dtypes = {}
     for init in model.graph.initializer:
         dtypes[init.name] = init.data_type
-    activation_u8 = any(n.op_type == "QuantizeLinear" and len(n.input) > 2
-                        and dtypes.get(n.input[2]) == onnx.TensorProto.UINT8 for n in model.graph.node)
+    activation_8bit = any(n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[0] not in dtypes
+                          and dtypes.get(n.input[2]) in (onnx.TensorProto.UINT8, onnx.TensorProto.INT8)
+                          for n in model.graph.node)
     weight_s8 = any(t.data_type == onnx.TensorProto.INT8 and len(t.dims) >= 2 for t in model.graph.initializer)
-    return activation_u8 and weight_s8
+    return activation_8bit and weight_s8
 
 
 def simulated_finding(rows: Sequence[SimulatedRow], model_b: onnx.ModelProto, cpu_flags: Sequence[str]
@@ -106,8 +111,7 @@ def simulated_finding(rows: Sequence[SimulatedRow], model_b: onnx.ModelProto, cp
     if not worse:
         return None
     row, deployed, simulated = max(worse, key=lambda x: x[1] - x[2])
-    vnni = any("vnni" in f for f in cpu_flags)
-    if u8s8(model_b) and not vnni:
+    if u8s8(model_b) and u8s8_saturates(cpu_flags):
         cause = ("u8s8 products saturate in int16 on CPUs without VNNI (AVX2): quantise with reduce_range=True "
                  "or as U8U8 (activation and weight uint8)")
     else:

@@ -117,11 +117,12 @@ def save_samples(samples: Sequence[Dict[str, np.ndarray]], folder: Path, prefix:
 
 def quantize_qdq(float_path: Path, out_path: Path, calibration: Sequence[Dict[str, np.ndarray]], *,
                  per_channel: bool = True, op_types: Optional[Sequence[str]] = None,
-                 preprocess: bool = True) -> Path:
+                 preprocess: bool = True, reduce_range: bool = False) -> Path:
     """int8 QDQ model from `float_path` with onnxruntime.quantization.quantize_static.
 
     `preprocess` runs onnxruntime's recommended quant_pre_process first (BatchNorm folding, shape
-    inference), as users do before quantising.
+    inference), as users do before quantising. `reduce_range`: 7-bit weights, whose products x86
+    CPUs without VNNI sum exactly (core/fingerprint.u8s8_saturates): the same arithmetic on every CPU.
     """
     import logging
 
@@ -143,7 +144,7 @@ def quantize_qdq(float_path: Path, out_path: Path, calibration: Sequence[Dict[st
 
     quantize_static(str(source), str(out_path), _Reader(), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
-                    op_types_to_quantize=list(op_types) if op_types else None)
+                    op_types_to_quantize=list(op_types) if op_types else None, reduce_range=reduce_range)
     if source != float_path:
         source.unlink()
     return out_path

@@ -1,7 +1,10 @@
 """Decode mode on a tiny GPT-2 (transformers, random init) fp32 vs int8, KV cache fed back.
 
-The reference decodes without any cache: the whole sequence is re-run every step, so it checks the
-wiring of past_key_values/present, the derived attention mask and the greedy choice at once.
+The fp32 reference decodes without any cache: the whole sequence is re-run every step, so it checks
+the wiring of past_key_values/present, the derived attention mask and the greedy choice at once. The
+int8 model (quantize_dynamic) is checked against a plain KV-cached loop: its activation scales come
+from each run's whole input, so a one-token step and a whole-sequence rerun are different arithmetic
+(measured on an AMD EPYC without VNNI, full-range weights: the two loops' tokens part at step 3).
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from inspector_cli.errors import InputDataError
 from inspector_cli.sequence import DecodeConfig, DecodeMode, decode_compare, read_prompt
 from inspector_cli.sequence.decode import read_prompts
 
-from .models import gpt2_greedy_without_cache
+from .models import gpt2_greedy_with_cache, gpt2_greedy_without_cache
 
 PROMPT = [1, 2, 3]
 STEPS = 40
@@ -22,9 +25,9 @@ STEPS = 40
 
 def test_free_running_tokens_agreement_and_first_difference(gpt_models, tmp_path):
     ref_a, _ = gpt2_greedy_without_cache(gpt_models["fp32"], PROMPT, STEPS)
-    ref_b, _ = gpt2_greedy_without_cache(gpt_models["int8"], PROMPT, STEPS)
+    ref_b, _ = gpt2_greedy_with_cache(gpt_models["int8"], PROMPT, STEPS)
     first = next(i for i, (x, y) in enumerate(zip(ref_a, ref_b)) if x != y)
-    assert first == 22  # this seed's int8 model parts from fp32 at the 23rd generated token
+    assert first == 7  # this seed's int8 model parts from fp32 at the 8th generated token (exact int8 sums: every CPU)
     (tmp_path / "prompt.json").write_text(json.dumps(PROMPT))
     result = decode_compare(gpt_models["fp32"], gpt_models["int8"], tmp_path / "prompt.json",
                             DecodeConfig(steps=STEPS, journal=tmp_path / "decode.jsonl"))
@@ -62,7 +65,7 @@ def test_int4_decoder_tokens_and_first_difference(gpt_models, gpt_int4, tmp_path
 
 def test_teacher_forced_keeps_logits_comparable(gpt_models):
     ref_a, logits_a = gpt2_greedy_without_cache(gpt_models["fp32"], PROMPT, STEPS)
-    ref_b, logits_b = gpt2_greedy_without_cache(gpt_models["int8"], PROMPT, STEPS, teacher=ref_a)
+    ref_b, logits_b = gpt2_greedy_with_cache(gpt_models["int8"], PROMPT, STEPS, teacher=ref_a)
     result = decode_compare(gpt_models["fp32"], gpt_models["int8"], PROMPT,
                             DecodeConfig(steps=STEPS, mode=DecodeMode.TEACHER_FORCED))
     assert result.decode.tokens_a == ref_a and result.decode.tokens_b == ref_b
@@ -70,9 +73,7 @@ def test_teacher_forced_keeps_logits_comparable(gpt_models):
     for a, b in zip(logits_a, logits_b):
         a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
         cos.append(float(a @ b / np.sqrt((a @ a) * (b @ b))))
-    # Close, not equal: int8 dynamic quantisation takes its activation scale from the whole tensor,
-    # which differs between a one-token step and a whole-sequence rerun.
-    assert result.outputs[0].worst["cosine"] == pytest.approx(min(cos), abs=2e-3)
+    assert result.outputs[0].worst["cosine"] == pytest.approx(min(cos), abs=1e-6)
     assert 0.99 < result.outputs[0].worst["cosine"] < 1.0
     assert result.decode.agreement == pytest.approx(sum(x == y for x, y in zip(ref_a, ref_b)) / STEPS)
     # KV caches of both models: drift per step, one summary per present tensor
@@ -97,10 +98,12 @@ def test_several_prompts_are_several_decode_runs_in_one_result(gpt_models, tmp_p
     steps numbered across the run (prompt i's step k is step i * steps + k)."""
     prompts = [[1, 2, 3], [9, 4], [30, 31, 32, 33]]
     steps = 30
-    # fp32 against the cache-free loop; int8's dynamic activation scales differ between a one-token step and
-    # a whole-sequence rerun, so B is checked against the same prompt decoded alone
+    # fp32 against the cache-free loop, int8 against the cached one (its dynamic activation scales differ
+    # between a one-token step and a whole-sequence rerun), and each prompt against itself decoded alone
     refs = [gpt2_greedy_without_cache(gpt_models["fp32"], p, steps)[0] for p in prompts]
+    refs_b = [gpt2_greedy_with_cache(gpt_models["int8"], p, steps)[0] for p in prompts]
     alone = [decode_compare(gpt_models["fp32"], gpt_models["int8"], p, DecodeConfig(steps=steps)).decode for p in prompts]
+    assert [d.tokens_b for d in alone] == refs_b
     firsts = [d.first_difference for d in alone]
     (tmp_path / "prompts.txt").write_text("1 2 3\n9, 4\n\n30 31 32 33\n")
     assert read_prompts(tmp_path / "prompts.txt") == prompts
