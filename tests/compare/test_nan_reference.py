@@ -74,6 +74,17 @@ def test_golden_nan_where_the_saved_output_expects_it_is_agreement(tmp_path: Pat
     assert not [f for f in failed["results"]["findings"] if f["severity"] == "error"]
 
 
+def test_golden_nan_with_onnx_tolerance_is_agreement_as_onnx_runner_counts_it(tmp_path: Path) -> None:
+    # fails before issue 42's NaN rule: exit 1 with MI802 (the --rtol/--atol check, MI806, agreed already)
+    model = _sqrt_model(tmp_path / "sqrt.onnx")
+    golden = _golden(tmp_path / "golden", np.array([[np.nan, 2.0, np.nan, 4.003]]))  # |4 - 4.003| <= 1e-7 + 1e-3 * 4.003
+    doc = _compare(tmp_path, [model, "--golden", golden, "--rtol", "1e-3", "--atol", "1e-7"], 0)
+    assert [(f["rule"], f["severity"]) for f in doc["results"]["findings"]] == [("MI807", "info")]
+    assert doc["results"]["outputs"][0]["dataset"]["max_abs"] == float(np.float32(4.003)) - 4.0
+    outside = _compare(tmp_path, [model, "--golden", golden, "--rtol", "1e-4", "--atol", "1e-7"], 1)
+    assert [f["rule"] for f in outside["results"]["findings"]] == ["MI807", "MI806"]
+
+
 def test_golden_nan_against_a_finite_value_is_never_agreement(tmp_path: Path) -> None:
     # issue 30's rule kept: the saved output holds NaN at position 1 where the model produces 2
     model = _sqrt_model(tmp_path / "sqrt.onnx")
@@ -87,7 +98,7 @@ def test_golden_nan_against_a_finite_value_is_never_agreement(tmp_path: Path) ->
                                  "0 Inf; model: 2 NaN, 0 Inf); both hold 2 NaN at the same positions")
 
 
-def test_two_models_both_producing_nan_is_mi806_not_an_unmatched_nan(tmp_path: Path) -> None:
+def test_two_models_both_producing_nan_is_mi807_not_an_unmatched_nan(tmp_path: Path) -> None:
     # fails before issue 42: MI802 "2 NaN/Inf value(s) not matched by the other model", cosine NaN
     data = tmp_path / "data"
     data.mkdir()
