@@ -151,6 +151,8 @@ class HeldProbeRunner(ProbeRunner):
         # samples that follow the run (a sequence's steps: the state) read their next sample from its outputs
         observe = getattr(samples, "observe", None)
         fed = self.masks.needs(target.chunks[0]) if self.masks else []
+        if self.masks:  # an empty reduction's input: its size says whether the reduction's infinities are intended
+            fed += [self.masks.empty[t].data for t in target.chunks[0] if t in self.masks.empty]
         fed = [t for t in fed if t in self.graph.input_names]  # a mask's condition given as a graph input
         # plugins are user code: called on this thread, as before
         pool = self.stats if not self.consumers.plugins else None
@@ -280,8 +282,7 @@ def mask_chunk(masks: MaskAnalysis, graph: ModelGraph, chunk: Sequence[str]) -> 
     if not masks:
         return list(chunk)
     softmax = masks.softmax_inputs()
-    extra = [softmax[graph.producer[t].name] for t in chunk
-             if t in graph.producer and graph.producer[t].name in softmax]
+    extra = [softmax[masks.rows_of[t]] for t in chunk if masks.rows_of.get(t) in softmax]
     extra += [t for t in masks.needs([*chunk, *extra]) if t in graph.producer]  # graph inputs come with the sample
     return list(dict.fromkeys([*chunk, *extra]))
 

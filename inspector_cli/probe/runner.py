@@ -94,7 +94,6 @@ class ProbeRunner:
         self.restarted = False
         self.masks = masks
         """The model's masks: their intentional infinities are counted apart (`mask_counts`)."""
-        self._softmax_inputs = masks.softmax_inputs() if masks else {}
 
     def run(self) -> Optional[Hit]:
         limit = len(self.samples)
@@ -180,19 +179,21 @@ class ProbeRunner:
 
     def _mask_counts(self, name: str, array: np.ndarray, tensors: TensorMap,
                      cache: Dict[str, Optional[np.ndarray]]) -> Tuple[int, int]:
-        """(masked infinities of the tensor, fully masked rows behind a Softmax output's NaN)."""
+        """(intended infinities of the tensor: a mask's, a reduction's identity over an empty set;
+        fully masked rows behind the NaN of a Softmax's output or of its copies)."""
         masks = self.masks
         if not masks or not isinstance(array, np.ndarray) or array.dtype.kind != "f":
             return 0, 0
         masked = 0
         if masks.on_path(name) and np.isinf(array).any():
             masked, _ = masks.masked_count(name, array, tensors, cache)
+        if name in masks.empty:
+            masked += masks.identities(name, array, tensors)
         rows = 0
-        node = self.graph.producer.get(name)
-        if node is not None and node.name in self._softmax_inputs and np.isnan(array).any():
-            source = tensors.get(self._softmax_inputs[node.name])
-            if source is not None:
-                rows = masks.fully_masked_rows(node.name, np.asarray(source), tensors, cache)
+        if name in masks.rows_of and np.isnan(array).any():
+            rows, exact = masks.row_nan(name, array, tensors, cache)
+            if masks.rows_of[name] in masks.guards and not exact:
+                rows = 0  # a guard excuses the masked rows only: any other NaN is found as NaN
         return masked, rows
 
 
