@@ -15,7 +15,7 @@ from inspector_cli.probe.tracker import ProbeTracker
 from inspector_cli.results.codec import to_jsonable
 
 from ..fixtures.helpers import invoke, read_json
-from ..fixtures.probe_models import scale_relu, trigger_samples
+from ..fixtures.probe_models import cnn_with_samples, scale_relu, trigger_samples
 
 pytest.importorskip("inspector_cli.probe.kernels", reason="numba (the fast extra) is not installed")
 
@@ -28,30 +28,13 @@ def test_halves_by_size_balances_the_values_and_keeps_capture_order():
     assert halves_by_size(["only"], {"only": np.zeros(3)}) == (["only"], [])
 
 
-def _cnn(tmp_path, samples=6):
-    import onnx
-
-    from inspector_cli.testing.models import build_cnn
-
-    path = tmp_path / "cnn.onnx"
-    onnx.save(build_cnn(), str(path))
-    data = tmp_path / "data"
-    data.mkdir()
-    rng = np.random.default_rng(0)
-    model = onnx.load(str(path))
-    dims = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
-    for i in range(samples):
-        np.savez(data / f"s{i}.npz", **{model.graph.input[0].name: rng.standard_normal(dims).astype(np.float32)})
-    return path, data
-
-
 def test_a_compiled_probe_reads_each_samples_tensors_on_two_threads(tmp_path, monkeypatch):
     """Every tracker update runs off the calling thread, on two statistics threads, each tensor always on
     the same one; the numbers are those of a run without the kernels (one statistics thread)."""
     from inspector_cli.probe.config import ProbeConfig
     from inspector_cli.workflows.probe import probe_model
 
-    path, data = _cnn(tmp_path)
+    path, data = cnn_with_samples(tmp_path)
     threads = defaultdict(set)
     update = ProbeTracker.update
 
