@@ -18,7 +18,7 @@ import click
 
 from .commands._help import GroupedGroup
 from .commands._state import AppState
-from .core.interrupts import sigterm_as_interrupt, terminated
+from .core.interrupts import interrupt_handlers, signals_stop_now, terminated
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, MiError, describe_error
 from .render.safe import visible
 from .version import __version__
@@ -92,13 +92,20 @@ class MiGroup(GroupedGroup):
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = hoist_global_options(self, list(sys.argv[1:] if args is None else args))
-        with sigterm_as_interrupt():
+        # as `mi`, a second Ctrl-C/SIGTERM (once the first was raised) ends the process at once
+        with interrupt_handlers(stop_now=stop_now if standalone_mode else None):
             with library_warnings(quiet=_quiet_flag(argv)):
                 code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
                                                                      standalone_mode=False, **extra),
                                    debug="--debug" in argv)
-            if code == EXIT_INTERRUPTED and terminated():
-                code = EXIT_TERMINATED
+            try:
+                if standalone_mode:
+                    signals_stop_now()  # the command has ended: from here a signal ends the process
+                if code == EXIT_INTERRUPTED and terminated():
+                    code = EXIT_TERMINATED
+            except KeyboardInterrupt:  # a signal in the instant between
+                say_interrupted()
+                code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
             code = end_background_work(code, exit_now=standalone_mode)
         if standalone_mode:
             sys.exit(code)
@@ -106,26 +113,66 @@ class MiGroup(GroupedGroup):
 
 
 def end_background_work(code: int, *, exit_now: bool) -> int:
-    """Join the background threads still inside onnxruntime (`core.background`) before the process
-    may exit: an interpreter finalised under them aborts (status 134, issue 28). Bounded: past the
-    bound, or at a second Ctrl-C/SIGTERM while waiting, a process run as `mi` ends at once through
-    `os._exit` (outputs flushed; reports are already complete, written atomically), which cannot
-    abort; an in-process caller gets the code and keeps its threads."""
+    """No thread may be inside onnxruntime when the interpreter finalises: it aborts the process
+    (status 134, "terminate called without an active exception"; issues 28 and 40, `core.background`).
+    A process run as `mi` whose native work is still alive here (the early session builds after an
+    error or a Ctrl-C, a thread pool's worker left inside onnxruntime) ends at once through
+    `exit_without_finalising`, which cannot abort; one without ends as usual. An in-process caller
+    cannot be ended: its registered work is waited for (saying so after a second); a Ctrl-C then
+    returns the code at once. docs/exit-codes.md has the measurements behind this choice."""
     from .core import background
 
     try:
-        if background.drain():
+        if exit_now:
+            if background.pending() or background.inside_onnxruntime():
+                exit_without_finalising(code)
             return code
-    except KeyboardInterrupt:  # Terminated too: asked twice, stop now
+        background.drain(notice=_say_waiting)
+    except KeyboardInterrupt:  # Terminated too: asked (again), stop now
         code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
-    if exit_now:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
-                pass
-        os._exit(code)
     return code
+
+
+def _say_waiting(activity: str) -> None:
+    click.echo(f"Waiting for onnxruntime to finish {activity} (Ctrl-C stops at once).", err=True)
+
+
+def stop_now() -> None:
+    """A further Ctrl-C or SIGTERM once the first was raised: end now, 143 if SIGTERM came, else 130
+    (the first one's line said, if its unwinding had not reached the error boundary yet)."""
+    say_interrupted()
+    exit_without_finalising(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
+
+
+_SAID: List[bool] = []
+
+
+def say_interrupted() -> None:
+    """The one line an interrupted run prints (once)."""
+    if not _SAID:
+        _SAID.append(True)
+        click.echo("Terminated (SIGTERM); reports already written are complete." if terminated() else
+                   "Interrupted; reports already written are complete.", err=True)
+
+
+def exit_without_finalising(code: int) -> None:
+    """End the process now with `code`: output flushed and atexit handlers run (a forked helper is
+    stopped, executor workers too), but no interpreter finalisation and no C++ static destructors,
+    so a thread still inside onnxruntime cannot abort the exit. Reports are already complete:
+    they are written atomically, before this point. A further signal meanwhile ends it at once."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda number, frame: os._exit(code))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
+            pass
+    import atexit
+
+    atexit._run_exitfuncs()  # each handler's own errors are reported by atexit, never raised here
+    os._exit(code)
 
 
 def _quiet_flag(argv: List[str]) -> bool:
@@ -218,6 +265,7 @@ def _option_names(command: Optional[click.Command]) -> tuple[set[str], set[str]]
 
 def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
     """Run `call`, turning every exception into one stderr line and an exit code."""
+    _SAID.clear()
     try:
         value = call()
         return value if isinstance(value, int) else 0
@@ -230,11 +278,8 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
         exc.show()
         return EXIT_USAGE
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Terminated into Abort too
-        if terminated():
-            click.echo("Terminated (SIGTERM); reports already written are complete.", err=True)
-            return EXIT_TERMINATED
-        click.echo("Interrupted; reports already written are complete.", err=True)
-        return EXIT_INTERRUPTED
+        say_interrupted()
+        return EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
     except Exception as exc:  # MiError: the user's problem; anything else a bug. One line, unless --debug
         if debug:
             traceback.print_exc()

@@ -7,13 +7,17 @@ creation, capture or a batch at a known place instead of racing a timer against 
 N-th record written; 2 when no @N is given), the signal is sent to this process from a helper thread,
 so it lands while the main thread goes on into the native call that follows (a session build, a run).
 Python handles it when that call returns: the point only fixes *where*, the handling is the real
-one. Each entry fires once. Unset (always, outside those tests), `hit` tests one empty tuple."""
+one. Each entry fires once. Unset (always, outside those tests), `hit` tests one empty tuple.
+
+`session:SLOWxN` makes every session build slow as on a busy machine, the native way: the same
+session is first built N more times (inside onnxruntime, GIL released, as the real build), so a
+signal meets builds still running and the exit path's handling of them is what the test sees."""
 from __future__ import annotations
 
 import os
 import signal
 import threading
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 DEFAULT_COUNT = 2
 """The record after which `batch` fires when the entry gives no @N (the signal tests' point)."""
@@ -30,7 +34,19 @@ def _parse(spec: str) -> Tuple[Tuple[str, int, int], ...]:
     return tuple(entries)
 
 
+def _parse_slow(spec: str) -> Dict[str, int]:
+    """point -> extra repetitions, from the `point:SLOWxN` entries of `spec`."""
+    slow: Dict[str, int] = {}
+    for entry in filter(None, (part.strip() for part in spec.split(","))):
+        point, _, action = entry.partition(":")
+        times = action[len("SLOWx"):]
+        if action.startswith("SLOWx") and times.isdigit():
+            slow[point] = slow.get(point, 0) + int(times)
+    return slow
+
+
 _ENTRIES = _parse(os.environ.get("MI_FAILPOINT", ""))
+_SLOW = _parse_slow(os.environ.get("MI_FAILPOINT", ""))
 """Read once: the tests set it in the environment of the process they start; `hit` runs on every
 capture run, so it only tests this tuple."""
 _fired: List[bool] = [False] * len(_ENTRIES)
@@ -50,3 +66,8 @@ def hit(name: str, count: Optional[int] = None) -> None:
                 continue
             _fired[index] = True
         threading.Thread(target=os.kill, args=(os.getpid(), signum), name="mi-failpoint", daemon=True).start()
+
+
+def repeats(name: str) -> int:
+    """How many extra times the work at point `name` is to be done (`name:SLOWxN`); 0 outside tests."""
+    return _SLOW.get(name, 0) if _SLOW else 0
