@@ -92,21 +92,22 @@ class MiGroup(GroupedGroup):
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = hoist_global_options(self, list(sys.argv[1:] if args is None else args))
-        # as `mi`, a second Ctrl-C/SIGTERM (once the first was raised) ends the process at once
-        with interrupt_handlers(stop_now=stop_now if standalone_mode else None):
+        owns = bool(OWNS_PROCESS) and standalone_mode
+        # as `mi`, a second Ctrl-C/SIGTERM (once the first was raised) ends the process at once, and so
+        # does any signal from the command's end to the process's (the interpreter's own exit included)
+        with interrupt_handlers(stop_now=stop_now if owns else None):
             with library_warnings(quiet=_quiet_flag(argv)):
                 code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
                                                                      standalone_mode=False, **extra),
                                    debug="--debug" in argv)
             try:
-                if standalone_mode:
+                if owns:
                     signals_stop_now()  # the command has ended: from here a signal ends the process
-                if code == EXIT_INTERRUPTED and terminated():
-                    code = EXIT_TERMINATED
+                if code == EXIT_INTERRUPTED and not _SAID and terminated():
+                    code = EXIT_TERMINATED  # the command stopped by itself (nan-bisect's summary), on SIGTERM
             except KeyboardInterrupt:  # a signal in the instant between
-                say_interrupted()
-                code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
-            code = end_background_work(code, exit_now=standalone_mode)
+                code = say_interrupted()
+            code = end_background_work(code, exit_now=owns)
         if standalone_mode:
             sys.exit(code)
         return code
@@ -140,19 +141,24 @@ def _say_waiting(activity: str) -> None:
 def stop_now() -> None:
     """A further Ctrl-C or SIGTERM once the first was raised: end now, 143 if SIGTERM came, else 130
     (the first one's line said, if its unwinding had not reached the error boundary yet)."""
-    say_interrupted()
-    exit_without_finalising(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
+    try:
+        code = say_interrupted()
+    except Exception:  # noqa: BLE001 - stderr mid-write (a re-entrant call) or closed: end all the same
+        code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
+    exit_without_finalising(code)
 
 
-_SAID: List[bool] = []
+_SAID: List[int] = []
 
 
-def say_interrupted() -> None:
-    """The one line an interrupted run prints (once)."""
+def say_interrupted() -> int:
+    """The one line an interrupted run prints (once), and its code: the status the process ends with
+    is the one its line names, whatever signal comes after."""
     if not _SAID:
-        _SAID.append(True)
-        click.echo("Terminated (SIGTERM); reports already written are complete." if terminated() else
-                   "Interrupted; reports already written are complete.", err=True)
+        _SAID.append(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
+        click.echo("Terminated (SIGTERM); reports already written are complete." if _SAID[0] == EXIT_TERMINATED
+                   else "Interrupted; reports already written are complete.", err=True)
+    return _SAID[0]
 
 
 def exit_without_finalising(code: int) -> None:
@@ -278,8 +284,7 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
         exc.show()
         return EXIT_USAGE
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Terminated into Abort too
-        say_interrupted()
-        return EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
+        return say_interrupted()
     except Exception as exc:  # MiError: the user's problem; anything else a bug. One line, unless --debug
         if debug:
             traceback.print_exc()
@@ -346,7 +351,14 @@ def main() -> None:
     # default threshold (700) the cyclic collector rescanned them ~25% of the CPU time of `mi inspect`.
     gc.set_threshold(10_000, 10, 10)
     one_blas_thread()
+    OWNS_PROCESS.append(True)
     cli.main()
+
+
+OWNS_PROCESS: List[bool] = []
+"""Set by `main` (the `mi` console script, `python -m inspector_cli`): this process is mi's own, so its
+exit path may end it at once (`exit_without_finalising`). Not set for an in-process caller (click's
+CliRunner, a library), whose interpreter goes on after the command."""
 
 
 BLAS_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

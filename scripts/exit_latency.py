@@ -3,11 +3,12 @@ machine made busy on purpose, next to how long plain onnxruntime takes to build 
 sessions side by side on the same machine (the wait an exit path that waited for the builds would
 add). Prints the exit statuses (any other than 130/143 is a failure), the latencies and the ratio.
 
-    python scripts/exit_latency.py --runs 16 --busy-per-core 4 --slow 2
+    python scripts/exit_latency.py --runs 16 --busy-per-core 4 --slow 0
 
 The signal is sent once the process has mi's handlers in place and threads besides its main one
-(the builds are under way), after a random 0-0.5 s; `--slow N` builds each session N more times
-(`MI_FAILPOINT=session:SLOWxN`), as a busy machine or a larger model would.
+(the builds are under way), after a random 0-0.5 s; `--slow S` keeps the first build at work inside
+onnxruntime for S seconds first (`MI_FAILPOINT=session:SLOW=S`), as a busy machine or a larger
+model would (0: the builds alone).
 """
 from __future__ import annotations
 
@@ -32,10 +33,9 @@ SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() 
 BUILD = """
 import sys, threading, time
 import onnxruntime as ort
-paths, times = sys.argv[1:3], int(sys.argv[3])
+paths = sys.argv[1:3]
 def build(path):
-    for _ in range(times):
-        ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 start = time.perf_counter()
 threads = [threading.Thread(target=build, args=(p,)) for p in paths]
 [t.start() for t in threads]
@@ -73,8 +73,8 @@ def building(pid: int) -> bool:
     return bool(caught & (1 << (signal.SIGTERM - 1))) and tasks >= 3
 
 
-def interrupted_run(a: Path, b: Path, data: Path, slow: int, signum: int, cwd: Path) -> Tuple[int, float, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MI_FAILPOINT=f"session:SLOWx{slow}" if slow else "")
+def interrupted_run(a: Path, b: Path, data: Path, slow: float, signum: int, cwd: Path) -> Tuple[int, float, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MI_FAILPOINT=f"session:SLOW={slow}" if slow else "")
     proc = subprocess.Popen([sys.executable, "-m", "inspector_cli", "compare", str(a), str(b), "-i", str(data)],
                             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -88,9 +88,8 @@ def interrupted_run(a: Path, b: Path, data: Path, slow: int, signum: int, cwd: P
     return proc.returncode, time.monotonic() - sent, err
 
 
-def plain_builds(a: Path, b: Path, slow: int) -> float:
-    done = subprocess.run([sys.executable, "-c", BUILD, str(a), str(b), str(slow + 1)], capture_output=True,
-                          text=True, check=True)
+def plain_builds(a: Path, b: Path) -> float:
+    done = subprocess.run([sys.executable, "-c", BUILD, str(a), str(b)], capture_output=True, text=True, check=True)
     return float(done.stdout.strip())
 
 
@@ -104,7 +103,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=16)
     parser.add_argument("--busy-per-core", type=int, default=4)
-    parser.add_argument("--slow", type=int, default=2, help="extra builds of each session (MI_FAILPOINT=session:SLOWxN)")
+    parser.add_argument("--slow", type=float, default=0.0,
+                        help="seconds the first build stays at work first (MI_FAILPOINT=session:SLOW=S)")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="mi-exit-latency-") as tmp:
@@ -120,18 +120,18 @@ def main() -> None:
                 if code != {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]:
                     failures.append(f"run {run} ({signum.name}): status {code}: {err.strip()[-300:]}")
                 latencies.append(seconds)
-                builds.append(plain_builds(a, b, args.slow))
+                builds.append(plain_builds(a, b))
         finally:
             for proc in busy:
                 proc.kill()
             for proc in busy:
                 proc.wait()
-    print(f"{args.runs} runs, {len(busy)} busy processes on {cores} cores, sessions built {args.slow + 1} times")
+    print(f"{args.runs} runs, {len(busy)} busy processes on {cores} cores, first build slowed by {args.slow} s")
     print(f"statuses: {dict(sorted(statuses.items()))}; failures: {len(failures)}")
     for failure in failures:
         print("  " + failure)
     print(f"mi's exit after the signal: {describe(latencies)}")
-    print(f"plain onnxruntime building both sessions (what waiting would add): {describe(builds)}")
+    print(f"plain onnxruntime building both sessions (the least waiting would add): {describe(builds)}")
     print(f"ratio of medians (exit / builds): {statistics.median(latencies) / statistics.median(builds):.3f}")
 
 

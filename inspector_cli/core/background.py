@@ -22,6 +22,7 @@ Imports nothing heavy: the CLI's exit path runs on every command, `mi --help` in
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -146,9 +147,10 @@ def inside_onnxruntime() -> List[str]:
     onnxruntime: native work the registry does not know of (a thread pool's worker), still alive.
     Read from the threads' current frames: a thread's state lock may lie (see the module)."""
     module = sys.modules.get("onnxruntime")
-    folder = getattr(module, "__path__", [None])[0] if module is not None else None
-    if not folder:
+    paths = list(getattr(module, "__path__", [])) if module is not None else []
+    if not paths:
         return []  # onnxruntime never imported: nothing can be inside it
+    folder = os.path.join(paths[0], "")  # with its separator: not onnxruntime_genai's files
     names = {t.ident: t.name for t in threading.enumerate()}
     me = threading.get_ident()
     found = []

@@ -124,7 +124,7 @@ def signals_stop_now() -> None:
 
 
 def terminated() -> bool:
-    """Whether SIGTERM arrived while `interrupt_handlers` was in force."""
+    """Whether SIGTERM arrived while `interrupt_handlers` is in force."""
     return _terminated.is_set()
 
 
@@ -134,7 +134,9 @@ def interrupt_handlers(stop_now: Optional[Callable[[], None]] = None) -> Iterato
     over Python's default handling: a handler the caller installed, or an ignored signal, is left
     alone), never inside importlib's lock bookkeeping, and never dropped; restored afterwards.
     With `stop_now`, a signal once an interruption has been raised calls it instead (the CLI: a
-    second Ctrl-C ends the process at once, wherever the first one's unwinding is)."""
+    second Ctrl-C ends the process at once, wherever the first one's unwinding is), and the handlers
+    stay after the block: the caller owns the process, which is ending (a signal while the
+    interpreter waits for its threads at exit must not raise there)."""
     global _previous_hook
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -151,11 +153,13 @@ def interrupt_handlers(stop_now: Optional[Callable[[], None]] = None) -> Iterato
     try:
         yield
     finally:
-        _stop_now.clear()
-        sys.unraisablehook = _previous_hook
-        for signum, handler in previous.items():
-            if signal.getsignal(signum) is _raise_interrupt:
-                signal.signal(signum, handler)
+        if stop_now is None:
+            _stop_now.clear()
+            _terminated.clear()
+            sys.unraisablehook = _previous_hook
+            for signum, handler in previous.items():
+                if signal.getsignal(signum) is _raise_interrupt:
+                    signal.signal(signum, handler)
 
 
 @contextmanager

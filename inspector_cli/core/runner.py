@@ -229,8 +229,7 @@ class Session:
         try:
             model_arg = source if isinstance(source, bytes) else str(source)
             failpoints.hit("session")
-            for _ in range(failpoints.repeats("session")):  # the signal tests' slow build (failpoints.py)
-                ort.InferenceSession(model_arg, sess_options=options, providers=providers)
+            failpoints.slow("session")  # the signal tests' slow build (core/failpoints.py)
             self._session = ort.InferenceSession(model_arg, sess_options=options, providers=providers)
         except Exception as exc:
             raise InferenceError(f"{label}: onnxruntime could not load the model: {_first_line(exc)}",

@@ -117,3 +117,42 @@ def test_drain_says_once_what_it_waits_for() -> None:
     background.start(release.wait, 30, name="t-noticed", activity="building a session")
     assert background.drain(timeout=30, notice=note, notice_after=0.0)
     assert said == ["building a session"]
+
+
+def test_inside_onnxruntime_names_a_thread_in_an_onnxruntime_call_and_nothing_else() -> None:
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("x", "y")]
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", value[:1],
+                                                value[1:]), opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    idle, stop, started = threading.Event(), threading.Event(), threading.Event()
+
+    def waits() -> None:
+        idle.wait(60)
+
+    def runs() -> None:
+        while not stop.is_set():
+            session.run(None, {"x": np.zeros(1, np.float32)})
+            started.set()
+
+    waiting = threading.Thread(target=waits, name="t-idle")
+    running = threading.Thread(target=runs, name="t-ort")
+    waiting.start()
+    running.start()
+    try:
+        assert started.wait(60)
+        found: list = []
+        deadline = time.monotonic() + 60
+        while not found and time.monotonic() < deadline:  # between two runs at times: ask until inside
+            time.sleep(0.001)  # the GIL to the running thread
+            found = background.inside_onnxruntime()
+        assert found == ["t-ort"]
+    finally:
+        stop.set()
+        idle.set()
+        running.join()
+        waiting.join()
+    assert background.inside_onnxruntime() == []
