@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Set
 
 from .core.placement import Subgraph
+from .core.plugin_eps import matches
+from .core.providers import asked_names
 from .core.runner import RuntimeConfig, cpu_only, open_session, provider_name
 from .results.base import Finding
 from .results.placement import (
@@ -16,14 +18,16 @@ from .results.placement import (
     PartitionChange,
     Placement,
     build_placement,
+    idle_provider_findings,
     partition_change,
     require_provider_findings,
 )
 
 
 def requested_provider(runtime: RuntimeConfig) -> str:
-    """onnxruntime's name of the first provider `runtime` asks for."""
-    return provider_name(runtime.providers[0]) if runtime.providers else CPU  # type: ignore[return-value]
+    """onnxruntime's name of the first provider `runtime` asks for (a policy's: the one it chose)."""
+    names = asked_names(runtime)
+    return names[0] if names else CPU
 
 
 def graph_order(graph: Any) -> Optional[List[str]]:
@@ -37,21 +41,27 @@ def session_placement(label: str, runtime: RuntimeConfig, assignment: Optional[L
     """The `Placement` of one session from its partitions (None when onnxruntime recorded none)."""
     if not assignment:
         return None
-    return build_placement(label, requested_provider(runtime), assignment, order=graph_order(graph))
+    asked = asked_names(runtime)
+    return build_placement(label, asked[0] if asked else CPU, assignment, order=graph_order(graph), asked=asked)
 
 
-def required_findings(placements: Sequence[Optional[Placement]], required: Optional[str]) -> List[Finding]:
-    """MI871 for each session asked first for `required` whose nodes ran elsewhere; when no session
-    was asked for it (e.g. `--require-provider openvino` on a CPU-only run), every session is checked,
-    so the flag never passes on a run that did not use the provider at all."""
-    name = provider_name(required)
-    if not name:
-        return []
+def placement_findings(placements: Sequence[Optional[Placement]], required: Optional[str]) -> List[Finding]:
+    """MI872 (warning) for each provider a session was asked for that took no node, then MI871 for
+    each session asked first for `required` whose nodes ran elsewhere; when no session was asked for
+    it (e.g. `--require-provider openvino` on a CPU-only run), every session is checked, so the flag
+    never passes on a run that did not use the provider at all."""
     found = [p for p in placements if p is not None]
+    idle = [f for p in found for f in idle_provider_findings(p)]
+    if not required:
+        return idle
+    # a plugin's alias (`ggml`) names the provider the sessions were asked for by that alias
+    name = next((a for p in found for a in p.asked if matches(required, a)), provider_name(required))
+    if not name:
+        return idle
     if not found:
         return require_provider_findings(Placement("the run", name, "assignment", []), name)
     checked = [p for p in found if p.requested == name] or found
-    return [f for p in checked for f in require_provider_findings(p, name)]
+    return idle + [f for p in checked for f in require_provider_findings(p, name)]
 
 
 def partition_changes(plain: Optional[Placement], instrumented: Sequence[Optional[List[Subgraph]]],
@@ -61,7 +71,8 @@ def partition_changes(plain: Optional[Placement], instrumented: Sequence[Optiona
     if plain is None or not instrumented or any(a is None for a in instrumented):
         return None
     changes = [partition_change(plain, build_placement(f"{label} with tensors exposed", requested_provider(runtime),
-                                                       assignment)) for assignment in instrumented]
+                                                       assignment, asked=asked_names(runtime)))
+               for assignment in instrumented]
     moved: Dict[str, List[str]] = {}
     for change in changes:
         moved.update(change.moved)

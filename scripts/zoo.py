@@ -3,7 +3,7 @@
 exported as users export them, plus their quantised / fp16 / renamed variants and realistic samples.
 
     python scripts/zoo.py OUT_DIR [--fast] [--only NAME ...] [--variants V ...] [--samples N]
-                          [--optimum-python PYTHON]
+                          [--optimum-python PYTHON] [--genai-python PYTHON]
 
 OUT_DIR/<model>/ holds fp32.onnx, <variant>.onnx, data/sample_NN.npz (what `mi --inputs` reads) and
 manifest.json (recipe hash, exporter, opset, per-variant build seconds or the reason it was skipped).
@@ -27,12 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from zoolib import decoders as D  # noqa: E402
 from zoolib import export as E  # noqa: E402
+from zoolib import genai as G  # noqa: E402
 from zoolib import samples as S  # noqa: E402
 from zoolib.models import Spec, select  # noqa: E402
 from zoolib.variants import VARIANTS, make, preprocess  # noqa: E402
 
 ZOO_VERSION = 3  # bump when a recipe changes in a way the spec's fields do not show
 QUANTISED = ("qdq_u8u8", "qdq_s8s8_pc", "qop", "dynamic")
+DECODE_STEPS = 16  # the sweep's `--steps` (tests/zoo/sweep.py): the Generator decodes as many
 
 
 def recipe_hash(spec: Spec, count: int) -> str:
@@ -68,7 +70,15 @@ def build_model(spec: Spec, root: Path, variants: Sequence[str], count: int) -> 
         S.save(samples, folder / "data")
     if spec.exporter == "optimum":  # the decode prompts (`mi compare --decode --prompt prompts.json`)
         (folder / "prompts.json").write_text(json.dumps(D.prompts(count, int(spec.recipe["kwargs"]["vocab_size"]))))
+    if spec.exporter == "genai":  # the builder writes every precision, each its own folder
+        return build_genai(spec, folder, manifest, samples, count)
     fp32 = folder / "fp32.onnx"
+    if spec.refused:  # a model onnxruntime refuses on purpose (zoolib/edited.py): no variants, no run
+        if not fp32.exists():
+            manifest["fp32"] = E.export(spec, fp32, samples[0])
+        manifest["refused"] = E.refusal(fp32, spec.refused)
+        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        return manifest
     if not fp32.exists():
         start = time.perf_counter()
         try:
@@ -116,6 +126,42 @@ def build_model(spec: Spec, root: Path, variants: Sequence[str], count: int) -> 
     return manifest
 
 
+def build_genai(spec: Spec, folder: Path, manifest: Dict[str, object], samples: List[Dict[str, object]],
+                count: int) -> Dict[str, object]:
+    """An onnxruntime-genai builder member (zoolib/genai.py): `<precision>/model.onnx` (+ its data,
+    genai_config.json, tokenizer) for fp32 and every precision; the Generator's tokens in the manifest."""
+    manifest_path = folder / "manifest.json"
+    prompts = D.prompts(count, G.VOCAB)
+    (folder / "prompts.json").write_text(json.dumps(prompts))
+    wanted = ("fp32",) + G.PRECISIONS
+    if not all((folder / p / "model.onnx").exists() for p in wanted) or "fp32" not in manifest:
+        start = time.perf_counter()
+        try:
+            facts = G.build(spec.name, folder, samples[0], prompts, DECODE_STEPS)
+        except D.Unavailable as exc:  # no onnxruntime-genai here: the sweep skips the member with this reason
+            manifest["unavailable"] = str(exc)
+            manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            return manifest
+        per = facts.pop("precisions")
+        manifest["fp32"] = {**facts, **per.get("fp32", {}), "opset": spec.opset,
+                            "seconds": round(time.perf_counter() - start, 2)}
+        manifest["variants"], manifest["skipped"] = {}, {}
+        for precision in G.PRECISIONS:
+            entry = per.get(precision, {"failed": "not built"})
+            if "failed" in entry:
+                manifest["skipped"][precision] = entry["failed"]
+            else:
+                manifest["variants"][precision] = entry
+    if "failed" in manifest["fp32"]:
+        raise RuntimeError(f"the builder's fp32 export failed: {manifest['fp32']['failed']}")
+    for variant in [v for v in wanted if v == "fp32" or v in manifest["variants"]]:
+        E.run(folder / variant / "model.onnx", samples[0])  # a variant plain onnxruntime cannot run is no test of mi
+    if not (folder / "steps").exists():
+        G.save_steps(folder, prompts[0], DECODE_STEPS)
+    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    return manifest
+
+
 def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
@@ -126,7 +172,11 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=4, help="test samples per model (default 4)")
     parser.add_argument("--optimum-python", metavar="PYTHON",
                         help=f"a python with optimum-onnx, for the *_optimum decoders (default: ${D.OPTIMUM_ENV})")
+    parser.add_argument("--genai-python", metavar="PYTHON",
+                        help=f"a python with onnxruntime-genai, for the *_genai decoders (default: ${G.GENAI_ENV})")
     args = parser.parse_args(argv)
+    if args.genai_python:
+        os.environ[G.GENAI_ENV] = str(Path(args.genai_python).absolute())
     if args.optimum_python:
         os.environ[D.OPTIMUM_ENV] = str(Path(args.optimum_python).absolute())
     warnings.filterwarnings("ignore")
@@ -147,6 +197,9 @@ def main(argv: List[str] | None = None) -> int:
             continue
         if manifest.get("unavailable"):
             print(f"{spec.name}: not built: {manifest['unavailable']}", file=sys.stderr)
+            continue
+        if manifest.get("refused"):
+            print(f"{spec.name}: fp32 only, refused by onnxruntime as intended: {manifest['refused']}", file=sys.stderr)
             continue
         skipped = manifest.get("skipped", {})
         print(f"{spec.name}: {len(manifest['variants'])} variants, {len(skipped)} skipped "

@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional
 
 import click
 
-from ._options import OPT_LEVELS, ByteSize, NumberOrNamedNumber, compose
+from ._options import DEVICES, OPT_LEVELS, ByteSize, NumberOrNamedNumber, compose
 
 LAYER_GATE_HELP = {
     "layer-min-cosine": ("min-cosine", "Layer threshold: cosine similarity >= V (default 0.99, used to mark the "
@@ -58,13 +58,15 @@ def model_runtime_options(func: Any) -> Any:
         click.option("--b-opt-level", type=click.Choice(OPT_LEVELS), help="Optimisation level of MODEL_B only."),
         click.option("--a-providers", metavar="LIST", help="Execution providers of MODEL_A only."),
         click.option("--b-providers", metavar="LIST", help="Execution providers of MODEL_B only."),
+        click.option("--a-device", type=click.Choice(DEVICES), help="Device type of MODEL_A's providers only."),
+        click.option("--b-device", type=click.Choice(DEVICES), help="Device type of MODEL_B's providers only."),
         click.option("--golden", type=click.Path(exists=True, file_okay=False),
                      help="Compare MODEL_A against saved outputs: test_data_set_N/ folders (input_K.pb, output_K.pb) "
                           "or .npz files holding inputs and outputs by name."),
     )(func)
 
 
-def _with(runtime: Any, level: Optional[str], providers: Optional[str]) -> Any:
+def _with(runtime: Any, level: Optional[str], providers: Optional[str], device: Optional[str]) -> Any:
     from ..core.runner import OptLevel
 
     changes: Dict[str, Any] = {}
@@ -72,13 +74,19 @@ def _with(runtime: Any, level: Optional[str], providers: Optional[str]) -> Any:
         changes["opt_level"] = OptLevel(level)
     if providers:
         changes["providers"] = tuple(p.strip() for p in providers.split(",") if p.strip())
+    if device:
+        changes["device"] = device
     return runtime.replace(**changes) if changes else runtime
 
 
 def build_runtimes(params: Dict[str, Any], base: Any) -> "tuple[Any, Optional[Any]]":
     """(runtime of A, runtime of B or None when B runs like A)."""
-    runtime_a = _with(base, params.get("a_opt_level"), params.get("a_providers"))
-    runtime_b = _with(base, params.get("b_opt_level"), params.get("b_providers"))
+    runtime_a = _with(base, params.get("a_opt_level"), params.get("a_providers"), params.get("a_device"))
+    runtime_b = _with(base, params.get("b_opt_level"), params.get("b_providers"), params.get("b_device"))
+    if params.get("a_providers") or params.get("b_providers"):
+        from ..core.providers import check_option_targets
+
+        check_option_targets(base.provider_options, [runtime_a.providers, runtime_b.providers])
     return runtime_a, (runtime_b if runtime_b != runtime_a else None)
 
 

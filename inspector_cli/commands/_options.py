@@ -117,7 +117,72 @@ def runtime_options(func: F) -> F:
                      help="onnxruntime intra-op threads (0 = onnxruntime's default)."),
         click.option("--custom-op-lib", multiple=True, type=click.Path(exists=True, dir_okay=False),
                      help="Shared library of custom ops to register. Repeatable."),
+        *plugin_provider_options(),
     )(func)
+
+
+def refused_model_options(func: F) -> F:
+    """--rename-duplicate-nodes: analyse a copy of a model onnxruntime refuses for its node names."""
+    return click.option("--rename-duplicate-nodes", is_flag=True, default=False,
+                        help="A model whose nodes share names does not load in onnxruntime, so commands that "
+                             "run it stop (exit 3); with this flag they analyse a copy with the later nodes "
+                             "renamed, recorded in the result (the deployed runtime still refuses the file)."
+                        )(func)
+
+
+DEVICES = ("cpu", "gpu", "npu")
+EP_POLICIES = ("default", "prefer-cpu", "prefer-gpu", "prefer-npu", "max-performance", "max-efficiency", "min-power")
+"""The choices of --ep-policy (core/providers.POLICIES; kept here so --help imports no core module)."""
+
+
+def plugin_provider_options() -> Tuple[F, ...]:
+    """Plugin execution providers: devices, per-provider options, libraries, policy (docs/providers.md)."""
+    return (
+        click.option("--device", type=click.Choice(DEVICES), default=None,
+                     help="Run each provider on its device of this type, among onnxruntime's EP devices "
+                          "(plugin providers, e.g. openvino on npu)."),
+        click.option("--provider-option", multiple=True, type=ProviderOption(), metavar="PROVIDER:KEY=VALUE",
+                     help="An option of one provider, e.g. openvino:num_of_threads=2 or qnn:backend_type=htp. "
+                          "Repeatable."),
+        click.option("--ep-library", multiple=True, type=NamePath(), metavar="NAME=PATH",
+                     help="A plugin execution provider library on disk, registered under NAME (--providers NAME "
+                          "uses it). Installed plugin packages need none. Repeatable."),
+        click.option("--ep-policy", type=click.Choice(EP_POLICIES), default=None, metavar="POLICY",
+                     help="Let onnxruntime pick the providers and devices by this policy among every installed "
+                          "plugin's devices (instead of --providers): prefer-npu, prefer-gpu, prefer-cpu, "
+                          "max-performance, max-efficiency, min-power or default."),
+    )
+
+
+class ProviderOption(click.ParamType):
+    """'PROVIDER:KEY=VALUE': one option of one execution provider."""
+
+    name = "PROVIDER:KEY=VALUE"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> str:
+        text = str(value).strip()
+        provider, colon, rest = text.partition(":")
+        key, equals, _ = rest.partition("=")
+        if not colon or not equals or not provider.strip() or not key.strip():
+            self.fail(f"'{value}' is not of the form PROVIDER:KEY=VALUE (e.g. openvino:device_type=NPU)", param, ctx)
+        return text
+
+
+class NamePath(click.ParamType):
+    """'NAME=PATH' of an existing file."""
+
+    name = "NAME=PATH"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> str:
+        import os
+
+        text = str(value).strip()
+        name, sep, path = text.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            self.fail(f"'{value}' is not of the form NAME=PATH", param, ctx)
+        if not os.path.isfile(os.path.expanduser(path.strip())):
+            self.fail(f"'{path.strip()}' ({name.strip()}): no such file", param, ctx)
+        return text
 
 
 def placement_options(func: F) -> F:
@@ -148,12 +213,25 @@ def report_options_with(*extra_formats: str) -> Callable[[F], F]:
 
 
 def build_runtime(params: Dict[str, Any]) -> Any:
+    from ..core.plugin_eps import parse_library
+    from ..core.providers import check_option_targets
     from ..core.runner import OptLevel, RuntimeConfig
 
     providers = tuple(p.strip() for p in str(params.get("providers") or "cpu").split(",") if p.strip())
+    options = []
+    for text in params.get("provider_option") or ():
+        provider, _, rest = text.partition(":")
+        key, _, value = rest.partition("=")
+        options.append((provider.strip(), key.strip(), value.strip()))
+    if not any(params.get(f"{side}_providers") for side in "ab"):  # compare checks both sides' lists
+        check_option_targets(options, [providers or ("cpu",)])
     return RuntimeConfig(providers=providers or ("cpu",), opt_level=OptLevel(params.get("opt_level") or "all"),
                          intra_op_threads=params.get("intra_op_threads") or None,
-                         custom_op_libs=tuple(params.get("custom_op_lib") or ()))
+                         custom_op_libs=tuple(params.get("custom_op_lib") or ()),
+                         device=params.get("device") or None, provider_options=tuple(options),
+                         ep_libraries=tuple(parse_library(s) for s in params.get("ep_library") or ()),
+                         ep_policy=params.get("ep_policy") or None,
+                         rename_duplicate_nodes=bool(params.get("rename_duplicate_nodes")))
 
 
 def build_synthetic(params: Dict[str, Any]) -> Any:

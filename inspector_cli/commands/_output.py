@@ -172,6 +172,18 @@ def report_cannot_analyse(result: Any, view_builder: Callable[[Any], Any]) -> No
     click.echo(f"Error: {visible(reason)}", err=True)
 
 
+def renamed_notes(result: Any) -> List[str]:
+    """One line per model analysed as a renamed copy (`--rename-duplicate-nodes`, core/refusals.py)."""
+    notes = []
+    for model in getattr(result, "models", None) or []:
+        renamed = getattr(model, "renamed_nodes", None)
+        if renamed:
+            shown = ", ".join(f"'{old}' -> '{new}'" for new, old in list(renamed.items())[:3])
+            notes.append(f"{model.path}: analysed a copy with {len(renamed)} duplicate node name(s) renamed ({shown}"
+                         f"{', ...' if len(renamed) > 3 else ''}); onnxruntime refuses the file itself")
+    return list(dict.fromkeys(notes))  # one line for a model compared with itself
+
+
 def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], Any], *, fmt: str = "table",
                  to_stdout_json: Optional[str] = None,
                  formatters: Optional[Dict[str, Callable[[Any], str]]] = None) -> int:
@@ -191,6 +203,7 @@ def print_result(ctx: click.Context, result: Any, view_builder: Callable[[Any], 
     if state.quiet and fmt not in ("markdown", "csv"):
         return result.exit_code  # a table under --quiet prints nothing: not even built (issue 16)
     view = view_builder(result)
+    view.notes.extend(renamed_notes(result))
     if fmt == "markdown":
         from ..render.text import view_to_markdown
 

@@ -27,7 +27,9 @@ def _common() -> list:
                      help="Feed output OUT of step t to input IN of step t+1 (default: found from the names, e.g. "
                           "h0=hn, state=stateN, past_key_values.0.key=present.0.key). Repeatable; YAML: a map."),
         click.option("--init-state", type=click.Path(exists=True, dir_okay=False), metavar="FILE.npz",
-                     help="Initial state by input name (default: zeros; an empty KV cache)."),
+                     help="Initial state by input name (default: zeros; an empty KV cache, its dims read from "
+                          "the model; --shape NAME:DIMS sets a state input's shape, --shape kv_cache_dim:16 one "
+                          "symbolic dim). compare --decode: the prompt continues after the given cache."),
         click.option("--steps", type=click.IntRange(min=1), metavar="N",
                      help="Stop after N steps (default: every step of --sequence; with --decode 32)."),
         click.option("--chunk", type=click.IntRange(min=1), metavar="N",
@@ -96,7 +98,14 @@ def _sequence_config(params: Dict[str, Any], runtime: Any, **extra: Any) -> Any:
 
     return SequenceConfig(state=tuple(parse_pairs(params.get("state_pairs") or ())),
                           init_state=params.get("init_state"), steps=params.get("steps"), chunk=params.get("chunk"),
-                          runtime=runtime, **extra)
+                          runtime=runtime, shapes=_shapes(params), **extra)
+
+
+def _shapes(params: Dict[str, Any]) -> tuple:
+    """`--shape` in sequence and decode mode: a state input's initial shape or one symbolic dim of it."""
+    from ..core.synthetic import parse_shape
+
+    return tuple(parse_shape(text) for text in params.get("shape") or ())
 
 
 def _refuse(params: Dict[str, Any], mode: str, flags: Dict[str, str]) -> None:
@@ -152,15 +161,16 @@ def run_compare_sequence(ctx: click.Context, model_a: str, model_b: Optional[str
         if decode:
             if not params.get("prompt"):
                 raise UsageError("--decode needs --prompt FILE (token ids)")
-            _refuse(params, mode, {"sequence_resume": "--resume", "chunk": "--chunk", "init_state": "--init-state",
-                                   "layers": "--layers"})
+            _refuse(params, mode, {"sequence_resume": "--resume", "chunk": "--chunk", "layers": "--layers"})
             config = DecodeConfig(steps=params.get("steps") or 32, gates=gates, journal=journal, runtime=runtime,
                                   mode=DecodeMode.TEACHER_FORCED if params.get("teacher_forced")
                                   else DecodeMode.FREE_RUNNING,
                                   state=tuple(parse_pairs(params.get("state_pairs") or ())),
                                   logits_output=params.get("decision_output"),
                                   bundle_dir=Path(params["sequence_repro"]) if params.get("sequence_repro") else None,
-                                  allow_nonfinite=bool(params.get("allow_nonfinite")))
+                                  allow_nonfinite=bool(params.get("allow_nonfinite")),
+                                  init_state=Path(params["init_state"]) if params.get("init_state") else None,
+                                  shapes=_shapes(params))
             result = decode_sequence(model_a, model_b, params["prompt"], config, on_wiring=_wiring_printer(ctx),
                                      progress=_step_progress(progress))
         else:

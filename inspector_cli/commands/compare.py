@@ -9,7 +9,7 @@ from ._help import GroupedCommand
 from ._compare_options import build_layer_config, build_runtimes, layer_options, model_runtime_options
 from ._options import (NamePair, NumberOrNamedNumber, build_executor, build_reader_options, build_runtime,
                        build_synthetic, compose, decoding_options, executor_options, input_options, model_argument,
-                       name_pairs, placement_options, report_options, runtime_options)
+                       name_pairs, placement_options, refused_model_options, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
 from ._sequence_options import compare_sequence_options, run_compare_sequence, wants_compare_sequence
@@ -50,6 +50,7 @@ def gate_options(func: Any) -> Any:
 @runtime_options
 @model_runtime_options
 @placement_options
+@refused_model_options
 @executor_options
 @report_options
 @click.pass_context

@@ -18,7 +18,10 @@ Groups = Tuple[Tuple[str, Tuple[str, ...]], ...]
 
 INPUTS = ("--inputs", "--samples", "--seed", "--val-range", "--shape")
 DECODING = ("--preprocess", "--preprocess-set", "--raw-dtype", "--raw-shape")
-RUNTIME = ("--providers", "--opt-level", "--intra-op-threads", "--custom-op-lib")
+RUNTIME = ("--providers", "--opt-level", "--intra-op-threads", "--custom-op-lib", "--device", "--provider-option",
+           "--ep-library", "--ep-policy")
+RUNS_MODEL = (*RUNTIME, "--rename-duplicate-nodes")
+"""The runtime group of the commands that run a model (validate reports duplicate names instead)."""
 SCALE_OUT = ("--workers", "--executor", "--address", "--worker-memory")
 REPORTS = ("--json", "--format", "--html", "--junit", "--model-explorer")
 SEQUENCE = ("--sequence", "--state", "--init-state", "--steps", "--chunk")
@@ -42,7 +45,8 @@ HELP_GROUPS: Dict[str, Groups] = {
         ("Fix-it", (*FALLBACK, "--bisect-optimizers", "--simulated")),
         ("Sequence and decode", (*SEQUENCE, "--decision-output", "--decode", "--prompt", "--teacher-forced",
                                  "--jsonl", "--resume", "--repro", "--allow-nonfinite")),
-        ("Runtime", (*RUNTIME, "--a-providers", "--b-providers", "--a-opt-level", "--b-opt-level")),
+        ("Runtime", (*RUNS_MODEL, "--a-providers", "--b-providers", "--a-device", "--b-device", "--a-opt-level",
+                     "--b-opt-level")),
         ("Scale-out", SCALE_OUT),
         ("Output", (*REPORTS, "--no-per-sample")),
     ),
@@ -55,7 +59,7 @@ HELP_GROUPS: Dict[str, Groups] = {
         ("Sequence and decode", (*SEQUENCE, "--per-step")),
         ("History and plugins", ("--history", "--since", "--no-history", "--history-dir", "--keep-runs",
                                  "--plugin")),
-        ("Runtime", RUNTIME),
+        ("Runtime", RUNS_MODEL),
         ("Scale-out", SCALE_OUT),
         ("Output", REPORTS),
     ),
@@ -65,7 +69,7 @@ HELP_GROUPS: Dict[str, Groups] = {
         ("Gates", ("--require-provider",)),
         ("Fix-it", (*FALLBACK, "--reference")),
         ("Sequence and decode", SEQUENCE),
-        ("Runtime", RUNTIME),
+        ("Runtime", RUNS_MODEL),
         ("Scale-out", SCALE_OUT),
         ("Output", (*REPORTS, "--jsonl", "--resume", "--overwrite", "--repro")),
     ),
@@ -73,13 +77,13 @@ HELP_GROUPS: Dict[str, Groups] = {
         ("Measurement", ("--against", "--runs", "--warmup", "--top", "--group-by", "--trace", "--no-memory-stats")),
         ("Inputs", INPUTS),
         ("Gates", ("--max-latency", "--min-speedup", "--require-provider")),
-        ("Runtime", RUNTIME),
+        ("Runtime", RUNS_MODEL),
         ("Output", REPORTS),
     ),
     "mi validate": (
         ("Inputs", ("--against", "--input-range")),
         ("Gates", ("--fail-on", "--min-weight-sqnr", "--large-initializer-mb")),
-        ("Rules", ("--list-rules", "--disable", "--severity")),
+        ("Rules", ("--list-rules", "--disable", "--severity", "--strict")),
         ("Runtime", RUNTIME),
         ("Output", ("--json", "--format", "--sarif", "--html", "--junit", "--model-explorer")),
     ),

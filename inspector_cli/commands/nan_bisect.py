@@ -6,8 +6,8 @@ from typing import Any
 import click
 
 from ._help import GroupedCommand
-from ._options import (ByteSize, executor_options, input_options, model_argument, placement_options, report_options,
-                       runtime_options)
+from ._options import (ByteSize, executor_options, input_options, model_argument, placement_options,
+                       refused_model_options, report_options, runtime_options)
 from ..render.safe import visible
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
@@ -47,6 +47,7 @@ from ._remedy_options import build_fallback_config, fallback_options
                    "converting it again with onnxconverter_common's float16 converter).")
 @runtime_options
 @placement_options
+@refused_model_options
 @report_options
 @click.pass_context
 def nan_bisect(ctx: click.Context, model: str, **params: Any) -> int:

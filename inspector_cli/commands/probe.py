@@ -7,7 +7,7 @@ import click
 
 from ._help import GroupedCommand
 from ._options import (ByteSize, build_executor, build_runtime, build_synthetic, executor_options, input_options,
-                       placement_options, report_options, runtime_options)
+                       placement_options, refused_model_options, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 from ._scope_options import apply_group_by, group_by_option
 from ._sequence_options import probe_sequence_options, run_probe_sequence
@@ -53,6 +53,7 @@ from ._sequence_options import probe_sequence_options, run_probe_sequence
 @probe_sequence_options
 @runtime_options
 @placement_options
+@refused_model_options
 @executor_options
 @report_options
 @click.pass_context

@@ -6,8 +6,8 @@ from typing import Any, Optional
 import click
 
 from ._help import GroupedCommand
-from ._options import (build_runtime, build_synthetic, input_options, model_argument, placement_options, report_options,
-                       runtime_options)
+from ._options import (build_runtime, build_synthetic, input_options, model_argument, placement_options,
+                       refused_model_options, report_options, runtime_options)
 from ._output import app_state, check_report_paths, emit, progress_bar
 
 
@@ -36,6 +36,7 @@ from ._output import app_state, check_report_paths, emit, progress_bar
 @input_options
 @runtime_options
 @placement_options
+@refused_model_options
 @report_options
 @click.pass_context
 def profile(ctx: click.Context, model: str, **params: Any) -> int:

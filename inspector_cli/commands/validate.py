@@ -33,6 +33,10 @@ LEVELS = ("error", "warning", "info")
               metavar="MB", help="Report initializers larger than this (MI408).")
 @click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False), metavar="PATH",
               help="Also write the findings as SARIF 2.1.0 to PATH (for code-scanning uploads).")
+@click.option("--strict", is_flag=True, default=False,
+              help="Where onnx's checker and onnxruntime disagree (an op only onnxruntime registers, a declared "
+                   "shape inference contradicts, an output without a shape field), keep the checker's view: "
+                   "error. By default such a finding follows onnxruntime when it loads the model.")
 @click.option("--list-rules", is_flag=True, help="List every rule (ID, severity, family, title) and exit; "
                                                  "-v adds the help text.")
 @runtime_options
@@ -72,7 +76,7 @@ def validate(ctx: click.Context, model: Optional[str], **params: Any) -> int:
         runtime=build_runtime(params), fail_on=Severity(params["fail_on"]), disable=disable, severity=severity,
         input_ranges=tuple(parse_input_range(r) for r in params.get("input_range") or ()),
         against=params.get("against"), min_weight_sqnr=params["min_weight_sqnr"],
-        large_initializer_mb=params["large_initializer_mb"])
+        large_initializer_mb=params["large_initializer_mb"], strict=bool(params.get("strict")))
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "validating", enabled=show_progress) as progress:
         result = validate_model(model, config, progress=progress)

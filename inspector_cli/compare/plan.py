@@ -81,8 +81,12 @@ class ComparePlan:
 def plan_comparison(model_a: ModelArg, model_b: ModelArg, config: CompareConfig) -> ComparePlan:
     """Load both models, pair their inputs and outputs, and find the samples (no inference yet)."""
     from ..core.model_arg import as_graph
+    from ..core.refusals import require_loadable
 
-    return _plan(as_graph(model_a, lazy=True), as_graph(model_b, lazy=True), config)
+    graph_a, graph_b = as_graph(model_a, lazy=True), as_graph(model_b, lazy=True)
+    require_loadable(graph_a, config.runtime_a)  # before any work: onnxruntime refuses the file itself
+    require_loadable(graph_b, config.runtime_of_b)
+    return _plan(graph_a, graph_b, config)
 
 
 def plan_from_files(model_a: ModelArg, model_b: ModelArg, config: CompareConfig) -> Optional[ComparePlan]:

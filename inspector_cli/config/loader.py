@@ -266,9 +266,11 @@ def _check_scalar(config: ConfigFile, keys: Tuple[str, ...], param: click.Parame
 
 
 def _as_items(param: click.Parameter, value: Any) -> List[Any]:
-    """Scalars, lists, and for 'NAME=VALUE' options also mappings {name: value}."""
+    """Scalars, lists, and for 'NAME=VALUE' options also mappings {name: value}; a mapping of mappings
+    {provider: {key: value}} gives 'PROVIDER:KEY=VALUE' items (`provider-option:`)."""
     if isinstance(value, dict):
-        return [f"{k}={v}" for k, v in value.items()]
+        return [f"{k}:{k2}={v2}" for k, v in value.items() for k2, v2 in v.items()] if all(
+            isinstance(v, dict) for v in value.values()) and value else [f"{k}={v}" for k, v in value.items()]
     if isinstance(value, list):
         return value
     if value is None:

@@ -85,7 +85,19 @@ def _onnxruntime_build() -> Dict[str, Any]:
         return {"version": None, "providers": [], "build": None}
     build = getattr(ort, "get_build_info", lambda: None)()
     return {"version": ort.__version__, "providers": list(ort.get_available_providers()),
-            "device": ort.get_device(), "build": build}
+            "device": ort.get_device(), "build": build, **_plugin_facts(ort)}
+
+
+def _plugin_facts(ort: Any) -> Dict[str, Any]:
+    """The plugin provider packages installed beside onnxruntime (found on disk, nothing imported) and
+    the devices of the providers registered in this process (core/plugin_eps.py)."""
+    from .plugin_eps import installed_plugins
+    from .providers import device_facts
+
+    plugins = [{"package": p.distribution or p.module, "version": p.version, "module": p.module}
+               for p in installed_plugins()]
+    devices = [{"provider": d.ep_name, **device_facts(d)} for d in getattr(ort, "get_ep_devices", list)()]
+    return {"plugins": plugins, "ep_devices": devices}
 
 
 def run_fingerprint(intra_op_threads: Optional[int] = None, inter_op_threads: Optional[int] = None,

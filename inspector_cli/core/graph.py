@@ -119,6 +119,16 @@ class ModelGraph:
                 if out:
                     yield node, out
 
+    def duplicate_node_names(self) -> Dict[str, List[str]]:
+        """Node names that more than one node of one graph (If/Loop bodies included) carries: the name ->
+        the names mi gave the later ones in memory. onnxruntime refuses such a file ("two nodes with same
+        node name"); `core/refusals.py` says so before anything runs the renamed copy."""
+        duplicates: Dict[str, List[str]] = {}
+        for new, original in self.renamed_nodes.items():
+            if original:  # an unnamed node got a name too; onnxruntime accepts those
+                duplicates.setdefault(original, []).append(new)
+        return duplicates
+
     def topo_position(self, tensor: str) -> int:
         """Position of a tensor's producer in topological order (-1 for graph inputs/initializers)."""
         node = self.producer.get(tensor)

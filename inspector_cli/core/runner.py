@@ -1,4 +1,4 @@
-"""The onnxruntime session wrapper. onnxruntime is imported here only, and only when needed."""
+"""The onnxruntime session wrapper. onnxruntime is imported lazily (here, and by core/providers.py for provider resolution)."""
 from __future__ import annotations
 
 import enum
@@ -14,6 +14,7 @@ from ..errors import InferenceError, UsageError
 from . import failpoints
 from .ortlog import log_severity
 from .placement import RECORD_ASSIGNMENT, Subgraph, read_assignment
+from .providers import PROVIDER_ALIASES, plan_providers, provider_name  # noqa: F401 - re-exported
 from .types import TensorInfo, TensorMap, numpy_dtype_from_ort
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,22 +32,6 @@ class OptLevel(str, enum.Enum):
     ALL = "all"
 
 
-PROVIDER_ALIASES: Dict[str, str] = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-    "trt": "TensorrtExecutionProvider",
-    "rocm": "ROCMExecutionProvider",
-    "migraphx": "MIGraphXExecutionProvider",
-    "openvino": "OpenVINOExecutionProvider",
-    "dml": "DmlExecutionProvider",
-    "coreml": "CoreMLExecutionProvider",
-    "qnn": "QNNExecutionProvider",
-    "xnnpack": "XnnpackExecutionProvider",
-    "azure": "AzureExecutionProvider",
-}
-
-
 @dataclass(frozen=True)
 class RuntimeConfig:
     """How onnxruntime runs a model; the same settings apply to both models of a comparison."""
@@ -58,15 +43,33 @@ class RuntimeConfig:
     custom_op_libs: Tuple[str, ...] = ()
     session_config: Tuple[Tuple[str, str], ...] = field(default=())
     """Extra `SessionOptions.add_session_config_entry` pairs (advanced)."""
+    device: Optional[str] = None
+    """`--device cpu|gpu|npu`: each provider's device among onnxruntime's EP devices (core/providers.py)."""
+    provider_options: Tuple[Tuple[str, str, str], ...] = ()
+    """`--provider-option PROVIDER:KEY=VALUE` as (provider, key, value)."""
+    ep_libraries: Tuple[Tuple[str, str], ...] = ()
+    """`--ep-library NAME=PATH`: plugin provider libraries on disk, as (name, absolute path)."""
+    ep_policy: Optional[str] = None
+    """`--ep-policy`: onnxruntime's device selection policy instead of named providers."""
+
+    rename_duplicate_nodes: bool = False
+    """Analyse a model whose nodes share names (onnxruntime refuses the file) as the copy mi renamed
+    (`--rename-duplicate-nodes`; core/refusals.py). Off: such a model stops every command that runs it."""
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        out: Dict[str, Any] = {
             "providers": list(self.providers),
             "opt_level": self.opt_level.value,
             "intra_op_threads": self.intra_op_threads,
             "inter_op_threads": self.inter_op_threads,
             "custom_op_libs": list(self.custom_op_libs),
         }
+        from .providers import runtime_facts  # what the providers resolved to: package, version, device
+
+        out.update(runtime_facts(self))
+        if self.rename_duplicate_nodes:  # recorded only when asked: the result analysed a renamed copy
+            out["rename_duplicate_nodes"] = True
+        return out
 
     def replace(self, **changes: Any) -> "RuntimeConfig":
         from dataclasses import replace
@@ -97,36 +100,18 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def provider_name(name: Optional[str]) -> Optional[str]:
-    """onnxruntime's name of a provider given as an alias (`openvino`) or in full."""
-    if not name:
-        return None
-    key = name.strip()
-    return PROVIDER_ALIASES.get(key.lower(), key)
-
-
 def cpu_only(runtime: RuntimeConfig) -> bool:
     """Whether CPU is the only execution provider `runtime` asks for: no node can then move between
     providers, so placement is all CPU without reading it twice (docs/providers.md)."""
+    if runtime.ep_policy:  # onnxruntime's policy may choose any provider
+        return False
     return all(provider_name(p) == "CPUExecutionProvider" for p in runtime.providers)
 
 
 def resolve_providers(names: Sequence[str]) -> List[str]:
-    """Map `cuda,cpu` style names to onnxruntime provider names, checking they are available."""
-    import onnxruntime as ort
-
-    available = ort.get_available_providers()
-    resolved: List[str] = []
-    for raw in names:
-        key = raw.strip()
-        name = PROVIDER_ALIASES.get(key.lower(), key)
-        if name not in available:
-            raise UsageError(
-                f"execution provider '{raw}' is not available in this onnxruntime build",
-                hint=f"available: {', '.join(available)}",
-            )
-        resolved.append(name)
-    return resolved or ["CPUExecutionProvider"]
+    """Map `cuda,cpu` style names to onnxruntime provider names, checking they are available (built
+    in, or from a plugin package: core/providers.py)."""
+    return plan_providers(RuntimeConfig(providers=tuple(names) or ("cpu",))).names or ["CPUExecutionProvider"]
 
 
 def _session_options(runtime: RuntimeConfig, external_dir: Optional[Path]) -> "ort.SessionOptions":
@@ -225,15 +210,19 @@ class Session:
         if options_hook is not None:
             options_hook(options)
         self.options = options
-        providers = resolve_providers(runtime.providers)
+        plan = plan_providers(runtime)
+        by_name = plan.configure(options)  # plugin providers by device, or a policy (core/providers.py)
         try:
             model_arg = source if isinstance(source, bytes) else str(source)
             failpoints.hit("session")
             failpoints.slow("session")  # the signal tests' slow build (core/failpoints.py)
-            self._session = ort.InferenceSession(model_arg, sess_options=options, providers=providers)
+            with plan.building():
+                self._session = ort.InferenceSession(model_arg, sess_options=options, **by_name)
         except Exception as exc:
             raise InferenceError(f"{label}: onnxruntime could not load the model: {_first_line(exc)}",
-                                 hint="run 'mi validate' on it for details") from exc
+                                 hint=plan.hint() or "run 'mi validate' on it for details") from exc
+        if plan.policy:
+            plan.selected = list(self._session.get_providers())
         self.inputs: List[TensorInfo] = []
         self.input_dtypes: Dict[str, Optional[np.dtype]] = {}
         for arg in self._session.get_inputs():
@@ -281,7 +270,9 @@ def open_session(graph: "ModelGraph", runtime: RuntimeConfig = RuntimeConfig(), 
     read by onnxruntime from the model's folder, so large models are never copied in memory.
     """
     from .expose import serialized_with_outputs
+    from .refusals import require_loadable
 
+    require_loadable(graph, runtime, label=label)  # never a session on a copy onnxruntime would not load
     data = serialized_with_outputs(graph, list(extra_outputs), keep_original=keep_outputs)
     external_dir = graph.folder.resolve() if graph.folder is not None and graph.uses_external_data else None
     return Session(data, runtime, label=label or graph.display_name, external_dir=external_dir,

@@ -50,10 +50,10 @@ def select_tensors(graph: ModelGraph, patterns: Sequence[str], *, allow_empty: b
 def _match_one(graph: ModelGraph, pattern: str, candidates: List[str]) -> List[str]:
     producer = graph.producer
     if pattern == ALL:
-        # Graph outputs wired straight to an input (no node produces them) are tensors too: a
-        # zero-node model's 'all' is its input, as `mi probe --list` shows.
-        wired = [o.name for o in graph.model.graph.output if o.name not in producer and o.name in graph.input_names]
-        return list(dict.fromkeys([*candidates, *wired]))
+        # Graph outputs are tensors too when no selectable node makes them: wired straight to an input
+        # (a zero-node model's 'all' is its input, as `mi probe --list` shows), a Constant's output or an
+        # initializer (a graph that is a single Constant has no other tensor: 'all' is its outputs).
+        return list(dict.fromkeys([*candidates, *outputs_outside(graph, candidates)]))
     if pattern.startswith("op:"):
         wanted = {p.strip().lower() for p in pattern[3:].split(",") if p.strip()}
         return [t for t in candidates if producer[t].op_type.lower() in wanted]
@@ -72,6 +72,14 @@ def _match_one(graph: ModelGraph, pattern: str, candidates: List[str]) -> List[s
     if node is not None:
         return [o for o in node.outputs if o]
     return []
+
+
+def outputs_outside(graph: ModelGraph, candidates: List[str]) -> List[str]:
+    """Graph outputs that `selectable_tensors` leaves out (`candidates`): inputs, initializers and Constant
+    outputs. `all` selects them, so a graph without an intermediate tensor still has its outputs."""
+    listed = set(candidates)
+    known = set(graph.input_names) | graph.initializer_names | set(graph.producer)
+    return [name for name in graph.output_names if name not in listed and name in known]
 
 
 def _no_match_message(graph: ModelGraph, pattern: str, candidates: List[str]) -> str:

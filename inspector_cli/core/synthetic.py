@@ -70,12 +70,24 @@ class SyntheticSpec:
             dims.append(dim)
         return tuple(dims)
 
+    def ones_mask(self, spec: TensorInfo) -> bool:
+        """An integer or boolean attention mask without a --val-range of its own is all ones: every
+        position attended, as a tokenizer writes it for an unpadded prompt. A random mask is no input
+        a model is fed (GroupQueryAttention derives its sequence lengths from it and refuses one whose
+        sum exceeds its length: onnxruntime's `seqlens_k[0] = ...`)."""
+        dtype = spec.numpy_dtype
+        return (MASK_NAME.search(spec.name) is not None and dtype is not None and dtype.kind in "iub"
+                and spec.name not in {n for n, _, _ in self.val_ranges})
+
     def defaulted(self) -> List[str]:
-        """Notes for the symbolic batch dimensions that were set to 1 (no --shape for them)."""
+        """Notes for the symbolic batch dimensions that were set to 1 (no --shape for them) and the
+        attention masks generated as ones."""
         given = dict(self.shapes)
         return [f"input '{s.name}' {format_shape(s.shape)}: symbolic batch dimension set to 1 "
                 f"(--shape {s.name}:... sets another)"
-                for s in self.specs if s.name not in given and s.shape and is_batch_dim(s.shape[0])]
+                for s in self.specs if s.name not in given and s.shape and is_batch_dim(s.shape[0])] + \
+               [f"input '{s.name}': an attention mask, generated as ones (--val-range {s.name}:LO,HI draws it)"
+                for s in self.specs if self.ones_mask(s)]
 
     def check(self, specs: Sequence[TensorInfo]) -> None:
         names = {s.name for s in specs}
@@ -138,6 +150,7 @@ class SyntheticSpec:
         }
 
 
+MASK_NAME = re.compile(r"(^|[._/])attention_mask$", re.I)
 BATCH_NAMES = frozenset({"batch", "n", "batch_size", "batchsize", "bs", "b"})
 # Names that carry no meaning: torch.export (the dynamo exporter) calls every symbol s<N> ('s33'), onnx
 # shape inference invents unk__<N>. On the first axis such a name is as good as unnamed: a batch.
@@ -163,6 +176,9 @@ def generate_sample(spec: SyntheticSpec, index: int) -> TensorMap:
         dtype = tensor.numpy_dtype
         assert dtype is not None
         shape = spec.shape_for(tensor)
+        if spec.ones_mask(tensor):
+            feeds[tensor.name] = np.ones(shape, dtype=dtype)
+            continue
         lo, hi = spec.range_for(tensor.name, dtype)
         feeds[tensor.name] = _fill(np.empty(shape, dtype=dtype), _drawer(rng, dtype, lo, hi))
     return feeds

@@ -152,7 +152,7 @@ def record_history(config: ProbeConfig, graph: ModelGraph, model: ModelRef, samp
 def list_tensors(graph: ModelGraph, patterns: Sequence[str] = ()) -> TensorListResult:
     """Every selectable tensor (graph inputs, then node outputs in topological order), without inference;
     only those matching `patterns` when given (to check a selection before running it)."""
-    from ..core.select import select_tensors
+    from ..core.select import outputs_outside, select_tensors
 
     wanted = set(select_tensors(graph, patterns)) if patterns else None
     info = graph.all_tensor_info()
@@ -162,12 +162,15 @@ def list_tensors(graph: ModelGraph, patterns: Sequence[str] = ()) -> TensorListR
         entries.append(TensorEntry(name=name, op_type="(input)", node="", dtype=ti.dtype_name, shape=ti.shape_text()))
     if wanted is not None:
         entries = [e for e in entries if e.name in wanted]
-    for name in selectable_tensors(graph):
-        node = graph.producer[name]
+    listed = selectable_tensors(graph)
+    inputs = set(graph.input_names)
+    extra = [t for t in outputs_outside(graph, listed) if t not in inputs]  # a Constant's or an initializer
+    for name in sorted(listed + extra, key=graph.topo_position):
+        node = graph.producer.get(name)
         ti = info.get(name) or graph.tensor_info(name)
         if wanted is None or name in wanted:
-            entries.append(TensorEntry(name=name, op_type=node.op_type, node=node.name, dtype=ti.dtype_name,
-                                       shape=ti.shape_text()))
+            entries.append(TensorEntry(name=name, op_type=node.op_type if node else "(initializer)",
+                                       node=node.name if node else "", dtype=ti.dtype_name, shape=ti.shape_text()))
     return TensorListResult(models=[ModelRef.of(graph, "model", hash_file=False)], tensors=entries)
 
 

@@ -123,6 +123,8 @@ def nan_bisect_view(result: NanBisectResult) -> View:
             view.notes.append(f"error: {finding.message}")
         elif finding.severity == Severity.ERROR and finding.rule in ("MI901", "MI871"):
             view.notes.append(f"error: {finding.message}")
+        elif finding.rule == "MI872":  # a provider asked for took no node (docs/providers.md)
+            view.notes.append(f"warning: {finding.message}")
     if result.placement is not None:
         from .placement_view import partition_notes, placement_tables
 

@@ -39,6 +39,9 @@ class ModelRef:
     producer: str = ""
     role: str = ""
     graph_name: str = ""
+    renamed_nodes: Dict[str, str] = field(default_factory=dict)
+    """Nodes analysed under another name because theirs was taken (new -> original): only with
+    `--rename-duplicate-nodes`; onnxruntime refuses the file itself (core/refusals.py)."""
 
     @classmethod
     def of(cls, graph: Any, role: str = "", hash_file: bool = True) -> "ModelRef":
@@ -49,7 +52,8 @@ class ModelRef:
                    sha256=file_sha256(path) if (path and hash_file) else None,
                    size_bytes=path.stat().st_size if path else model.ByteSize(),
                    opset=graph.opset, ir_version=model.ir_version, producer=producer, role=role,
-                   graph_name=model.graph.name)
+                   graph_name=model.graph.name,
+                   renamed_nodes={new: old for new, old in getattr(graph, "renamed_nodes", {}).items() if old})
 
 
 def file_sha256(path: Path) -> str:

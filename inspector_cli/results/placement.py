@@ -6,6 +6,7 @@ result renders again without onnxruntime.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -59,6 +60,8 @@ class Placement:
     """Copies between providers (MemcpyToHost / MemcpyFromHost kernels), when profiled."""
     partitions: Dict[str, int] = field(default_factory=dict)
     """provider -> how many of the partitions it got (a compiling provider: one fused kernel each)."""
+    asked: List[str] = field(default_factory=list)
+    """Every provider the session was asked for, in priority order (onnxruntime's names)."""
 
     def accelerator_subgraphs(self) -> int:
         """Partitions of the providers other than CPU: what a compiling provider fuses into kernels.
@@ -111,13 +114,15 @@ TRANSFER_OPS = ("MemcpyToHost", "MemcpyFromHost")
 
 
 def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple]],
-                    kernels: Optional[List[tuple]] = None, order: Optional[List[str]] = None) -> Placement:
+                    kernels: Optional[List[tuple]] = None, order: Optional[List[str]] = None,
+                    asked: Optional[List[str]] = None) -> Placement:
     """A `Placement` from onnxruntime's partitions and, when profiled, its kernels.
 
     `subgraphs`: [(provider, [(node, op type)])] (core/placement.read_assignment), or None: the
     kernels' providers are then the placement (`source` 'profile'). `kernels`: [(kernel name, op
     type, provider, time per run µs)] of a profiled run. `order`: node names in graph order, for
     the fallback list. Memcpy kernels are transfers, their own rows, never nodes of a provider.
+    `asked`: every provider asked for (default: `requested` alone).
     """
     nodes: Dict[str, str] = {}
     ops: Dict[str, str] = {}
@@ -154,6 +159,7 @@ def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple
                             time.get(p) if kernels is not None else None,
                             (time.get(p, 0.0) / total_time if total_time else 0.0) if kernels is not None else None)
               for p in providers]
+    nodes, ops = _original_names(nodes, ops, set(order) if order else None)
     # without the graph (a header-only comparison), onnxruntime's own order of the partitions' nodes
     rank = {name: i for i, name in enumerate(order or list(nodes))}
     nodes = dict(sorted(nodes.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
@@ -163,7 +169,30 @@ def build_placement(session: str, requested: str, subgraphs: Optional[List[tuple
              for op, r in sorted(transfers.items())]
     return Placement(session=session, requested=requested, source=source, providers=shares, nodes=nodes,
                      op_types={n: ops[n] for n in nodes}, fallback=fallback, subgraphs=count, transfers=moved,
-                     partitions=partitions)
+                     partitions=partitions, asked=list(asked) if asked else [requested])
+
+
+_TOKEN = re.compile(r"^(.+)_token_\d+$")
+
+
+def _original_names(nodes: Dict[str, str], ops: Dict[str, str], original: Optional[set]
+                    ) -> "tuple[Dict[str, str], Dict[str, str]]":
+    """A layout-sensitive provider (QNN, NHWC) has its nodes rewritten before partitioning: onnxruntime
+    names the rewritten node `<name>_token_<n>` (and adds the Transposes around it, kept under their
+    own names). The rewritten node is the model's node: counted under its original name (one of the
+    model's nodes when the graph is known, else a name no other assigned node has)."""
+    if not any("_token_" in name for name in nodes):
+        return nodes, ops
+    renamed: Dict[str, str] = {}
+    renamed_ops: Dict[str, str] = {}
+    for name, provider in nodes.items():
+        match = _TOKEN.match(name)
+        known = original is None or (name not in original and match is not None and match.group(1) in original)
+        own = match.group(1) if match and known else name
+        if own != name and own in nodes:
+            own = name  # the original name is assigned too: two nodes, keep both
+        renamed[own], renamed_ops[own] = provider, ops[name]
+    return renamed, renamed_ops
 
 
 def partition_change(plain: Placement, instrumented: Placement) -> PartitionChange:
@@ -198,3 +227,34 @@ def require_provider_findings(placement: Placement, required: Optional[str]) -> 
                     node=away[0][0] if away else None,
                     hint=f"these ops are not supported by {required} here (see docs/providers.md)",
                     data={"required": required, "nodes": {n: p for n, p in away}})]
+
+
+IDLE_RULE = "MI872"
+"""Warning: a provider asked for took no node of the session (the run was on the others)."""
+
+
+def idle_provider_findings(placement: Placement) -> List[Any]:
+    """MI872 for each provider other than CPU that `placement`'s session was asked for and that took
+    no node: onnxruntime then ran everything elsewhere without a word (a plugin whose device or
+    options leave it nothing, a provider that supports none of the ops), and every output agrees."""
+    from .base import Finding, Severity
+
+    if not placement.nodes:
+        return []
+    counts: Dict[str, int] = {}
+    for provider in placement.nodes.values():
+        counts[provider] = counts.get(provider, 0) + 1
+    ran = ", ".join(f"{n} on {p}" for p, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    return [Finding(rule=IDLE_RULE, severity=Severity.WARNING,
+                    message=f"{placement.session}: {provider} was asked for and took no node: all "
+                            f"{len(placement.nodes)} nodes ran elsewhere ({ran})",
+                    hint=f"{provider} supports none of these ops with this device and options, so the results are "
+                         f"the other providers'; --require-provider {_alias(provider)} makes this an error (docs/providers.md)",
+                    data={"provider": provider, "nodes": len(placement.nodes), "ran": counts})
+            for provider in dict.fromkeys(placement.asked) if provider != CPU and provider not in counts]
+
+
+def _alias(provider: str) -> str:
+    """`QNNExecutionProvider` -> `qnn`, the name a user types."""
+    name = provider.split(".", 1)[0]
+    return (name[: -len("ExecutionProvider")] if name.endswith("ExecutionProvider") else name).lower()

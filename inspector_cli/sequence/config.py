@@ -25,6 +25,8 @@ class SequenceConfig:
 
     state: Tuple[Tuple[str, str], ...] = ()
     init_state: Optional[Path] = None
+    shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
+    """`--shape`: a state input's initial shape, or one symbolic dim of the state (sequence/cachedims)."""
     steps: Optional[int] = None
     chunk: Optional[int] = None
     gates: Tuple[Gate, ...] = ()
@@ -49,6 +51,7 @@ class SequenceConfig:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"state": [f"{a}={b}" for a, b in self.state], "init_state": str(self.init_state) if self.init_state else None,
+                "shapes": {n: list(d) for n, d in self.shapes},
                 "steps": self.steps, "chunk": self.chunk, "gates": [g.describe() for g in self.gates],
                 "decision_output": self.decision_output, "journal": str(self.journal) if self.journal else None,
                 "resume": self.resume, "checkpoint_every": self.checkpoint_every,

@@ -27,7 +27,7 @@ from .loop import Progress
 from .metrics import KEEP, step_metrics, unmatched
 from .model import SteppedModel, open_stepped
 from .stats import SequenceStats
-from .wiring import check_same_wiring, initial_state
+from .wiring import check_same_wiring
 
 DERIVED = ("attention_mask", "position_ids")
 
@@ -56,9 +56,16 @@ class DecodeConfig:
     """`--repro DIR`: the first non-finite step's inputs + cache of the model at fault (a nan-bisect sample)."""
     allow_nonfinite: bool = False
     """Report the first non-finite step without failing or stopping; metrics over the finite positions."""
+    init_state: Optional[Path] = None
+    """`--init-state`: the cache (and any other state) every prompt starts from, by input name; the
+    past length is its sequence axis' size (default: empty caches)."""
+    shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
+    """`--shape`: a state input's initial shape, or one symbolic dim of the state (sequence/cachedims)."""
 
     def to_dict(self) -> Dict[str, Any]:
         return {"steps": self.steps, "mode": self.mode.value, "state": [f"{a}={b}" for a, b in self.state],
+                "init_state": str(self.init_state) if self.init_state else None,
+                "shapes": {n: list(d) for n, d in self.shapes},
                 "logits_output": self.logits_output, "token_input": self.token_input,
                 "gates": [g.describe() for g in self.gates], "journal": str(self.journal) if self.journal else None,
                 "bundle_dir": str(self.bundle_dir) if self.bundle_dir else None,
@@ -121,10 +128,13 @@ def read_prompts(path: "str | Path") -> List[List[int]]:
 class _Decoder:
     """One model's side of the decode: its cache, its past length and the derived inputs."""
 
-    def __init__(self, model: SteppedModel, token_input: str) -> None:
-        self.model, self.token_input = model, token_input
+    def __init__(self, model: SteppedModel, token_input: str, init_state: Optional[Path] = None) -> None:
+        self.model, self.token_input, self.init_state = model, token_input, init_state
         self.state: Optional[TensorMap] = None
         self.past = 0
+        if init_state is not None:  # a cache given: the prompt continues after its past
+            first = self.model.initial_state({token_input: np.zeros((1, 1), np.int64)}, init_state)[0]
+            self.past = past_length(model, first)
 
     def feeds(self, tokens: Sequence[int]) -> TensorMap:
         ids = np.asarray([list(tokens)], dtype=np.int64)
@@ -141,12 +151,27 @@ class _Decoder:
         """Run on `tokens`; returns (feeds, state fed in, outputs) and advances the cache."""
         feeds = self.feeds(tokens)
         if self.state is None:
-            self.state, _ = initial_state(self.model.wiring, self.model.inputs, feeds)
+            self.state, _ = self.model.initial_state(feeds, self.init_state)
         state = self.state
         outputs = self.model.run(feeds, state, step)
         self.state = self.model.wiring.feed_back(outputs)
         self.past += len(tokens)
         return feeds, state, outputs
+
+
+def past_length(model: SteppedModel, state: TensorMap) -> int:
+    """The past length of a KV cache: its first KV-cache input's size along the axis it grows."""
+    from .wiring import growing_axis
+
+    specs = {t.name: t for t in model.inputs}
+    for pair in model.wiring.pairs:
+        if not pair.kv_cache or pair.input not in state:
+            continue
+        axis = growing_axis(pair, specs[pair.input], model.dims, {})
+        value = state[pair.input]
+        if axis is not None and axis < value.ndim:
+            return int(value.shape[axis])
+    return 0
 
 
 def _pick(model: SteppedModel, config: DecodeConfig) -> Tuple[str, str]:
@@ -177,8 +202,10 @@ def decode_compare(model_a: Any, model_b: Any, prompt: "Sequence[int] | Sequence
     empty caches) into one result: steps are numbered across the run (prompt i's decode step k is
     step i * steps + k), `decode_runs` holds one summary per prompt."""
     prompts = read_prompts(prompt) if isinstance(prompt, (str, Path)) else _as_prompts(prompt)
-    a = model_a if isinstance(model_a, SteppedModel) else open_stepped(model_a, config.state, config.runtime, "A")
-    b = model_b if isinstance(model_b, SteppedModel) else open_stepped(model_b, config.state, config.runtime, "B")
+    a = model_a if isinstance(model_a, SteppedModel) else open_stepped(model_a, config.state, config.runtime, "A",
+                                                                       config.shapes)
+    b = model_b if isinstance(model_b, SteppedModel) else open_stepped(model_b, config.state, config.runtime, "B",
+                                                                       config.shapes)
     check_same_wiring(a.wiring, b.wiring)
     for model in (a, b):
         model.hold(0)  # the KV cache grows every step: fresh output arrays (binding anew would cost more)
@@ -233,7 +260,7 @@ def _decode_one(a: SteppedModel, b: SteppedModel, token_input: str, logits: str,
     """One prompt from empty caches; its steps are folded into `stats` as steps index * steps + k.
     The first non-finite step (of either model) is appended to `nonfinite`; the prompt stops there
     unless non-finite values are allowed."""
-    dec_a, dec_b = _Decoder(a, token_input), _Decoder(b, token_input)
+    dec_a, dec_b = _Decoder(a, token_input, config.init_state), _Decoder(b, token_input, config.init_state)
     tokens_a: List[int] = []
     tokens_b: List[int] = []
     divergence: Optional[Divergence] = None

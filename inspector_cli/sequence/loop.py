@@ -22,7 +22,7 @@ from .model import SteppedModel, open_stepped
 from .run import Block, RunState
 from .bundle import nonfinite_free
 from .source import StepSource, open_steps
-from .wiring import check_same_wiring, initial_state
+from .wiring import check_same_wiring
 
 Progress = Callable[[int, Optional[int]], None]
 
@@ -87,7 +87,7 @@ def _compare(run: RunState, a: SteppedModel, b: SteppedModel, source: StepSource
     carry: Tuple[TensorMap, TensorMap] = ({}, {})
     for step, feeds in source.steps(start, config.steps):
         if state_a is None or state_b is None:
-            state_a, notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+            state_a, notes = a.initial_state(feeds, config.init_state)
             state_b = b.cast(state_a)
         if not rows:
             carry = (state_a, state_b)
@@ -166,7 +166,7 @@ def _scan(run: RunState, a: SteppedModel, source: StepSource, start: int, state:
     last = start - 1
     for step, feeds in source.steps(start, config.steps):
         if state is None:
-            state, notes = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+            state, notes = a.initial_state(feeds, config.init_state)
         try:
             out = infer(names, {**feeds, **state})
         except Exception as exc:

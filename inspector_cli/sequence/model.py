@@ -11,7 +11,8 @@ from ..core.graph import ModelGraph, load_model
 from ..core.runner import RuntimeConfig, Session, _first_line, open_session
 from ..core.types import TensorInfo, TensorMap
 from ..errors import InferenceError
-from .wiring import StateWiring, detect_wiring
+from .cachedims import Shapes, StateDims, resolve_state_dims
+from .wiring import StateWiring, detect_wiring, initial_state
 
 
 @dataclass
@@ -22,6 +23,8 @@ class SteppedModel:
     session: Session
     wiring: StateWiring
     role: str
+    dims: Optional[StateDims] = None
+    """What the model (and `--shape`) says about the state's free dims (sequence/cachedims)."""
 
     def __post_init__(self) -> None:
         self.hold(2)
@@ -70,6 +73,11 @@ class SteppedModel:
             out[name] = value
         return out
 
+    def initial_state(self, feeds: TensorMap, init_file: Optional[Path] = None) -> Tuple[TensorMap, List[str]]:
+        """The state of step 0 (sequence/wiring.initial_state with this model's resolved dims)."""
+        return initial_state(self.wiring, self.inputs, feeds, init_file, self.dims,
+                             model=f"model {self.role} ({self.graph.display_name})")
+
     def run(self, feeds: TensorMap, state: TensorMap, step: int) -> TensorMap:
         """Every output of one step (InferenceError naming the model and the step on failure)."""
         return self.runner.run({**feeds, **state}, sample=f"step {step}")
@@ -85,13 +93,15 @@ class SteppedModel:
 
 
 def open_stepped(path: "str | Path | ModelGraph", explicit: Sequence[Tuple[str, str]] = (),
-                 runtime: RuntimeConfig = RuntimeConfig(), role: str = "A") -> SteppedModel:
-    """Load a model, wire its state (explicit pairs first, then by names) and open its session."""
+                 runtime: RuntimeConfig = RuntimeConfig(), role: str = "A", shapes: Shapes = ()) -> SteppedModel:
+    """Load a model, wire its state (explicit pairs first, then by names), resolve the state's free
+    dims from the model and `shapes` (`--shape`: sequence/cachedims) and open its session."""
     graph = path if isinstance(path, ModelGraph) else load_model(path)
     wiring = detect_wiring(graph.inputs, graph.outputs, explicit, model=f"model {role} ({graph.display_name})")
+    dims = resolve_state_dims(graph, wiring, shapes)
     # Idle worker threads sleep between runs: the Python work between two steps needs a core, and
     # spinning threads took it (the loop was 4x slower than bare inference on two cores,
     # scripts/bench_sequence.py). The inter-op pool only exists in parallel execution mode, which
     # mi never sets, so the intra-op switch is the whole of it.
     session = open_session(graph, runtime.without_spinning(), label=f"model {role} ({graph.display_name})")
-    return SteppedModel(graph, session, wiring, role)
+    return SteppedModel(graph, session, wiring, role, dims)

@@ -20,7 +20,6 @@ from ..core.types import TensorMap
 from ..errors import UsageError
 from .model import SteppedModel
 from .source import StepSource
-from .wiring import initial_state
 
 MARKS = 4
 """States kept for iterations that start again at an earlier step (block starts; a few suffice)."""
@@ -57,7 +56,7 @@ class _Cursor:
             self.next = step
         index, feeds = next(self.steps)
         if self.state is None:
-            self.state, notes = initial_state(self.model.wiring, self.model.inputs, feeds, self.init_state)
+            self.state, notes = self.model.initial_state(feeds, self.init_state)
             self.notes = notes
         merged = {**feeds, **self.state}
         self.last, self.next = (index, merged), index + 1

@@ -10,13 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..core.types import Dim, TensorInfo, TensorMap, format_shape
 from ..errors import InputDataError, UsageError
 from ..results.sequence import WiringRow
+
+if TYPE_CHECKING:
+    from .cachedims import StateDims
 
 # Input names that look like a recurrent state or a cache: these must be wired.
 _STATE_LIKE = re.compile(r"(state|past|cache|hidden|memory|(^|[._])[hc](x|0|_0|_in)?$|(^|[._])[hc]_?0)", re.I)
@@ -143,19 +146,26 @@ def check_same_wiring(a: StateWiring, b: StateWiring) -> None:
 
 # ---- initial state -------------------------------------------------------------------------------
 def initial_state(wiring: StateWiring, inputs: Sequence[TensorInfo], step_feeds: Mapping[str, np.ndarray],
-                  init_file: Optional[Path] = None) -> Tuple[TensorMap, List[str]]:
+                  init_file: Optional[Path] = None, dims: "Optional[StateDims]" = None,
+                  model: str = "model") -> Tuple[TensorMap, List[str]]:
     """Zeros for every state input (or the arrays of `init_file`), sized from the first step's feeds.
 
-    A symbolic dim takes the size that the same symbol has in a step input (batch); a KV cache's
-    unresolved sequence axis starts at 0; any other unresolved dim becomes 1, with a note.
+    A symbolic dim takes the size that the same symbol has in a step input (batch), else what `dims`
+    (sequence/cachedims: `--shape`, the consuming attention op or Concat, genai_config.json) found;
+    a KV cache's sequence axis starts at 0 (an empty cache); a batch axis left free is the step's
+    batch. Any other free dim of a KV cache is an error naming it and the flag that sets it (zeros
+    there would be a cache the attention kernel refuses); of another state it becomes 1, with a note.
     """
     specs = {t.name: t for t in inputs}
     given: TensorMap = {}
     if init_file is not None:
         given = _read_init(init_file, wiring)
     symbols: Dict[str, int] = {}
+    batch = None
     for name, value in step_feeds.items():
         spec = specs.get(name)
+        if value.ndim and batch is None:
+            batch = int(value.shape[0])
         for dim, size in zip(spec.shape or () if spec else (), value.shape):
             if isinstance(dim, str) and dim:
                 symbols.setdefault(dim, int(size))
@@ -167,22 +177,62 @@ def initial_state(wiring: StateWiring, inputs: Sequence[TensorInfo], step_feeds:
         if pair.input in given:
             state[pair.input] = np.asarray(given[pair.input]).astype(dtype, copy=False)
             continue
-        shape = []
-        for dim in spec.shape or ():
-            shape.append(_size(dim, symbols, pair, notes))
+        if dims is not None and pair.input in dims.shapes:
+            state[pair.input] = np.zeros(dims.shapes[pair.input], dtype=dtype)
+            continue
+        shape = [_size(axis, dim, symbols, pair, spec, dims, batch, notes, model)
+                 for axis, dim in enumerate(spec.shape or ())]
         state[pair.input] = np.zeros(shape, dtype=dtype)
+    if dims is not None:
+        notes += dims.notes
     return state, notes
 
 
-def _size(dim: Dim, symbols: Dict[str, int], pair: WiringRow, notes: List[str]) -> int:
+_SEQUENCE_DIM = re.compile(r"past|seq|len|total", re.I)
+
+
+def growing_axis(pair: WiringRow, spec: TensorInfo, dims: "Optional[StateDims]",
+                 symbols: Mapping[str, int]) -> Optional[int]:
+    """The axis a KV cache grows along: what the model says (sequence/cachedims), else its only free
+    dim (fixed by no step input and nothing in the model), else its only free dim named like a
+    sequence length (past, seq, len, total); None: unknown."""
+    if dims is not None and pair.input in dims.growing:
+        return dims.growing[pair.input]
+    free = [axis for axis, dim in enumerate(spec.shape or ())
+            if not (isinstance(dim, int) and dim >= 0) and not (isinstance(dim, str) and dim in symbols)
+            and not (dims is not None and dims.size(pair.input, axis))]
+    if len(free) == 1:
+        return free[0]
+    named = [axis for axis in free if isinstance(spec.shape[axis], str)  # type: ignore[index]
+             and _SEQUENCE_DIM.search(str(spec.shape[axis]))]  # type: ignore[index]
+    return named[0] if len(named) == 1 else None
+
+
+def _size(axis: int, dim: Dim, symbols: Dict[str, int], pair: WiringRow, spec: TensorInfo,
+          dims: "Optional[StateDims]", batch: Optional[int], notes: List[str], model: str) -> int:
     if isinstance(dim, int) and dim >= 0:
         return dim
     if isinstance(dim, str) and dim in symbols:
         return symbols[dim]
-    if pair.kv_cache:
-        return 0
-    notes.append(f"state '{pair.input}': dim '{dim}' is not fixed by the step inputs; 1 assumed")
-    return 1
+    found = dims.size(pair.input, axis) if dims is not None else None
+    if found is not None:
+        return found[0]
+    if not pair.kv_cache:
+        notes.append(f"state '{pair.input}': dim '{dim}' is not fixed by the step inputs; 1 assumed")
+        return 1
+    grows = growing_axis(pair, spec, dims, symbols)
+    if axis == grows or (grows is None and dims is None):
+        return 0  # an empty cache (without the model's view, as before: every free dim of a cache)
+    if axis == 0 and batch is not None:
+        return batch
+    label = f"'{dim}'" if isinstance(dim, str) and dim else "unnamed"
+    symbol = f"--shape {dim}:N, " if isinstance(dim, str) and dim else ""
+    example = "x".join("0" if i == grows else str(d) if isinstance(d, int) and d >= 0
+                       else str(batch or 1) if i == 0 else "N" for i, d in enumerate(spec.shape or ()))
+    raise InputDataError(f"{model}: state input '{pair.input}' {format_shape(spec.shape)}: dim {axis} ({label}) "
+                         f"of the empty cache is not fixed by the step inputs nor found in the model "
+                         f"(its attention op, a Concat, genai_config.json)",
+                         hint=f"set it with {symbol}--shape {pair.input}:{example} or --init-state FILE.npz")
 
 
 def _read_init(path: Path, wiring: StateWiring) -> TensorMap:

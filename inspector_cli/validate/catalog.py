@@ -54,7 +54,11 @@ _RULES = [
     # ---- MI2xx checker and shapes ----------------------------------------------------------------
     ("MI201", "CheckerError", E, "onnx.checker rejects the model",
      "onnx.checker.check_model reports a violation of the ONNX specification (bad attribute, bad "
-     "tensor, bad graph). The message names the node when the checker does."),
+     "tensor, bad graph). The finding names its node or tensor. Where onnxruntime loads the model anyway "
+     "it is a warning (the message says so; --strict keeps the error); a graph input or output with a type "
+     "but no shape field (or an output with no type), as onnx-graphsurgeon and Polygraphy write them, is a "
+     "note: onnxruntime infers it. The checker then runs on a copy that has the field, so its next "
+     "message is reported too."),
     ("MI202", "ShapeConflict", E, "Shapes conflict at a node",
      "Strict shape inference found inputs whose shapes cannot meet (e.g. an Add of [1,64,56,56] and "
      "[1,32,56,56], a skip connection joined with the wrong shape). The message gives the input shapes."),
@@ -63,10 +67,13 @@ _RULES = [
      "(e.g. Add of float32 and int64). Insert a Cast or fix the export."),
     ("MI204", "DeclaredShapeMismatch", E, "Declared shape disagrees with the inferred one",
      "A graph output or value_info declares a shape that shape inference contradicts. Fix or remove "
-     "the declaration (stale value_info after graph surgery is the usual cause)."),
+     "the declaration (stale value_info after graph surgery is the usual cause). onnxruntime keeps the "
+     "inferred shape: when it loads the model this is a warning (--strict: error)."),
     ("MI205", "UnknownOperator", E, "Operator not defined in the declared opset",
      "No operator of this name exists in the declared opset of its domain (a typo, an op added in a "
-     "later opset, or a custom op placed in the default domain)."),
+     "later opset, or a custom op placed in the default domain). An op onnxruntime registers a kernel for "
+     "in that domain (SimplifiedLayerNormalization, as onnxruntime-genai's builder writes it) is a warning "
+     "when onnxruntime loads the model: other runtimes may refuse it (--strict: error)."),
     ("MI206", "MissingOpsetImport", E, "Node domain without an opset import",
      "A node uses a domain the model does not import in opset_import; add the import."),
     ("MI207", "OpsetTooNew", W, "Opset newer than the installed onnx knows",
@@ -95,9 +102,11 @@ _RULES = [
      "The node's results never reach a graph output: wasted work, often a leftover of graph surgery."),
     ("MI307", "UnnamedNode", I, "Unnamed nodes",
      "Nodes without names are hard to locate in reports and profiles; mi names them <OpType>_<index>."),
-    ("MI308", "DuplicateNodeName", W, "Duplicate node names",
-     "Several nodes share a name, so reports, profiles and tools that address nodes by name are "
-     "ambiguous. mi renames the later ones <name>_<index>."),
+    ("MI308", "DuplicateNodeName", E, "Duplicate node names",
+     "Several nodes of one graph share a name: onnxruntime refuses to load the model ('two nodes with same "
+     "node name'), and reports, profiles and tools that address nodes by name are ambiguous. Commands that "
+     "run the model stop (exit 3) unless --rename-duplicate-nodes asks them to analyse a copy with the later "
+     "ones renamed <name>_<index>."),
     ("MI309", "Cycle", E, "The graph has a cycle",
      "Nodes depend on each other in a loop; ONNX graphs must be acyclic (use Loop for iteration)."),
     ("MI310", "NotTopologicallySorted", W, "Nodes are not in topological order",

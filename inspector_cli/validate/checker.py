@@ -8,6 +8,7 @@ installed as the graph's tensor info, so later rules never run inference again.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import onnx
@@ -15,7 +16,10 @@ import onnx.defs
 
 from ..core.light import light_copy  # the weight-less copy shape inference sees (one home, shared with load_model)
 from ..core.protoutil import value_info_to_tensor
+from ..core.runner import PROVIDER_ALIASES, kernel_registry
 from ..core.types import TensorInfo, format_shape
+from ..results.base import Severity
+from .checker_io import checkable_copy, locate, unshaped_io
 from .context import Context
 
 _KNOWN_SCHEMA_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training")
@@ -35,6 +39,7 @@ def check_operators(ctx: Context) -> None:
                    opset=imports[""], known=newest)
     missing_domains: Dict[str, List[str]] = {}
     known: Dict[Tuple[str, str], bool] = {}  # a few dozen op types, thousands of nodes
+    registry: Optional[dict] = None  # onnxruntime's kernels, read at the first op onnx does not know
     for node in ctx.graph.nodes:
         domain = node.domain if node.domain != "ai.onnx" else ""
         if (node.domain, node.op_type) in local:
@@ -50,6 +55,15 @@ def check_operators(ctx: Context) -> None:
         if not known[key]:
             later = _first_opset_with(node.op_type, domain)
             where = f"it exists from opset {later}" if later else "no such operator exists in this domain"
+            registry = _runtime_kernels(ctx) if registry is None else registry
+            if _registered(registry, domain, node.op_type, imports[domain]):
+                # onnxruntime's own contrib ops in the default domain (SimplifiedLayerNormalization as
+                # onnxruntime-genai's builder writes it): onnxruntime runs them, other runtimes may not
+                ctx.report("MI205", f"{node.op_type} is not an ONNX operator ({domain or 'ai.onnx'} opset "
+                                    f"{imports[domain]}); onnxruntime registers its own kernel for it in that "
+                                    "domain, other runtimes may refuse it", node=node.name,
+                           op_type=node.op_type, opset=imports[domain], since=later, runtime_level=Severity.WARNING)
+                continue
             ctx.report("MI205", f"{node.op_type} is not an operator of {domain or 'ai.onnx'} opset "
                                 f"{imports[domain]} ({where})", node=node.name, op_type=node.op_type,
                        opset=imports[domain], since=later)
@@ -57,6 +71,17 @@ def check_operators(ctx: Context) -> None:
         ctx.report("MI206", f"{len(nodes)} node(s) use domain '{domain}' but the model has no opset import for it",
                    node=nodes[0], hint=f"add onnx.helper.make_opsetid('{domain}', VERSION) to opset_import",
                    domain=domain, nodes=nodes)
+
+
+def _runtime_kernels(ctx: Context) -> dict:
+    """onnxruntime's kernels for the requested providers (CPU always: onnxruntime falls back to it)."""
+    providers = {PROVIDER_ALIASES.get(p.lower(), p) for p in ctx.config.runtime.providers} | {"CPUExecutionProvider"}
+    return kernel_registry(tuple(sorted(providers)))
+
+
+def _registered(registry: dict, domain: str, op_type: str, opset: int) -> bool:
+    """Whether onnxruntime has a kernel for `op_type` in `domain` at `opset` (its own ops in onnx's domain)."""
+    return any(first <= opset <= last for first, last, _ in registry.get((domain, op_type), ()))
 
 
 def _has_schema(op_type: str, version: int, domain: str) -> bool:
@@ -75,28 +100,56 @@ def _first_opset_with(op_type: str, domain: str) -> Optional[int]:
 
 
 def run_checker(ctx: Context) -> None:
-    """MI201: onnx.checker on the file (external data checked in place); covered messages are dropped."""
-    try:
-        onnx.checker.check_model(str(ctx.path), full_check=False)
-        return
-    except (onnx.checker.ValidationError, onnx.onnx_cpp2py_export.checker.ValidationError) as exc:
-        text = str(exc)
-    except Exception as exc:  # the checker can fail in other ways on broken models
-        text = f"{type(exc).__name__}: {exc}"
-    if _covered_elsewhere(text):
+    """MI201: onnx.checker on the file (external data checked in place); covered messages are dropped.
+
+    Graph inputs and outputs without the type or shape field the checker requires are named first (each
+    its own finding; onnxruntime loads them: info once its session confirms), and the checker then runs on
+    a copy that has them (checker_io.py), so its first message is the next real one. Every message names
+    its node or tensor; onnxruntime's session decides its level (`Reporter.settle`)."""
+    fixes = unshaped_io(ctx)
+    for kind, name, missing in fixes:
+        if kind == "input" and missing == "type":  # onnxruntime refuses an input of unknown type too
+            ctx.report("MI201", f"graph input '{name}' has no type field: onnx's checker and onnxruntime require one",
+                       tensor=name, missing=missing)
+            continue
+        # onnxruntime loads it whatever else is wrong with the model, as Polygraphy's lint accepts it: a note
+        ctx.report("MI201", f"graph {kind} '{name}' has no {missing} field: onnx's checker requires one on graph "
+                            f"inputs and outputs, onnxruntime infers it from the graph"
+                            f"{' (--strict: the checker view)' if ctx.config.strict else ''}",
+                   tensor=name, level=Severity.ERROR if ctx.config.strict else Severity.INFO, missing=missing)
+    text = _checker_error(ctx.path if not fixes else checkable_copy(ctx, fixes))
+    if text is None or _covered_elsewhere(text):
         return
     match = _BAD_NODE.search(text)
     node = _node_by_original(ctx, match.group(1), match.group(2)) if match else None
-    ctx.report("MI201", _first_line(text), node=node)
+    tensor = None
+    if node is None:
+        node, tensor = locate(ctx, text)
+    message = _first_line(text)
+    if tensor is not None and f"'{tensor}'" not in message and f"name: {tensor}" not in message:
+        message = f"tensor '{tensor}': {message}"
+    ctx.report("MI201", message, node=node, tensor=tensor, runtime_level=Severity.WARNING)
     if node is not None:
         _check_other_nodes(ctx, skip=node)
+
+
+def _checker_error(model: "Path | onnx.ModelProto") -> Optional[str]:
+    """onnx.checker's first error on the file (or a copy of the model), None when it passes."""
+    try:
+        onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else str(model), full_check=False)
+        return None
+    except (onnx.checker.ValidationError, onnx.onnx_cpp2py_export.checker.ValidationError) as exc:
+        return str(exc)
+    except Exception as exc:  # the checker can fail in other ways on broken models
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _covered_elsewhere(text: str) -> bool:
     """Checker messages that the integrity, operator and loading rules report more precisely."""
     return any(s in text for s in ("topologically sorted", "No Op registered for", "No opset import for domain",
                                    "is higher than the checker's", "is not output of any previous nodes",
-                                   "Graph must be in single static assignment", "doesn't exist or is not accessible"))
+                                   "Graph must be in single static assignment", "doesn't exist or is not accessible",
+                                   "is not an output of any node in graph"))
 
 
 def _check_other_nodes(ctx: Context, skip: str) -> None:
@@ -111,10 +164,13 @@ def _check_other_nodes(ctx: Context, skip: str) -> None:
             onnx.checker.check_node(proto, checker)
         except Exception as exc:  # ValidationError from the C++ checker
             if not _covered_elsewhere(str(exc)):
-                ctx.report("MI201", _first_line(str(exc)), node=proto.name)
+                ctx.report("MI201", _first_line(str(exc)), node=proto.name, runtime_level=Severity.WARNING)
 
 
 def _node_by_original(ctx: Context, name: str, op_type: str) -> Optional[str]:
+    node = ctx.graph.node_by_name.get(name)
+    if node is not None and node.op_type == op_type:  # a copy of mi's graph names nodes as mi does
+        return name
     matches = [n.name for n in ctx.graph.nodes if n.original_name == name and n.op_type == op_type]
     return matches[0] if len(matches) == 1 else (matches[0] if matches else None)
 
@@ -217,7 +273,8 @@ def _report_inference_error(ctx: Context, op_type: str, node_name: str, kind: st
         declared = [o for o in (node.outputs if node else ()) if _declared(ctx, o) is not None]
         tensor = declared[0] if declared else None
         shown = f" for '{tensor}' (declared {format_shape(_declared(ctx, tensor))})" if tensor else ""
-        ctx.report("MI204", f"{label}: {message}{shown}", node=name, tensor=tensor)
+        # onnxruntime keeps the inferred shape and loads the model (a warning then; an error if it does not)
+        ctx.report("MI204", f"{label}: {message}{shown}", node=name, tensor=tensor, runtime_level=Severity.WARNING)
         return
     inputs = _input_shapes(ctx, node.inputs if node else ())
     if "type" in message.lower() or kind == "TypeInferenceError":

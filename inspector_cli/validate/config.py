@@ -38,6 +38,10 @@ class ValidateConfig:
     against: Optional[str] = None
     min_weight_sqnr: float = 20.0
     large_initializer_mb: float = 256.0
+    strict: bool = False
+    """onnx's checker's view where it and onnxruntime disagree (an operator only onnxruntime registers, a
+    declared shape inference contradicts, a graph output without a shape field): errors, even when
+    onnxruntime loads the model. Off: such findings follow onnxruntime (warning or info when it loads)."""
 
     def severity_of(self, rule_id: str, default: Severity) -> Severity:
         for rid, level in self.severity:
@@ -58,6 +62,7 @@ class ValidateConfig:
             "against": self.against,
             "min_weight_sqnr": self.min_weight_sqnr,
             "large_initializer_mb": self.large_initializer_mb,
+            "strict": self.strict,
         }
 
 

@@ -6,7 +6,7 @@ and cached, one tensor at a time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
@@ -16,7 +16,7 @@ import onnx
 from ..core.graph import ModelGraph
 from ..core.types import TensorInfo
 from ..core.weights import initializer_array
-from ..results.base import Finding
+from ..results.base import Finding, Severity
 from .catalog import RULES
 from .config import ValidateConfig
 
@@ -27,6 +27,9 @@ class Reporter:
 
     config: ValidateConfig
     findings: List[Finding] = field(default_factory=list)
+    disputed: Dict[int, Severity] = field(default_factory=dict)
+    """Index in `findings` -> its level in onnxruntime's view, for what onnx's checker rejects and
+    onnxruntime accepts (issue 41); `settle` applies it once the session said whether the model loads."""
 
     def enabled(self, rule_id: str) -> bool:
         return self.config.enabled(rule_id)
@@ -36,23 +39,53 @@ class Reporter:
         return any(self.config.enabled(r) for r in RULES if r.startswith(prefix))
 
     def report(self, rule_id: str, message: str, *, node: Optional[str] = None, tensor: Optional[str] = None,
-               hint: Optional[str] = None, **data: Any) -> Optional[Finding]:
+               hint: Optional[str] = None, level: Optional[Severity] = None, runtime_level: Optional[Severity] = None,
+               **data: Any) -> Optional[Finding]:
+        """Record a finding. `level`: this finding's own level instead of the rule's (the user's --severity
+        still wins); `runtime_level`: its level once onnxruntime's session loads the model (onnx's checker
+        and onnxruntime disagree), applied by `settle`."""
         if rule_id not in RULES:
             raise KeyError(f"unknown rule {rule_id}")  # a bug in a rule module, not user input
         if not self.config.enabled(rule_id):
             return None
-        severity = self.config.severity_of(rule_id, RULES[rule_id].severity)
+        severity = self.config.severity_of(rule_id, level or RULES[rule_id].severity)
         finding = Finding(rule=rule_id, severity=severity, message=message, node=node, tensor=tensor, hint=hint,
                           data={k: v for k, v in data.items() if v is not None})
+        if runtime_level is not None:
+            self.disputed[len(self.findings)] = runtime_level
         self.findings.append(finding)
         return finding
 
     def has_error_on(self, nodes: List[str], tensors: List[str]) -> bool:
         """Whether an earlier error finding already points at one of these nodes or tensors."""
-        for f in self.findings:
+        for index, f in enumerate(self.findings):
+            if index in self.disputed:
+                continue  # the checker's objection, not why onnxruntime failed
             if f.severity.value == "error" and ((f.node and f.node in nodes) or (f.tensor and f.tensor in tensors)):
                 return True
         return False
+
+    def settle(self, loaded: Optional[bool]) -> None:
+        """Level the findings where onnx's checker and onnxruntime disagree by onnxruntime's view, now that
+        its session said whether the model loads (`loaded`; None: no session was built). Loaded: the
+        runtime level, unless --strict or the user's --severity for the rule keeps the checker's. Every
+        such message says which accepts what."""
+        overridden = {rid for rid, _ in self.config.severity}
+        for index, level in self.disputed.items():
+            finding = self.findings[index]
+            severity = finding.severity
+            if loaded:
+                kept = self.config.strict or finding.rule in overridden
+                said = "onnx's checker rejects it; onnxruntime loads the model" + \
+                    (" (--strict: the checker's view)" if self.config.strict else "")
+                severity = severity if kept else level
+            elif loaded is None:
+                said = "onnx's checker rejects it; onnxruntime's session was not built"
+            else:
+                said = "onnx's checker rejects it, and onnxruntime does not load the model"
+            runtime = "loads" if loaded else ("not asked" if loaded is None else "refuses")
+            self.findings[index] = replace(finding, severity=severity, message=f"{finding.message} ({said})",
+                                           data={**finding.data, "checker": "rejects", "onnxruntime": runtime})
 
 
 @dataclass

@@ -105,12 +105,13 @@ def _names(ctx: Context) -> None:
         shown = ", ".join(unnamed[:5]) + (", ..." if len(unnamed) > 5 else "")
         ctx.report("MI307", f"{len(unnamed)} node(s) have no name; mi calls them {shown}", node=unnamed[0],
                    nodes=unnamed)
-    counts = Counter(n.original_name for n in graph.nodes if n.original_name)
-    for name, count in counts.items():
-        if count > 1:
-            renamed = [n.name for n in graph.nodes if n.original_name == name and n.name != name]
-            ctx.report("MI308", f"{count} nodes are named '{name}'; mi renames the later ones "
-                                f"{', '.join(renamed[:5])}", node=name, renamed=renamed)
+    for name, renamed in graph.duplicate_node_names().items():  # If/Loop bodies too: onnxruntime checks each
+        where = "" if name in graph.node_by_name else " in a subgraph"
+        ctx.report("MI308", f"{len(renamed) + 1} nodes are named '{name}'{where}: onnxruntime refuses the model (two "
+                            f"nodes with same node name); mi names the later ones {', '.join(renamed[:5])}",
+                   node=name if not where else None, renamed=renamed,
+                   hint="give every node its own name; commands that run the model need --rename-duplicate-nodes "
+                        "until then")
 
 
 def _order(ctx: Context, known: Set[str], producers: Dict[str, List[str]]) -> None:

@@ -16,10 +16,11 @@ from typing import Dict, List, Optional, Union
 import onnx
 
 from ..core.graph import ModelGraph
+from ..core.masks import find_masks
 from ..core.runner import RuntimeConfig, Session, open_session
 from ..core.types import TensorInfo
 from ..core.weights import nonfinite_initializers
-from ..errors import InferenceError
+from ..errors import InferenceError, ModelLoadError
 from .context import Context
 from .kernels import ORT_DOMAINS, kernel_gaps
 
@@ -33,7 +34,7 @@ _OPSET = re.compile(r"Opset (\d+) is under development.*?domain (\S+) is till op
 _UNREGISTERED = re.compile(r"([\w.]*):(\w+)\(-?\d+\) is not a registered function/op")
 _NODE_NAMES = (re.compile(r"node with name '([^']*)'"), re.compile(r"in node \(([^)]*)\)"),
                re.compile(r"Node \(([^)]*)\)"), re.compile(r"Node:\s*'?([^\s',]+)"),
-               re.compile(r"In Node, \(\"([^\"]*)\""))
+               re.compile(r"In Node, \(\"([^\"]*)\""), re.compile(r"same node name \(([^)]*)\)"))
 
 
 def check_static(ctx: Context) -> None:
@@ -49,7 +50,11 @@ def check_static(ctx: Context) -> None:
                        tensor=info.name, hint="fix them with --shape NAME:DIMS in compare, probe and profile")
     _float64(ctx)
     if ctx.weights_readable and ctx.reporter.enabled("MI407"):
-        for bad in nonfinite_initializers(graph):
+        found = nonfinite_initializers(graph)
+        masks = find_masks(graph) if any(not bad.nan for bad in found) else None
+        for bad in found:
+            if masks is not None and not bad.nan and masks.is_fill(bad.tensor):
+                continue  # an attention mask's -inf, set on purpose (core/masks.py), as nan-bisect reads it
             ctx.report("MI407", f"initializer '{bad.tensor}' holds {bad.nan} NaN and {bad.inf} Inf of {bad.size} "
                                 f"values (read by {', '.join(bad.consumers) or 'no node'})",
                        node=bad.consumers[0] if bad.consumers else None, tensor=bad.tensor, nan=bad.nan, inf=bad.inf)
@@ -139,6 +144,8 @@ def session_error(source: Union[Path, ModelGraph], runtime: RuntimeConfig, label
         if "custom-op library" in exc.message:
             raise  # the user's library is broken: not a model defect
         return str(exc.__cause__) if exc.__cause__ is not None else exc.message
+    except ModelLoadError as exc:  # core/refusals: what onnxruntime refuses in the file, found before it ran
+        return exc.message
 
 
 def report_session(ctx: Context, error: Optional[str]) -> Dict[str, object]:
@@ -183,11 +190,15 @@ def _report_session_error(ctx: Context, text: str) -> None:
         ctx.report("MI402", f"opset {match.group(1)} of {match.group(2)} is newer than onnxruntime supports "
                             f"({match.group(3)})", opset=int(match.group(1)), supported=int(match.group(3)))
         return
+    if "two nodes with same node name" in clean and any(f.rule == "MI308" for f in ctx.reporter.findings):
+        return  # MI308 names them, in subgraphs too
     nodes = _named_nodes(ctx, clean)
     match = _UNREGISTERED.search(clean)
     if match and not nodes:
         nodes = [n.name for n in graph.nodes if n.op_type == match.group(2) and n.domain == match.group(1)]
-    tensors = [t for t in re.findall(r"'([^']+)'", clean) if t in graph.consumers or t in graph.producer]
+    named = re.findall(r"'([^']+)'", clean) + re.findall(r"[Tt]ensor (\S+) failed", clean)
+    known = graph.initializer_names
+    tensors = [t for t in named if t in graph.consumers or t in graph.producer or t in known]
     if ctx.reporter.has_error_on(nodes, tensors):
         return  # an earlier rule already explains this failure on the same node or tensor
     ctx.report("MI404", f"onnxruntime: {first}", node=nodes[0] if nodes else None,

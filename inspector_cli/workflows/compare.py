@@ -18,7 +18,7 @@ from ..results.base import Finding
 from ..core.runner import cpu_only
 from ..results.compare import CompareResult
 from ..results.placement import PartitionChange
-from ..placement import mark_moved_rows, moved_tensors, partition_changes, required_findings, session_placement
+from ..placement import mark_moved_rows, moved_tensors, partition_changes, placement_findings, session_placement
 
 if TYPE_CHECKING:
     from ..compare.layers import LayerRun
@@ -108,7 +108,7 @@ def with_placement(result: CompareResult, plan: ComparePlan, config: CompareConf
     """The result with both sessions' placement and the --require-provider findings (MI871)."""
     placements = [session_placement("A", config.runtime_a, assignment_a, plan.graph_a),
                   session_placement("B", config.runtime_of_b, assignment_b, plan.graph_b)]
-    findings = required_findings(placements, config.require_provider)
+    findings = placement_findings(placements, config.require_provider)
     return replace(result, placement=[p for p in placements if p is not None], partition=list(partition),
                    findings=[*result.findings, *findings])
 

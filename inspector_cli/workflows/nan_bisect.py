@@ -13,6 +13,7 @@ from ..core.capture import default_budget, plan_capture
 from ..core.graph import ModelGraph
 from ..core.masks import find_masks
 from ..core.model_arg import ModelArg, as_graph
+from ..core.refusals import require_loadable
 from ..core.inputs import SampleSet, open_samples
 from ..errors import MiError, UsageError
 from ..executor.base import Executor, ExecutorSpec, WorkItem, make_shards
@@ -30,7 +31,7 @@ from ..nanbisect.static import fp16_unsafe_weights, unintended_nonfinite_weights
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef, file_sha256
 from ..results.nan_bisect import NanBisectResult, WeightIssue
-from ..placement import exposed_placement, plain_check_wanted, required_findings, unchecked_note
+from ..placement import exposed_placement, plain_check_wanted, placement_findings, unchecked_note
 
 
 
@@ -65,6 +66,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
                      started: float) -> NanBisectResult:
     owned = not isinstance(model, ModelGraph)
     graph = as_graph(model, lazy=True)  # weights stay in the file: nothing to externalise or re-serialise
+    require_loadable(graph, config.runtime)  # before a renamed copy is externalised and searched
     hashing = _hash_in_background(graph)
     masks = find_masks(graph)
     static = unintended_nonfinite_weights(graph, masks)
@@ -104,7 +106,7 @@ def _with_placement(result: NanBisectResult, prepared: PreparedModel, config: Na
     warnings = result.warnings if check or scan is None else \
         [*result.warnings, *unchecked_note(prepared.runtime, build_seconds, result.elapsed_s)]
     return replace(result, placement=where.placement, partition=where.change, warnings=warnings,
-                   findings=[*result.findings, *required_findings([where.placement], config.require_provider)])
+                   findings=[*result.findings, *placement_findings([where.placement], config.require_provider)])
 
 
 def _check_loadable(prepared: PreparedModel, root: Optional[Tuple[str, ...]]) -> Tuple[Optional[list], float]:

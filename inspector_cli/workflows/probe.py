@@ -15,6 +15,7 @@ from ..inspection.rollups import attach_scopes
 from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
 from ..core.model_arg import ModelArg, as_graph
+from ..core.refusals import require_loadable
 from ..core.inputs import SampleSet, open_samples
 from ..core.masks import find_masks
 from ..core.select import select_tensors
@@ -31,7 +32,7 @@ from ..probe.triggers import parse_triggers
 from ..progress import Progress, no_progress
 from ..results.base import ModelRef
 from ..results.probe import DumpInfo, PluginResult, ProbeResult, TriggerHit
-from ..placement import exposed_placement, plain_check_wanted, required_findings, unchecked_note
+from ..placement import exposed_placement, plain_check_wanted, placement_findings, unchecked_note
 
 
 
@@ -97,6 +98,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
     for spec in config.plugins:  # unknown or broken plugins are usage errors before any inference
         load_plugin(spec)
     graph = as_graph(model, lazy=True)  # weights stay in the file: no parse or re-serialisation of them
+    require_loadable(graph, config.runtime)  # its sessions expose tensors: onnxruntime would refuse the file
     check_since(config, graph)
     plan = plan_probe(graph, config, samples)
     # blocks of samples, in this process or in workers (config.executor): merged in sample order
@@ -135,7 +137,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
         quant=quant, plugins=plugin_results, history=history,
         findings=build_findings(tensors, trigger, quant, config, find_masks(graph).masks) + ([lost_finding(run.lost)] if run.lost else [])
-        + required_findings([where.placement], config.require_provider),
+        + placement_findings([where.placement], config.require_provider),
         warnings=warnings, capture=plan.capture, placement=where.placement, partition=where.change), graph)
 
 

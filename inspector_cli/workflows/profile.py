@@ -8,11 +8,13 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..core.graph import ModelGraph
 from ..core.model_arg import ModelArg, as_graph
+from ..core.refusals import require_loadable
 from ..core.inputs import SampleSet, adapt_feeds, open_samples
 from ..core.io_match import match_names, rename_feeds
-from ..core.runner import Session, provider_name
+from ..core.runner import Session
 from ..core.types import TensorMap
 from ..errors import InputDataError, UsageError
+from ..placement import placement_findings
 from ..profile import measure
 from ..profile.analysis import Analysis, AnalysisInput, analyse
 from ..profile.config import ProfileConfig
@@ -20,7 +22,7 @@ from ..profile.memory import parameters
 from ..progress import Progress, no_progress
 from ..results.base import Finding, GateOutcome, ModelRef
 from ..inspection.rollups import model_scope_map, profile_rollup
-from ..results.placement import build_placement, require_provider_findings
+from ..results.placement import build_placement
 from ..results.profile import ModelProfile, ProfileComparison, ProfileResult
 from ..results.scopes import ScopeMap
 
@@ -51,6 +53,8 @@ def profile_model(model: ModelArg, config: Optional[ProfileConfig] = None, *,
     if config.min_speedup is not None and not config.against:
         raise UsageError("--min-speedup needs --against OTHER.onnx", hint="it gates the second model's speed-up")
     graphs = [as_graph(model)] + ([as_graph(config.against)] if config.against else [])
+    for graph in graphs:
+        require_loadable(graph, config.runtime)
     samples = open_samples(config.inputs, graphs[0].inputs, config.synthetic)
     feeds_a, warnings = _load_feeds(samples, config.runs)
     warnings = list(samples.notes) + warnings
@@ -139,9 +143,9 @@ def _profile_one(graph: ModelGraph, config: ProfileConfig, feeds: List[TensorMap
     order = [n.name for n in graph.nodes]
     kernels = [(k.name, k.op_type, k.provider, k.per_run_us) for k in analysis.profile.kernels]
     requested = runs.providers[0] if runs.providers else "CPUExecutionProvider"
-    where = build_placement(label, requested, runs.assignment, kernels, order)
+    where = build_placement(label, requested, runs.assignment, kernels, order, asked=runs.providers)
     analysis.profile = dataclasses.replace(analysis.profile, placement=where)
-    analysis.findings.extend(require_provider_findings(where, provider_name(config.require_provider)))
+    analysis.findings.extend(placement_findings([where], config.require_provider))
     return analysis
 
 

@@ -20,7 +20,6 @@ from ..results.base import Result
 from ..results.sequence import SequenceResult, StepLayer, StepLayers
 from ..sequence import DecodeConfig, SequenceConfig, SteppedModel, decode_compare, open_stepped, open_steps, run_sequence
 from ..sequence.decode import read_prompts
-from ..sequence.wiring import initial_state
 
 OnWiring = Callable[[str, str], None]
 StepProgress = Callable[[int, Optional[int]], None]
@@ -29,14 +28,19 @@ StepProgress = Callable[[int, Optional[int]], None]
 def _open(path: Any, config: Any, role: str, on_wiring: Optional[OnWiring],
           same_as: Optional[SteppedModel] = None) -> SteppedModel:
     """Open a stepped model and show its wiring (B's only when it differs from A's text)."""
-    model = open_stepped(path, config.state, config.runtime, role)
+    model = open_stepped(path, config.state, config.runtime, role, config.shapes)
     if on_wiring is not None:
-        text = model.wiring.describe()
-        if same_as is not None and same_as.wiring.describe() == text:
+        text = _wiring_text(model)
+        if same_as is not None and _wiring_text(same_as) == text:
             on_wiring(f"model {role} ({model.graph.display_name})", "the same as model A")
         else:
             on_wiring(f"model {role} ({model.graph.display_name})", text)
     return model
+
+
+def _wiring_text(model: SteppedModel) -> str:
+    """The wiring and the state dims resolved from the model (sequence/cachedims), as printed."""
+    return "\n".join([model.wiring.describe()] + (model.dims.describe(model.inputs) if model.dims else []))
 
 
 def compare_sequence(model_a: Any, model_b: Any, sequence: "str | Path", config: SequenceConfig, *,
@@ -61,7 +65,7 @@ def state_at(a: SteppedModel, sequence: "str | Path", config: SequenceConfig, st
     state: Optional[TensorMap] = None
     for index, feeds in source.steps(0, step + 1):
         if state is None:
-            state, _ = initial_state(a.wiring, a.inputs, feeds, config.init_state)
+            state, _ = a.initial_state(feeds, config.init_state)
         if index == step:
             return feeds, state
         state = a.wiring.feed_back(a.run(feeds, state, index))

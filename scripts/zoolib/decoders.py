@@ -86,13 +86,16 @@ def export(recipe: Dict[str, object], path: Path, sample: Sample) -> Dict[str, o
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def greedy(path: Path, prompt: Sequence[int], steps: int) -> List[int]:
-    """Greedy tokens of one decoder in plain onnxruntime (present fed to past); for placing nan_late."""
+def greedy(path: Path, prompt: Sequence[int], steps: int, dims: Optional[Dict[str, int]] = None) -> List[int]:
+    """Greedy tokens of one decoder in plain onnxruntime (present fed to past); for placing nan_late.
+    `dims`: sizes of the empty past's symbolic dims other than batch and past length (the builder's
+    `kv_cache_dim`)."""
     import onnxruntime as ort
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     outputs = [o.name for o in session.get_outputs()]
-    past = {i.name: np.zeros([1 if isinstance(d, str) and "batch" in d else (0 if isinstance(d, str) else d)
+    dims = dims or {}
+    past = {i.name: np.zeros([1 if isinstance(d, str) and "batch" in d else (dims.get(d, 0) if isinstance(d, str) else d)
                               for d in i.shape], np.float32) for i in session.get_inputs() if i.name.startswith("past")}
     tokens, feed_ids, done = [], list(prompt), 0
     for _ in range(steps):
@@ -109,16 +112,18 @@ def greedy(path: Path, prompt: Sequence[int], steps: int) -> List[int]:
     return tokens
 
 
-def save_steps(fp32: Path, prompt: Sequence[int], folder: Path, steps: int = 16) -> None:
+def save_steps(fp32: Path, prompt: Sequence[int], folder: Path, steps: int = 16,
+               dims: Optional[Dict[str, int]] = None) -> None:
     """Per-step inputs for `--sequence` (step_NNNN.npz: input_ids, attention_mask, position_ids; the
     caches are the wired state): the prompt, then the tokens fp32 generates from it, one a step."""
-    tokens = greedy(fp32, prompt, steps)
+    tokens = greedy(fp32, prompt, steps, dims)
+    names = {i.name for i in __import__("onnx").load(str(fp32), load_external_data=False).graph.input}
     folder.mkdir(parents=True, exist_ok=True)
     fed, past = list(prompt), 0
     for k in range(steps):
-        np.savez(folder / f"step_{k:04d}.npz", input_ids=np.array([fed], np.int64),
-                 attention_mask=np.ones((1, past + len(fed)), np.int64),
-                 position_ids=np.arange(past, past + len(fed), dtype=np.int64)[None])
+        arrays = {"input_ids": np.array([fed], np.int64), "attention_mask": np.ones((1, past + len(fed)), np.int64),
+                  "position_ids": np.arange(past, past + len(fed), dtype=np.int64)[None]}
+        np.savez(folder / f"step_{k:04d}.npz", **{n: v for n, v in arrays.items() if n in names})
         past += len(fed)
         fed = [tokens[k]]
 

@@ -64,6 +64,20 @@ def refuse_degenerate(path: Path, samples: Sequence[Dict[str, np.ndarray]], name
                              "a degenerate model (vanishing random-init activations?); fix its init")
 
 
+def refusal(path: Path, expected: str) -> str:
+    """onnxruntime's error loading the model at `path`, which must contain `expected` (a member built to be
+    refused that loads, or is refused for another reason, is no test of how mi handles the refusal)."""
+    import onnxruntime as ort
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+        message = str(exc).splitlines()[0]
+        if expected in message:
+            return message
+        raise ValueError(f"{path.name}: onnxruntime refuses it, but not with {expected!r}: {message}") from exc
+    raise ValueError(f"{path.name}: onnxruntime loads it; expected a refusal ({expected!r})")
+
+
 def _max_abs(got: object, expected: object) -> float:
     """Largest |onnxruntime - torch| of one output; a list output (an ONNX sequence) element by element."""
     if isinstance(expected, (list, tuple)):

@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import decoders as D
+from . import genai as G
 from . import samples as S
 
 Sample = Dict[str, np.ndarray]
@@ -31,6 +32,7 @@ class Spec:
     recipe: Dict[str, object] = field(default_factory=dict)  # what the cache key hashes
     int4: bool = False             # MatMulNBits variant applies (transformers)
     variants: Optional[Tuple[str, ...]] = None  # the variants that apply (None: every one of VARIANTS)
+    refused: Optional[str] = None  # onnxruntime refuses the model, with this in its message (edited.py)
 
 
 def _hf(cls_name: str, config_name: str, head: Callable, *, init: str = "", **config) -> Callable[[], object]:
@@ -311,7 +313,24 @@ def _optimum(name: str) -> Spec:
 
 
 SPECS += [_optimum("gpt2_optimum"), _optimum("llama_optimum")]
-FAST = ("resnet", "bert", "gpt2like", "vad", "sklearn")
+
+
+def _genai(name: str) -> Spec:
+    """A KV-cache decoder exported by onnxruntime-genai's model builder (zoolib/genai.py; built only where
+    onnxruntime-genai is available): fp32 and the builder's own int4/int8, each its builder folder."""
+    present = tuple(f"present.{i}.{kv}" for i in range(G.LAYERS) for kv in ("key", "value"))
+    recipe = G.RECIPES[name]
+    return Spec(name, "decoder", lambda: recipe, G.plain_inputs, ("logits", *present), {}, 22, "genai", recipe,
+                variants=G.PRECISIONS)
+
+
+SPECS += [_genai(name) for name in G.RECIPES]
+# ---- edited with onnx-graphsurgeon (issue 41): folded constants, a cut subgraph, outputs with a type but no
+# shape, and a model onnxruntime refuses (duplicate node names)
+from . import edited  # noqa: E402 - after Spec and the helpers it builds with
+
+SPECS += edited.specs(Spec, _images, _text, IMG_DYN, TEXT_DYN)
+FAST = ("resnet", "bert", "gpt2like", "vad", "sklearn", "resnet_gs_cut", "resnet_dupnames")
 
 
 def torchvision_specs() -> List[Spec]:

@@ -21,6 +21,18 @@ def conv_block(folder: Path) -> Path:
                 folder / "conv_block.onnx")
 
 
+def conv_block_dynamic(folder: Path) -> Path:
+    """conv_block with a dynamic batch dimension: QNN's HTP backend takes no node of it (static
+    shapes only), and leaves all 4 to CPU without a word."""
+    w = np.random.RandomState(0).randn(4, 3, 3, 3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Sigmoid", ["r"], ["s"], name="sig"),
+             helper.make_node("Mul", ["r", "s"], ["y"], name="mul")]
+    return save(make_model(nodes, [vi("x", ["N", 3, 8, 8])], [vi("y", ["N", 4, 8, 8])], [init("w", w)]),
+                folder / "conv_block_dynamic.onnx")
+
+
 def with_det(folder: Path) -> Path:
     """relu -> det -> sig: Det (a determinant) has no OpenVINO translation in this provider."""
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),

@@ -11,7 +11,7 @@ from inspector_cli.placement import (
     moved_tensors,
     partition_changes,
     plain_check_wanted,
-    required_findings,
+    placement_findings,
     unchecked_note,
 )
 
@@ -70,11 +70,11 @@ def test_moved_rows_are_those_whose_producer_moved():
 def test_require_provider_checks_the_sessions_asked_for_it():
     a = build_placement("A", CPU, [(CPU, [("n1", "Conv")])])
     b = build_placement("B", OV, [(OV, [("n1", "Conv")]), (CPU, [("n2", "Det")])])
-    (finding,) = required_findings([a, b], "openvino")  # A (CPU) was not asked for OpenVINO: not checked
+    (finding,) = placement_findings([a, b], "openvino")  # A (CPU) was not asked for OpenVINO: not checked
     assert finding.rule == "MI871" and finding.data["nodes"] == {"n2": CPU} and finding.message.startswith("B: 1 of 2")
-    both = required_findings([a, build_placement("B", CPU, [(CPU, [("n1", "Conv")])])], "openvino")
+    both = placement_findings([a, build_placement("B", CPU, [(CPU, [("n1", "Conv")])])], "openvino")
     assert [f.message.split(":")[0] for f in both] == ["A", "B"]  # nobody asked for it: every session fails
-    assert required_findings([a, b], None) == [] and required_findings([a], "cpu") == []
+    assert placement_findings([a, b], None) == [] and placement_findings([a], "cpu") == []
 
 
 def test_the_plain_session_is_built_when_asked_or_within_3_percent_of_the_run():

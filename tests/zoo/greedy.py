@@ -23,6 +23,7 @@ class Greedy:
 
     def __init__(self, path: Path) -> None:
         import onnxruntime as ort
+        self.path = Path(path)
         self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         self.inputs = {i.name: i for i in self.session.get_inputs()}
         self.outputs = [o.name for o in self.session.get_outputs()]
@@ -32,9 +33,16 @@ class Greedy:
         cache = {}
         for name, info in self.inputs.items():
             if name.startswith("past_key_values."):
-                # [batch, kv heads, past, head size]: batch 1, past 0
-                cache[name] = np.zeros((1, info.shape[1], 0, info.shape[3]), self.float)
+                # [batch, kv heads, past, head size]: batch 1, past 0; onnxruntime-genai's builder names the
+                # head size `kv_cache_dim`, its genai_config.json beside the model gives it
+                head = info.shape[3] if isinstance(info.shape[3], int) else self.genai_head_size()
+                cache[name] = np.zeros((1, info.shape[1], 0, head), self.float)
         return cache
+
+    def genai_head_size(self) -> int:
+        import json
+        config = json.loads((self.path.parent / "genai_config.json").read_text())
+        return int(config["model"]["decoder"]["head_size"])
 
     def run(self, prompt: Sequence[int], steps: int, forced: Optional[Sequence[int]] = None) -> Decoded:
         """Greedy decode `steps` steps from `prompt`; with `forced`, step k + 1 is fed forced[k] instead

@@ -68,6 +68,11 @@ class Sweep:
         return json.loads((self.zoo / model / "manifest.json").read_text())
 
     def path(self, model: str, variant: str) -> Path:
+        """`<model>/<variant>.onnx`, or the tool's own folder `<model>/<variant>/model.onnx` (onnxruntime-genai's
+        builder members: model.onnx beside its data, genai_config.json and tokenizer, as the Generator loads it)."""
+        folder = self.zoo / model / variant
+        if (folder / "model.onnx").exists():
+            return folder / "model.onnx"
         return self.zoo / model / f"{variant}.onnx"
 
     def skipped(self, model: str, variant: str) -> Optional[str]:
@@ -140,7 +145,7 @@ class Sweep:
         return dst
 
     def is_decoder(self, model: str) -> bool:
-        """A KV-cache decoder with decode prompts (the *_optimum members)."""
+        """A KV-cache decoder with decode prompts (the *_optimum and *_genai members)."""
         return (self.zoo / model / "prompts.json").exists()
 
     def decode(self, model: str, variant: str, teacher_forced: bool = False) -> Run:

@@ -12,7 +12,7 @@ from onnx import helper
 from tests.fixtures.helpers import init, make_model, save, vi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from zoolib.export import refuse_degenerate  # noqa: E402
+from zoolib.export import refuse_degenerate, refusal  # noqa: E402
 
 
 def _scaled(path: Path, scale: float) -> Path:
@@ -29,3 +29,16 @@ def test_an_output_constant_over_the_samples_is_refused(tmp_path):
         refuse_degenerate(_scaled(tmp_path / "vanishing.onnx", 1e-25), samples, ["y", "n"])
     with pytest.raises(ValueError, match=r"output 'y' is the same for all 3 samples \(spread 0, max \|value\| 0\)"):
         refuse_degenerate(_scaled(tmp_path / "zero.onnx", 0.0), samples, ["y", "n"])
+
+
+def test_a_member_built_to_be_refused_must_be_refused_so(tmp_path):
+    """`Spec.refused` (issue 41): the zoo keeps such a member only when onnxruntime refuses it with the expected
+    message; one that loads, or is refused for another reason, tests nothing about mi's refusal."""
+    dup = make_model([helper.make_node("Relu", ["x"], ["t"], name="n"), helper.make_node("Neg", ["t"], ["y"], name="n")],
+                     [vi("x", [1, 4])], [vi("y", [1, 4])])
+    message = refusal(save(dup, tmp_path / "dup.onnx"), "two nodes with same node name")
+    assert "two nodes with same node name (n)" in message
+    with pytest.raises(ValueError, match="onnxruntime loads it"):
+        refusal(_scaled(tmp_path / "fine.onnx", 1.0), "two nodes with same node name")
+    with pytest.raises(ValueError, match="but not with"):
+        refusal(save(dup, tmp_path / "dup2.onnx"), "Graph output")

@@ -308,6 +308,17 @@ def parse_tensor_map(entries: Sequence[Tuple[str, str]], a: ModelGraph, b: Model
     return pairs
 
 
+def graph_position(graph: ModelGraph, tensor: str) -> Tuple[int, int]:
+    """Where `tensor` is made in `graph`: its producer's topological position, then which output of
+    that node it is (graph inputs and weights first). Rows and the first divergence follow it, so a
+    second output of a multi-output node (Split, LayerNormalization's mean, an attention node's
+    `present`) sits where its node runs, not before the graph's first layer."""
+    node = graph.producer.get(tensor)
+    if node is None:
+        return (-1, 0)
+    return (node.order, node.outputs.index(tensor))
+
+
 def match_tensors(a: SemanticGraph, b: SemanticGraph, *, inputs: Sequence[Tuple[str, str]] = (),
                   user_map: Sequence[Tuple[str, str]] = (), selected: Optional[Set[str]] = None) -> TensorMatching:
     """Pair A's data tensors with B's (see the module doc); `selected` limits which of A's canonical
@@ -326,9 +337,8 @@ def match_tensors(a: SemanticGraph, b: SemanticGraph, *, inputs: Sequence[Tuple[
     for x, y in user_map:
         matcher.user_pair(x, y)
     matcher.run()
-    order = {t: i for i, c in enumerate(a.chains) for t in c.tensors}
     pairs = sorted((p for t, p in matcher.pairs.items() if selected is None or t in selected),
-                   key=lambda p: (order.get(p.a, -1), a.step_of.get(p.a, 0)))
+                   key=lambda p: graph_position(a.graph, p.a))
     unpaired_a = []
     for chain in a.chains:
         for step, tensor in enumerate(chain.tensors):
