@@ -119,8 +119,8 @@ def end_background_work(code: int, *, exit_now: bool) -> int:
     A process run as `mi` whose native work is still alive here (the early session builds after an
     error or a Ctrl-C, a thread pool's worker left inside onnxruntime) ends at once through
     `exit_without_finalising`, which cannot abort; one without ends as usual. An in-process caller
-    cannot be ended: its registered work is waited for (saying so after a second); a Ctrl-C then
-    returns the code at once. docs/exit-codes.md has the measurements behind this choice."""
+    cannot be ended: its registered work is waited for (bounded), silently as any library call; a
+    Ctrl-C then returns the code at once. docs/exit-codes.md has the measurements behind this choice."""
     from .core import background
 
     try:
@@ -128,14 +128,10 @@ def end_background_work(code: int, *, exit_now: bool) -> int:
             if background.pending() or background.inside_onnxruntime():
                 exit_without_finalising(code)
             return code
-        background.drain(notice=_say_waiting)
+        background.drain()
     except KeyboardInterrupt:  # Terminated too: asked (again), stop now
         code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
     return code
-
-
-def _say_waiting(activity: str) -> None:
-    click.echo(f"Waiting for onnxruntime to finish {activity} (Ctrl-C stops at once).", err=True)
 
 
 def stop_now() -> None:

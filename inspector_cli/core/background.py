@@ -7,8 +7,8 @@ the GIL released. If the interpreter finalises while one of them is still in the
 on its way back, asks for the GIL, CPython ends it with `pthread_exit`, and the forced unwind
 meets a C++ frame that may not throw (pybind11's GIL guard): "terminate called without an active
 exception", status 134 (-6) after a clean message (issues 28, 40). So every such thread is started
-here, and the CLI's exit point (`cli.end_background_work`) waits for them, or ends the process
-without finalising the interpreter.
+here, and the CLI's exit point (`cli.end_background_work`) ends the `mi` process without finalising
+the interpreter while one still runs (an in-process caller waits for them: `drain`).
 
 "Has it finished?" is answered by an event the thread sets when its target returns, never by
 `Thread.join`/`is_alive` alone: on CPython 3.10 and 3.11 a `join` interrupted by Ctrl-C or SIGTERM
@@ -36,20 +36,16 @@ _lock = threading.Lock()
 _works: List["NativeWork"] = []
 
 DRAIN_SECONDS = 120.0
-"""How long the exit path waits for background native work. A session build of the largest models
-seen (2.4 GB of external weights) takes a few seconds; past this bound the caller ends the process
-without finalising the interpreter (`os._exit`), which cannot abort."""
-
-BUILDING = "building a session"
-
+"""How long an in-process caller's exit path waits for background native work (a session build of
+the largest models seen, 2.4 GB of external weights, takes a few seconds). The `mi` process itself
+never waits: it ends without finalising the interpreter while such work runs (`cli.end_background_work`)."""
 
 class NativeWork(threading.Thread):
     """A registered, non-daemon thread whose target may run inside onnxruntime. `finished` is set
     once the target has returned (or raised): from then on the thread runs no native code."""
 
-    def __init__(self, target: Callable[..., Any], args: Sequence[Any], name: str, activity: str) -> None:
+    def __init__(self, target: Callable[..., Any], args: Sequence[Any], name: str) -> None:
         super().__init__(target=target, args=tuple(args), name=name, daemon=False)
-        self.activity = activity
         self.finished = threading.Event()
 
     def run(self) -> None:
@@ -72,10 +68,9 @@ class NativeWork(threading.Thread):
         super().join(remaining)
 
 
-def start(target: Callable[..., Any], *args: Any, name: str, activity: str = BUILDING) -> NativeWork:
-    """Start `target(*args)` on a registered `NativeWork` thread and return it. `activity` says what
-    it does, for the exit path's "waiting for onnxruntime to finish ..." line."""
-    work = NativeWork(target, args, name, activity)
+def start(target: Callable[..., Any], *args: Any, name: str) -> NativeWork:
+    """Start `target(*args)` on a registered `NativeWork` thread and return it."""
+    work = NativeWork(target, args, name)
     with _lock:
         _works[:] = [w for w in _works if not w.finished.is_set()]
         _works.append(work)
@@ -87,7 +82,7 @@ def start(target: Callable[..., Any], *args: Any, name: str, activity: str = BUI
     return work
 
 
-def run_all(calls: Sequence[Callable[[], T]], *, name: str, activity: str = BUILDING) -> List[T]:
+def run_all(calls: Sequence[Callable[[], T]], *, name: str) -> List[T]:
     """Each call on a registered thread of its own, side by side; their results in order. The first
     call that raised (in order) raises here once all have returned, as one call after another would.
     A Ctrl-C while waiting leaves the threads to the exit path (`drain`): it is raised at once."""
@@ -100,7 +95,7 @@ def run_all(calls: Sequence[Callable[[], T]], *, name: str, activity: str = BUIL
         except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
             errors[index] = exc
 
-    works = [start(one, index, name=name, activity=activity) for index in range(len(calls))]
+    works = [start(one, index, name=name) for index in range(len(calls))]
     for work in works:
         work.join()
     for error in errors:
@@ -120,26 +115,18 @@ def pending() -> int:
     return len(running())
 
 
-def drain(timeout: float = DRAIN_SECONDS, *, notice: Optional[Callable[[str], None]] = None,
-          notice_after: float = 1.0) -> bool:
+def drain(timeout: float = DRAIN_SECONDS) -> bool:
     """Wait until every registered thread's target has returned, within `timeout` seconds in all;
-    True when none is left running. `notice(activity)` is called once if the wait lasts longer than
-    `notice_after` seconds. A Ctrl-C while waiting is left to the caller (it means: stop now)."""
-    start_time = time.monotonic()
-    deadline = start_time + timeout
-    noticed = notice is None
+    True when none is left running. A Ctrl-C while waiting is left to the caller (it means: stop now)."""
+    deadline = time.monotonic() + timeout
     while True:
         alive = running()
         if not alive:
             return True
-        now = time.monotonic()
-        if now >= deadline:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             return False
-        if not noticed and now - start_time >= notice_after:
-            noticed = True
-            notice(alive[0].activity)  # type: ignore[misc]
-        until = deadline if noticed else min(deadline, start_time + notice_after)
-        alive[0].finished.wait(max(0.0, until - now))
+        alive[0].finished.wait(remaining)
 
 
 def inside_onnxruntime() -> List[str]:

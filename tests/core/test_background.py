@@ -106,19 +106,6 @@ def test_run_all_returns_in_order_and_raises_the_first_failure() -> None:
     assert background.pending() == 0
 
 
-def test_drain_says_once_what_it_waits_for() -> None:
-    release = threading.Event()
-    said = []
-
-    def note(activity: str) -> None:
-        said.append(activity)
-        release.set()  # the work ends once the notice is out: drain then returns
-
-    background.start(release.wait, 30, name="t-noticed", activity="building a session")
-    assert background.drain(timeout=30, notice=note, notice_after=0.0)
-    assert said == ["building a session"]
-
-
 def test_inside_onnxruntime_names_a_thread_in_an_onnxruntime_call_and_nothing_else() -> None:
     import numpy as np
     import onnxruntime as ort
