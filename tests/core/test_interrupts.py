@@ -149,11 +149,14 @@ def test_an_interrupt_dropped_by_a_weakref_callback_is_delivered_again(python_si
 
 
 def test_sigterm_under_interrupt_handlers_raises_terminated_and_restores() -> None:
-    previous = signal.getsignal(signal.SIGTERM)
-    assert previous == signal.SIG_DFL
-    with interrupt_handlers():
-        with pytest.raises(Terminated):
-            os.kill(os.getpid(), signal.SIGTERM)
-            _wait_for_the_interrupt()
-        assert terminated()
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    """SIGTERM's default action (a pytest-xdist worker installs its own handler: set aside here)."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with interrupt_handlers():
+            with pytest.raises(Terminated):
+                os.kill(os.getpid(), signal.SIGTERM)
+                _wait_for_the_interrupt()
+            assert terminated()
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and not terminated()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
