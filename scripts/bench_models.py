@@ -32,12 +32,36 @@ def _torch_model(name: str):  # type: ignore[no-untyped-def]
 
     torch.manual_seed(0)
     if name in ("mobilenet_v2", "resnet50"):
-        import torchvision  # only the CNNs need it (optional: docs/zoo.md)
-
-        return getattr(torchvision.models, name)(weights=None).eval()
+        return getattr(_torchvision_models(), name)(weights=None).eval()
     layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True,
                                              dropout=0.0)
     return torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).eval()
+
+
+def _torchvision_models():  # type: ignore[no-untyped-def]
+    """torchvision.models (only the CNNs need it; optional: docs/zoo.md). The torchvision wheel of
+    the registry is built against CUDA torch: with the machine's CPU torch (2.13.0) its compiled
+    operators (nms, roi_align: detection only) do not load and `import torchvision` fails. The
+    architectures are plain Python, so they are then imported without the package's __init__
+    (torchvision 0.28.0 pairs with torch 2.13.0; same modules, same parameters)."""
+    try:
+        import torchvision
+
+        return torchvision.models
+    except (ImportError, RuntimeError, OSError):
+        import importlib
+        import importlib.util
+        import types
+
+        spec = importlib.util.find_spec("torchvision")
+        if spec is None or not spec.submodule_search_locations:
+            raise
+        for key in [k for k in sys.modules if k == "torchvision" or k.startswith("torchvision.")]:
+            del sys.modules[key]  # the half-imported package of the failed attempt
+        package = types.ModuleType("torchvision")
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules["torchvision"] = package
+        return importlib.import_module("torchvision.models")
 
 
 def export_fp32(name: str, path: Path) -> Path:

@@ -20,7 +20,7 @@ from .fixtures.helpers import affine_model, invoke, save, save_npz
 NOT_FOR_OUTPUTS_ONLY = ("inspector_cli.results.layers", "inspector_cli.results.remedy",
                         "inspector_cli.results.scope_section", "inspector_cli.results.inspect",
                         "inspector_cli.results.scopes", "inspector_cli.render.compare_view",
-                        "inspector_cli.render.table", "inspector_cli.commands.profile", "onnx",
+                        "inspector_cli.render.table", "inspector_cli.commands.profile", "onnx", "ml_dtypes",
                         "concurrent.futures", "tempfile", "random")
 
 

@@ -63,6 +63,11 @@ def model_runtime_options(func: Any) -> Any:
         click.option("--golden", type=click.Path(exists=True, file_okay=False),
                      help="Compare MODEL_A against saved outputs: test_data_set_N/ folders (input_K.pb, output_K.pb) "
                           "or .npz files holding inputs and outputs by name."),
+        click.option("--rtol", type=click.FloatRange(min=0), metavar="R",
+                     help="With --golden: each value must lie within atol + R * |expected| (numpy's allclose, "
+                          "ONNX's backend tests: 1e-3), else MI806; NaN/Inf at the same place agree."),
+        click.option("--atol", type=click.FloatRange(min=0), metavar="A",
+                     help="With --golden: the absolute part of that tolerance (ONNX's backend tests: 1e-7)."),
     )(func)
 
 

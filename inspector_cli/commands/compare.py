@@ -1,7 +1,7 @@
 """`mi compare`: where, and by how much, two models' outputs diverge, with gates for CI."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Dict, Optional, Tuple
 
 import click
 
@@ -105,12 +105,21 @@ def compare(ctx: click.Context, model_a: str, model_b: "str | None", **params: A
         golden=golden,
         executor=build_executor(params),
         require_provider=params.get("require_provider"),
+        tolerance=_tolerance(params),
     )
     show_progress = params.get("json_path") != "-" and params.get("fmt") == "table"
     with progress_bar(state, "comparing", enabled=show_progress) as progress:
         result = compare_models(model_a, model_b, config, progress=progress, remedy=remedy)
     return emit(ctx, apply_group_by(result, params), _view, fmt=params["fmt"],
                 json_path=params.get("json_path"))
+
+
+def _tolerance(params: Dict[str, Any]) -> "Optional[Tuple[float, float]]":
+    """(rtol, atol) when either is given (the other 0), else None."""
+    rtol, atol = params.get("rtol"), params.get("atol")
+    if rtol is None and atol is None:
+        return None
+    return (float(rtol or 0.0), float(atol or 0.0))
 
 
 def _view(result: Any) -> Any:

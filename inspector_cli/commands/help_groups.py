@@ -36,7 +36,7 @@ HELP_GROUPS: Dict[str, Groups] = {
         ("Output", ("--quiet", "--verbose", "--no-color", "--wide", "--columns", "--version")),
     ),
     "mi compare": (
-        ("Inputs", (*INPUTS, "--golden", "--map", "--labels", *DECODING)),
+        ("Inputs", (*INPUTS, "--golden", "--rtol", "--atol", "--map", "--labels", *DECODING)),
         ("Gates", ("--min-cosine", "--max-abs", "--max-rel", "--min-sqnr", "--min-top1", "--min-top5",
                    "--min-accuracy", "--max-accuracy-drop", "--require-provider")),
         ("Layers", ("--layers", "--layer-min-cosine", "--layer-max-abs", "--layer-min-sqnr", "--gate-layers",

@@ -1,4 +1,4 @@
-"""`mi run`: a suite of steps (validate, compare, probe, nan-bisect, profile) as one CI gate."""
+"""`mi run`: a suite of steps (validate, compare, probe, nan-bisect, profile, inspect) as one CI gate."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple

@@ -111,8 +111,15 @@ def early_sessions(model_a: Any, model_b: Any, config: CompareConfig) -> Optiona
     paths = [Path(model_a), Path(model_b)]
     if any(may_reference_external_data(path) for path in paths):
         return None  # onnxruntime would read those files before mi's external-data check has passed
-    runtimes = [batch_runtime(config.runtime_a, spec), batch_runtime(config.runtime_of_b, spec)]
+    runtimes = [outputs_runtime(config.runtime_a, spec), outputs_runtime(config.runtime_of_b, spec)]
     return EarlySessions(paths, runtimes, [f"A {paths[0]}", f"B {paths[1]}"])
+
+
+def outputs_runtime(runtime: RuntimeConfig, spec: Any) -> RuntimeConfig:
+    """The runtime of an outputs-only comparison's sessions: the batch's (batching.batch_runtime); in
+    this process, where A and B take turns, idle threads spin only inside a run (issue 45)."""
+    runtime = batch_runtime(runtime, spec)
+    return runtime.spinning_only_in_runs() if spec.in_process else runtime
 
 
 @dataclass
@@ -233,7 +240,7 @@ def compare_outputs(plan: ComparePlan, config: CompareConfig, trackers: Sequence
     job = CompareJob(
         model_a=str(plan.graph_a.path.resolve()) if plan.graph_a.path else "",
         model_b=str(plan.graph_b.path.resolve()) if plan.graph_b.path else "",
-        runtime_a=batch_runtime(config.runtime_a, spec), runtime_b=batch_runtime(config.runtime_of_b, spec),
+        runtime_a=outputs_runtime(config.runtime_a, spec), runtime_b=outputs_runtime(config.runtime_of_b, spec),
         outputs=plan.outputs, inputs=plan.inputs, samples=samples.subset([]), topk=tuple(config.topk),
         plan=plan if spec.in_process else None, early=early if spec.in_process else None)
     run = OutputRun()

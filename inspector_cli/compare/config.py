@@ -113,11 +113,16 @@ class CompareConfig:
     """Where the samples run: this process (default), local worker processes or Ray actors."""
     require_provider: Optional[str] = None
     """`--require-provider`: every node of the sessions asked for this provider must run on it, else MI871."""
+    tolerance: Optional[Tuple[float, float]] = None
+    """(rtol, atol) of `--rtol`/`--atol` with --golden: each value within atol + rtol * |expected|, else MI806."""
 
     def __post_init__(self) -> None:
         # the rules the CLI enforces hold for library callers too, with the CLI's words
         if self.golden and self.layers is not None:
             raise ConfigError("--layers needs two models; --golden compares outputs only")
+        if self.tolerance is not None and not self.golden:
+            raise ConfigError("--rtol/--atol check saved outputs: give them with --golden",
+                              hint="between two models, gate on --max-abs, --max-rel or --min-cosine")
         if not self.executor.in_process and (self.golden or self.layers is not None):
             raise ConfigError(f"{'--golden' if self.golden else '--layers'} runs in this process",
                               hint="leave --workers and --executor out")
@@ -145,4 +150,5 @@ class CompareConfig:
             "golden": self.golden,
             **self.executor.to_dict(),
             **({"require_provider": self.require_provider} if self.require_provider else {}),
+            **({"rtol": self.tolerance[0], "atol": self.tolerance[1]} if self.tolerance is not None else {}),
         }

@@ -13,13 +13,15 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
+from ..core.elemtypes import ML_DTYPE_NAMES, adopt
 from ..core.graph import ModelGraph
-from ..core.input_formats import numpy_file_error
+from ..core.input_formats import load_npz, read_proto_value
 from ..core.inputs import check_feeds
 from ..core.runner import open_session
 from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
 from ..diff.gates import check_gate_targets
+from ..diff.tolerance import ToleranceTally
 from ..errors import InputDataError
 from ..progress import Progress, no_progress
 from ..results.base import Finding, ModelRef, Severity
@@ -31,29 +33,13 @@ from ..core.model_arg import as_graph
 GoldenSample = Tuple[str, TensorMap, TensorMap]
 
 
-def _read_pb(path: Path, kind: str = "tensor_type") -> Tuple[str, Any]:
-    """One saved value: a TensorProto, or for a sequence / map output (`kind`, the output's ONNX type
-    field) a SequenceProto / MapProto, read as onnxruntime returns it (a list, a dict)."""
-    import onnx
-    from onnx import numpy_helper
-
-    proto_type, read = {"sequence_type": (onnx.SequenceProto, numpy_helper.to_list),
-                        "map_type": (onnx.MapProto, numpy_helper.to_dict)}.get(kind, (onnx.TensorProto, numpy_helper.to_array))
-    proto = proto_type()
-    try:
-        proto.ParseFromString(path.read_bytes())
-        return proto.name, read(proto)
-    except Exception as exc:  # protobuf and numpy_helper raise several types
-        raise InputDataError(f"{path}: not an ONNX {proto_type.__name__} ({type(exc).__name__})") from exc
-
-
-def _output_kinds(graph: ModelGraph) -> Dict[str, str]:
-    """Each graph output's ONNX type field: tensor_type, sequence_type, map_type, optional_type."""
-    return {o.name: o.type.WhichOneof("value") or "tensor_type" for o in graph.model.graph.output}
+def _value_kinds(graph: ModelGraph) -> Dict[str, str]:
+    """Each graph input's and output's ONNX type kind: tensor, sequence, map, optional."""
+    return {v.name: v.kind for v in [*graph.inputs, *graph.outputs]}
 
 
 def _zoo_sample(folder: Path, graph: ModelGraph) -> GoldenSample:
-    kinds = _output_kinds(graph)
+    kinds = _value_kinds(graph)
 
     def by_index(prefix: str, names: List[str]) -> TensorMap:
         found: TensorMap = {}
@@ -63,7 +49,7 @@ def _zoo_sample(folder: Path, graph: ModelGraph) -> GoldenSample:
         for path in files:
             index = int(path.stem.split("_")[-1])
             guess = names[index] if index < len(names) else ""
-            name, value = _read_pb(path, kinds.get(guess, "tensor_type") if prefix == "output" else "tensor_type")
+            name, value = read_proto_value(path, kinds.get(guess, "tensor"))
             if name not in names:
                 if index >= len(names):
                     raise InputDataError(f"{path}: the model has only {len(names)} {prefix}s")
@@ -79,17 +65,20 @@ def _zoo_sample(folder: Path, graph: ModelGraph) -> GoldenSample:
 
 
 def _npz_sample(path: Path, graph: ModelGraph) -> GoldenSample:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except Exception as exc:  # BadZipFile, zlib.error, bad CRC, pickled object arrays...: a bad file, exit 3
-        raise numpy_file_error(path, exc, ".npz") from exc
+    arrays = load_npz(path)  # a bad file is exit 3 naming it
     inputs = {k: v for k, v in arrays.items() if k in graph.input_names}
-    outputs = {k: v for k, v in arrays.items() if k in graph.output_names}
+    types = {o.name: o.elem_type for o in graph.outputs}
+    # a saved bfloat16/float8/int4 output: np.load gives void items, read as the output's type
+    outputs = {k: _typed(v, types.get(k, 0)) for k, v in arrays.items() if k in graph.output_names}
     if not outputs:
         raise InputDataError(f"{path}: no array named like an output of the model ({', '.join(graph.output_names)})",
                              hint="save the reference outputs under the model's output names")
     return path.name, inputs, outputs
+
+
+def _typed(value: np.ndarray, elem_type: int) -> np.ndarray:
+    adopted = adopt(value, elem_type) if elem_type in ML_DTYPE_NAMES else None
+    return adopted if adopted is not None else value
 
 
 def golden_samples(folder: "str | os.PathLike[str]", graph: ModelGraph) -> List[Path]:
@@ -121,6 +110,7 @@ def compare_golden(model: "str | os.PathLike[str] | ModelGraph", config: Compare
     paths = golden_samples(config.golden, graph)
     session = open_session(graph, config.runtime_a, label=graph.display_name)
     trackers: Dict[str, TensorTracker] = {}
+    tolerances: Dict[str, ToleranceTally] = {}
     count = 0
     for count, (sample, feeds, reference) in enumerate(iter_golden(paths, graph), start=1):
         got = session.run(feeds, list(reference), sample=sample)
@@ -128,6 +118,8 @@ def compare_golden(model: "str | os.PathLike[str] | ModelGraph", config: Compare
             tracker = trackers.setdefault(name, TensorTracker(name, name, gates=list(config.gates), topk=config.topk,
                                                               keep_per_sample=config.per_sample))
             tracker.add(sample, expected, got[name])
+            if config.tolerance is not None:
+                tolerances.setdefault(name, ToleranceTally(*config.tolerance)).add(sample, expected, got[name])
         progress(count, len(paths), sample)
     findings: List[Finding] = []
     for name in graph.output_names:
@@ -137,6 +129,10 @@ def compare_golden(model: "str | os.PathLike[str] | ModelGraph", config: Compare
     gates = []
     for tracker in trackers.values():
         findings.extend(tracker_findings(tracker))
+        tally = tolerances.get(tracker.name)
+        if tally is not None and tally.outside:
+            findings.append(Finding(rule="MI806", severity=Severity.ERROR, tensor=tracker.name,
+                                    message=tally.message(tracker.name)))
         gates.extend(gate_outcomes(tracker))
     golden_ref = ModelRef(path=str(config.golden), role="reference (golden outputs)")
     return CompareResult(

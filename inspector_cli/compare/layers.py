@@ -18,19 +18,19 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..core import background
+from ..core import background, jit
 from ..core.capture import CapturePlan, CaptureTarget, estimate_sizes, plan_capture, run_capture
 from ..core.graph import ModelGraph
 from ..core.inputs import adapt_feeds
 from ..core.io_match import rename_feeds
 from ..core.placement import Subgraph
-from ..core.runner import Session
+from ..core.runner import Session, cpu_count
 from ..core.select import ALL, select_tensors
 from ..core.types import TensorMap
 from ..diff.engine import TensorTracker
 from ..diff.fast_stats import Scratch, fast_pair_stats
 from ..diff.gates import Gate, check_gate_targets
-from ..diff.values import is_numeric_tensor
+from ..diff.values import is_numeric_tensor, layout, numeric_value
 from ..progress import Progress, no_progress
 from .capture import CaptureMeasurements, LayerPlan, Reader, Side, prepare_side, settle_layout, workdir
 from .config import CompareConfig, Granularity, LayerConfig
@@ -40,6 +40,11 @@ from .pairing.match import TensorMatching, TensorPair, match_tensors, parse_tens
 from .pairing.semantic import SemanticGraph
 from .plan import ComparePlan
 
+METRICS_THREADS = 2 if cpu_count() > 1 else 1
+"""Threads reducing one sample's pairs while the next sample runs: on two cores both work whenever
+onnxruntime waits for them (each pair has its own tracker, so the sums are the same bits)."""
+KERNELS = "inspector_cli.diff.kernels"
+"""The compiled block pass of fast_stats (numba), used on large runs (core/jit.py)."""
 DEFAULT_LAYER_GATE = Gate(flag="layer-min-cosine", metric="cosine", threshold=0.99)
 DOUBLE_BUFFER_BYTES = 16 << 20
 """Up to this many captured bytes per sample, both models get two buffer sets (full overlap); above
@@ -162,8 +167,11 @@ class LayerCapture:
                                               keep_per_sample=config.per_sample) for p in plan.outputs.pairs]
         self.captured_first: Dict[str, Dict[str, np.ndarray]] = {}
         self.current_feeds: TensorMap = {}
-        self.scratch = Scratch()
-        self.layout_buffers: Dict[Tuple[str, str], np.ndarray] = {}
+        self.lanes = [_Lane() for _ in range(METRICS_THREADS)]
+        """Each metrics thread's buffers (fast_stats scratch, channels-last transposes)."""
+        self.parts: List[List[int]] = []
+        """Each chunk's pairs split between the metrics threads, by size (after the first sample)."""
+        self.kernels = False
         self.incomparable: Dict[int, str] = {}
         self.pending: List[Future] = []
         self.instrumented: Dict[str, List[Optional[List[Subgraph]]]] = {}
@@ -219,7 +227,11 @@ class LayerCapture:
         if note is not None and note not in self.layers.side_a.notes:
             self.layers.side_a.notes.append(note)  # reported with the capture's notes (CaptureInfo.notes)
         self.targets = self._targets(capture_plan, bytes_a, bytes_b)
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-metrics")
+        # not under a memory budget that splits the capture: numba itself holds ~160 MB (docs/memory.md)
+        self.kernels = capture_plan.runs_per_sample == 1 and jit.worth((bytes_a + bytes_b) // 4 * len(self.plan.samples))
+        if self.kernels:
+            jit.prefetch(KERNELS)  # loads while the capture sessions build
+        self.worker = ThreadPoolExecutor(max_workers=len(self.lanes), thread_name_prefix="mi-metrics")
         try:
             runs = run_capture(self.targets, self.plan.samples, self._on_chunk, progress=progress,
                                before_run=self._before_run)
@@ -236,7 +248,7 @@ class LayerCapture:
         return feeds
 
     def _wait(self) -> None:
-        if self.pending:
+        while self.pending:
             self.pending.pop().result()
 
     def _before_run(self, index: int, sample: str) -> None:
@@ -254,18 +266,44 @@ class LayerCapture:
                     "A": {k: out_a[k].copy() for k in self.plan.graph_a.output_names if k in out_a},
                     "B": {k: out_b[k].copy() for k in self.plan.graph_b.output_names if k in out_b}}
         self._wait()
-        self.pending.append(self.worker.submit(self._reduce_chunk, sample, chunk, out_a, out_b))
+        indices = self.capture_plan.chunks[chunk]
+        if len(self.lanes) > 1 and all(self.trackers[i].dtype_a or i in self.incomparable for i in indices):
+            # every pair's layout settled on an earlier sample: the pairs are independent (one tracker each)
+            parts = self._parts(chunk)
+            self.pending.extend(self.worker.submit(self._reduce_chunk, sample, part, out_a, out_b, lane)
+                                for part, lane in zip(parts, self.lanes) if part)
+        else:
+            self.pending.append(self.worker.submit(self._reduce_chunk, sample, indices, out_a, out_b, self.lanes[0]))
 
-    def _reduce_chunk(self, sample: str, chunk: int, out_a: TensorMap, out_b: TensorMap) -> None:
-        for index in self.capture_plan.chunks[chunk]:
-            self._compare_pair(index, sample, out_a, out_b)
+    def _parts(self, chunk: int) -> List[List[int]]:
+        """The pairs of `chunk` split between the metrics threads with about the same number of elements
+        each (largest first, each to the lighter share)."""
+        while len(self.parts) <= chunk:
+            order = sorted(self.capture_plan.chunks[len(self.parts)], key=lambda i: -_elements(self.trackers[i]))
+            shares: List[List[int]] = [[] for _ in self.lanes]
+            loads = [0] * len(self.lanes)
+            for index in order:
+                lightest = loads.index(min(loads))
+                shares[lightest].append(index)
+                loads[lightest] += _elements(self.trackers[index])
+            self.parts.append(shares)  # type: ignore[arg-type]
+        return self.parts[chunk]  # type: ignore[return-value]
 
-    def _compare_pair(self, index: int, sample: str, out_a: TensorMap, out_b: TensorMap) -> None:
+    def _reduce_chunk(self, sample: str, indices: Sequence[int], out_a: TensorMap, out_b: TensorMap,
+                      lane: "_Lane") -> None:
+        if self.kernels and not lane.ready:
+            lane.scratch.kernels, lane.ready = jit.kernels(KERNELS), True
+        for index in indices:
+            self._compare_pair(index, sample, out_a, out_b, lane)
+
+    def _compare_pair(self, index: int, sample: str, out_a: TensorMap, out_b: TensorMap, lane: "_Lane") -> None:
         pair, tracker = self.layers.pairs[index], self.trackers[index]
         side_a, side_b = self.layers.side_a, self.layers.side_b
         reader_a = side_a.readers.get(pair.view_a.expose) or Reader(pair.view_a.expose)
         reader_b = side_b.readers[pair.view_b.expose]
-        raw_a, raw_b = out_a[reader_a.expose], out_b[reader_b.expose]
+        # bfloat16/float8/int4 layers: measured on their exact values in a numpy type (diff/values.numeric)
+        stored_a, stored_b = out_a[reader_a.expose], out_b[reader_b.expose]
+        raw_a, raw_b = numeric_value(stored_a), numeric_value(stored_b)
         if index in self.incomparable:
             return
         if not (is_numeric_tensor(raw_a) and is_numeric_tensor(raw_b)):
@@ -282,16 +320,16 @@ class LayerCapture:
             if raw_a.size == raw_b.size and not same_layout(shape_a, shape_b):
                 self.incomparable[index] = self._incomparable(shape_a, shape_b)
                 return
-        flat_a, affine_a = reader_a.flat(raw_a, side_a.resolver, self._layout_buffer("a", reader_a, raw_a))
-        flat_b, affine_b = reader_b.flat(raw_b, side_b.resolver, self._layout_buffer("b", reader_b, raw_b))
+        flat_a, affine_a = reader_a.flat(raw_a, side_a.resolver, lane.layout_buffer("a", reader_a, raw_a))
+        flat_b, affine_b = reader_b.flat(raw_b, side_b.resolver, lane.layout_buffer("b", reader_b, raw_b))
         if not tracker.dtype_a:
-            tracker.dtype_a, tracker.dtype_b = _dtype(raw_a, affine_a), _dtype(raw_b, affine_b)
+            tracker.dtype_a, tracker.dtype_b = _dtype(stored_a, affine_a), _dtype(stored_b, affine_b)
             tracker.shape_a, tracker.shape_b = list(shape_a), list(shape_b)
         if flat_a.size != flat_b.size:
             tracker.add(sample, flat_a, flat_b)  # counted as a shape mismatch
             return
         tracker.samples += 1
-        tracker.add_stats(sample, fast_pair_stats(flat_a, flat_b, self.scratch, affine_a=affine_a, affine_b=affine_b))
+        tracker.add_stats(sample, fast_pair_stats(flat_a, flat_b, lane.scratch, affine_a=affine_a, affine_b=affine_b))
 
     @staticmethod
     def _settled(side: Side, name: str, reader: Reader, raw: np.ndarray,
@@ -319,10 +357,20 @@ class LayerCapture:
         return (f"not compared: shapes {list(shape_a)} (A) and {list(shape_b)} (B) are not one layout (not equal "
                 f"up to size-1 dims or a reshape), so element-wise metrics would pair unrelated values{hint}")
 
-    def _layout_buffer(self, side: str, reader: Reader, raw: np.ndarray) -> Optional[np.ndarray]:
+
+class _Lane:
+    """One metrics thread's reused buffers."""
+
+    def __init__(self) -> None:
+        self.scratch = Scratch()
+        self.layout_buffers: Dict[Tuple[str, str], np.ndarray] = {}
+        self.ready = False
+        """Whether the compiled kernels (if wanted) were put in `scratch`."""
+
+    def layout_buffer(self, side: str, reader: Reader, raw: np.ndarray) -> Optional[np.ndarray]:
         """An array to transpose a channels-last tensor into, one per side and dtype, grown to the largest
-        such tensor and reused for every pair and sample (the metrics thread reads one pair at a time
-        and drops its flat arrays before the next; one buffer per pair held them all at once)."""
+        such tensor and reused for every pair and sample (a metrics thread reads one pair at a time and
+        drops its flat arrays before the next; one buffer per pair held them all at once)."""
         if reader.perm is None:
             return None
         key = (side, raw.dtype.str)
@@ -332,6 +380,10 @@ class LayerCapture:
         return buffer[: raw.size]
 
 
+def _elements(tracker: TensorTracker) -> int:
+    return int(np.prod(tracker.shape_a)) if tracker.shape_a else 0
+
+
 def _capture_options(options: object) -> None:
     # Exposed outputs cannot share memory, which defeats onnxruntime's memory-pattern planning: without
     # it the arena stays ~20-30% smaller for an instrumented model, at the same speed (measured).
@@ -339,4 +391,5 @@ def _capture_options(options: object) -> None:
 
 
 def _dtype(raw: np.ndarray, affine: object) -> str:
-    return f"{raw.dtype} (dequantised)" if affine is not None else str(raw.dtype)
+    name = layout(raw).dtype  # ONNX's name for a type numpy lacks ('bfloat16', 'float8e4m3fn')
+    return f"{name} (dequantised)" if affine is not None else name

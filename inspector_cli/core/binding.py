@@ -13,7 +13,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InferenceError
-from . import failpoints
+from . import elemtypes, failpoints
 from .runner import Session, _first_line
 from .types import TensorMap
 
@@ -53,6 +53,8 @@ class BoundRunner:
             outputs = self.session.run(feeds, self.names, sample=sample)
             self._shapes = shapes
             self._prepare(outputs)
+            if any(elemtypes.is_typed(v) for v in feeds.values()):
+                self.reuse = False  # bfloat16/float8/int4 feeds go in as typed OrtValues (Session.run)
             return outputs
         self._buffers, self._binding = self._all[(self.runs - self._base) % len(self._all)]
         try:

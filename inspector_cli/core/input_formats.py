@@ -110,13 +110,58 @@ def read_npy(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]
 _NPZ_POSITIONAL = re.compile(r"arr_(\d+)$")
 
 
-def read_npz(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
-    """Keys are input names; `np.savez(f, a, b)` keys (arr_0, arr_1) mean inputs by position."""
+def load_npz(path: Path) -> Dict[str, np.ndarray]:
+    """Every array of an `.npz` (never unpickling). An ml_dtypes array numpy cannot describe again (np.save
+    writes float8_e5m2 as '<f1', which np.load refuses) comes back as void items of its size, which
+    `inputs.check_feeds` reads as the model input's type; bad files raise InputDataError naming them."""
     try:
         with np.load(path, allow_pickle=False) as archive:
-            feeds = {key: archive[key] for key in archive.files}
-    except Exception as exc:  # BadZipFile, zlib.error, bad CRC, ValueError, EOFError...: a bad file
+            return {key: archive[key] for key in archive.files}
+    except ValueError as exc:
+        if "descr" not in str(exc):
+            raise numpy_file_error(path, exc, ".npz") from exc
+        try:
+            return _load_npz_opaque(path)
+        except Exception as inner:
+            raise numpy_file_error(path, inner, ".npz") from inner
+    except Exception as exc:  # BadZipFile, zlib.error, bad CRC, EOFError...: a bad file
         raise numpy_file_error(path, exc, ".npz") from exc
+
+
+def _load_npz_opaque(path: Path) -> Dict[str, np.ndarray]:
+    """The members of an .npz whose dtype numpy does not know, as void items of the declared size."""
+    import ast
+    import struct
+    import zipfile
+
+    arrays: Dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.namelist():
+            data = archive.read(member)
+            if not data.startswith(_NPY_MAGIC):
+                raise ValueError(f"member {member} is not a .npy array")
+            major = data[6]
+            size_format, start = ("<H", 10) if major == 1 else ("<I", 12)
+            (length,) = struct.unpack(size_format, data[8:start])
+            header = ast.literal_eval(data[start:start + length].decode("latin1"))  # a dict literal: never code
+            descr = header["descr"]
+            try:
+                dtype = np.dtype(descr)
+            except TypeError:  # '<f1' and the like: keep the bytes, one item per element
+                dtype = np.dtype(f"V{int(re.sub(r'[^0-9]', '', descr))}")
+            if dtype.hasobject:
+                raise ValueError("object arrays cannot be read without unpickling")
+            shape = tuple(header["shape"])
+            body = data[start + length:]
+            array = np.frombuffer(body, dtype=dtype, count=int(np.prod(shape, dtype=np.int64)))
+            arrays[member[:-4] if member.endswith(".npy") else member] = \
+                array.reshape(shape, order="F" if header.get("fortran_order") else "C").copy()
+    return arrays
+
+
+def read_npz(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
+    """Keys are input names; `np.savez(f, a, b)` keys (arr_0, arr_1) mean inputs by position."""
+    feeds = load_npz(path)
     names = {s.name for s in specs}
     if feeds and not (set(feeds) & names) and all(_NPZ_POSITIONAL.match(k) for k in feeds):
         return {positional(int(_NPZ_POSITIONAL.match(k).group(1))): v for k, v in feeds.items()}  # type: ignore[union-attr]
@@ -126,26 +171,48 @@ def read_npz(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]
 _ZOO_INPUT = re.compile(r"input_(\d+)\.pb$")
 
 
-def read_pb(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
-    """An ONNX TensorProto; its `name` field, `input_K.pb` or `<input>.pb` says which input it is."""
-    import onnx
-    from onnx import numpy_helper
-    from google.protobuf.message import DecodeError
+PROTO_KINDS = ("tensor", "sequence", "optional", "map")
 
-    tensor = onnx.TensorProto()
+
+def read_proto_value(path: Path, kind: str = "tensor") -> "tuple[str, object]":
+    """(name, value) of one saved ONNX value: a TensorProto, or by the graph's declared `kind` a
+    SequenceProto (a list), OptionalProto (the value, or None when empty) or MapProto (a dict), as the
+    backend test data writes them. Element types numpy lacks come back as ml_dtypes arrays."""
+    import onnx
+    from google.protobuf.message import DecodeError
+    from onnx import numpy_helper
+
+    proto_type, read = {"sequence": (onnx.SequenceProto, numpy_helper.to_list),
+                        "optional": (onnx.OptionalProto, numpy_helper.to_optional),
+                        "map": (onnx.MapProto, numpy_helper.to_dict)}.get(kind, (onnx.TensorProto, numpy_helper.to_array))
+    proto = proto_type()
     try:
-        tensor.ParseFromString(path.read_bytes())
-        array = numpy_helper.to_array(tensor)
-    except (DecodeError, ValueError, TypeError) as exc:
-        raise InputDataError(f"{path}: not a readable ONNX TensorProto ({str(exc).splitlines()[0] if str(exc) else exc})") from exc
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        proto.ParseFromString(path.read_bytes())
+    except (DecodeError, ValueError, TypeError, RuntimeWarning) as exc:
+        raise InputDataError(f"{path}: not a readable ONNX {proto_type.__name__} "
+                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+    if isinstance(proto, onnx.TensorProto) and proto.data_location == onnx.TensorProto.EXTERNAL:
         raise InputDataError(f"{path}: TensorProto with external data is not supported as an input file")
+    try:
+        return proto.name, read(proto)
+    except Exception as exc:  # numpy_helper raises ValueError, TypeError, KeyError... on inconsistent protos
+        raise InputDataError(f"{path}: not a readable ONNX {proto_type.__name__} "
+                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+
+
+def read_pb(path: Path, specs: Sequence[TensorInfo], options: Dict[str, object]) -> TensorMap:
+    """An ONNX TensorProto (or the Sequence/Optional/MapProto a non-tensor input takes); its `name` field,
+    `input_K.pb` or `<input>.pb` says which input it is."""
     names = [s.name for s in specs]
-    if tensor.name and tensor.name in names:
-        return {tensor.name: array}
+    zoo = _ZOO_INPUT.match(path.name)
+    target = (next((s for s in specs if s.name == path.stem), None)
+              or (specs[int(zoo.group(1))] if zoo and int(zoo.group(1)) < len(specs) else None)
+              or (specs[0] if len(specs) == 1 else None))
+    name, array = read_proto_value(path, target.kind if target is not None else "tensor")
+    if name and name in names:
+        return {name: array}
     if path.stem in names:
         return {path.stem: array}
-    zoo = _ZOO_INPUT.match(path.name)
     if zoo:
         return {positional(int(zoo.group(1))): array}
     if len(specs) == 1:
@@ -174,7 +241,7 @@ def read_folder(path: Path, specs: Sequence[TensorInfo], options: Dict[str, obje
             if key in feeds:
                 raise InputDataError(f"{path}: input '{key}' is given twice (second time by {file.name})")
             feeds[key] = value
-    if not feeds:
+    if not feeds and specs:  # a model without inputs (ONNX's test_constant) takes an empty sample
         raise InputDataError(f"{path}: sample folder holds no input files ({', '.join(sorted(_FOLDER_MEMBERS))})")
     return feeds
 

@@ -17,6 +17,7 @@ from . import input_formats
 from .input_formats import POSITIONAL, known_suffixes, reader_for
 from .synthetic import SyntheticSpec, generate_sample
 from . import images, raw_dumps  # noqa: F401  (register the image and .bin readers)
+from .elemtypes import ML_DTYPE_NAMES, adopt
 from .types import TensorInfo, TensorMap, format_shape
 
 
@@ -179,6 +180,10 @@ def check_feeds(feeds: TensorMap, specs: Sequence[TensorInfo], sample: str) -> T
                              hint=f"the model needs {', '.join(repr(n) for n in expected)}")
     for name, spec in expected.items():
         value = feeds[name]
+        if spec.kind != "tensor" or not isinstance(value, np.ndarray):
+            continue  # a sequence, optional or map: onnxruntime checks what is inside
+        if spec.elem_type in ML_DTYPE_NAMES:  # bfloat16, float8, int4...: an ml_dtypes array, or .npz's void items
+            value = feeds[name] = typed_feed(value, spec, sample)
         want = spec.numpy_dtype
         if want is not None and value.dtype != want:
             raise InputDataError(f"{sample}: input '{name}' has dtype {value.dtype}, the model expects {want}",
@@ -190,6 +195,16 @@ def check_feeds(feeds: TensorMap, specs: Sequence[TensorInfo], sample: str) -> T
                 raise InputDataError(f"{sample}: input '{name}' has shape {list(value.shape)}, "
                                      f"the model expects {format_shape(spec.shape)}")
     return feeds
+
+
+def typed_feed(value: np.ndarray, spec: TensorInfo, sample: str) -> np.ndarray:
+    """`value` as the ml_dtypes array of input `spec`'s element type (numpy has none for it)."""
+    adopted = adopt(value, spec.elem_type)
+    if adopted is None:
+        raise InputDataError(f"{sample}: input '{spec.name}' has dtype {value.dtype}, the model expects {spec.dtype_name}",
+                             hint=f"save it as an ml_dtypes {ML_DTYPE_NAMES[spec.elem_type]} array "
+                                  f"(ml_dtypes.{ML_DTYPE_NAMES[spec.elem_type]}), or as a TensorProto .pb")
+    return adopted
 
 
 def adapt_feeds(feeds: TensorMap, dtypes: Dict[str, Optional[np.dtype]]) -> Tuple[TensorMap, List[str]]:

@@ -126,6 +126,8 @@ def _tensor_type(buf: "bytes | mmap.mmap", start: int, end: int) -> Tuple[int, O
 
 _TYPE_ONEOF = {1, 4, 5, 7, 8, 9}
 """TypeProto's `value` oneof: tensor, sequence, map, opaque, sparse tensor, optional."""
+_KINDS = {4: "sequence", 5: "map", 7: "opaque", 8: "sparse_tensor", 9: "optional"}
+"""`TensorInfo.kind` of each, as `protoutil.value_info_to_tensor` names them."""
 
 
 def _value_info(buf: "bytes | mmap.mmap", start: int, end: int) -> TensorInfo:
@@ -151,8 +153,8 @@ def _value_info(buf: "bytes | mmap.mmap", start: int, end: int) -> TensorInfo:
                 if tensor_at is not None:
                     raise _Unsupported("tensor type given twice")
                 tensor_at = (value, stop)
-    if chosen != 1 or tensor_at is None:
-        return TensorInfo(name)  # not a tensor (sequence, map, ...): no element type, no shape
+    if chosen != 1 or tensor_at is None:  # not a tensor (sequence, map, ...): no element type, no shape
+        return TensorInfo(name, kind=_KINDS.get(chosen, "tensor"))
     elem_type, shape = _tensor_type(buf, *tensor_at)
     return TensorInfo(name, elem_type, shape)
 

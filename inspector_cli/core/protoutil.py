@@ -178,7 +178,8 @@ def _dims(type_proto: onnx.TypeProto) -> Optional[Tuple[Dim, ...]]:
 def value_info_to_tensor(vi: onnx.ValueInfoProto) -> TensorInfo:
     vtype = vi.type
     if not vtype.HasField("tensor_type"):
-        return TensorInfo(vi.name)
+        kind = vtype.WhichOneof("value") or "tensor_type"
+        return TensorInfo(vi.name, kind=kind[:-len("_type")] if kind.endswith("_type") else kind)
     return TensorInfo(vi.name, vtype.tensor_type.elem_type, _dims(vtype))
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 import numpy as np
 
 from ..errors import InferenceError, UsageError
-from . import failpoints
+from . import elemtypes, failpoints
 from .ortlog import log_severity
 from .placement import RECORD_ASSIGNMENT, Subgraph, read_assignment
 from .providers import PROVIDER_ALIASES, plan_providers, provider_name  # noqa: F401 - re-exported
@@ -88,8 +88,21 @@ class RuntimeConfig:
         return self.replace(session_config=(*self.session_config, (SPINNING, "0")))
 
 
+    def spinning_only_in_runs(self) -> "RuntimeConfig":
+        """This runtime with onnxruntime's idle worker threads spinning inside a run only (they sleep
+        once a run ends), unless the user chose a spinning setting. For sessions that take turns (the
+        two models of a comparison, a scan and its replays): a session's threads that spun after its
+        run took a core from the next session's run and from mi's own work between runs. The values
+        are the same (spinning only decides how idle threads wait)."""
+        if any(key in (SPINNING, SPIN_STOP) for key, _ in self.session_config):
+            return self
+        return self.replace(session_config=(*self.session_config, (SPIN_STOP, "1")))
+
+
 SPINNING = "session.intra_op.allow_spinning"
 """onnxruntime's session option for busy-waiting idle intra-op threads."""
+SPIN_STOP = "session.force_spinning_stop"
+"""onnxruntime's session option that stops the idle threads' busy-waiting at the end of each run."""
 
 
 def cpu_count() -> int:
@@ -228,6 +241,8 @@ class Session:
         for arg in self._session.get_inputs():
             self.input_dtypes[arg.name] = numpy_dtype_from_ort(arg.type)
         self.output_names: List[str] = [o.name for o in self._session.get_outputs()]
+        # Outputs of a type numpy lacks (bfloat16, float8, int4...): read through core/elemtypes.py.
+        self.typed_outputs: Dict[str, int] = elemtypes.typed_outputs(self._session.get_outputs())
 
     @property
     def ort_session(self) -> "ort.InferenceSession":
@@ -242,7 +257,10 @@ class Session:
         """Run once; returns name -> array for `outputs` (all outputs by default)."""
         names = list(outputs) if outputs is not None else self.output_names
         try:
-            values = self._session.run(names, dict(feeds))
+            if self.typed_outputs or any(elemtypes.is_typed(v) for v in feeds.values()):
+                values = elemtypes.run(self._session, names, feeds, self.typed_outputs)
+            else:
+                values = self._session.run(names, dict(feeds))
         except Exception as exc:
             where = f" on sample {sample}" if sample else ""
             raise InferenceError(f"{self.label}: inference failed{where}: {_first_line(exc)}") from exc

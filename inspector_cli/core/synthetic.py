@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InputDataError, UsageError
+from .elemtypes import INTEGER_TYPES, elem_type_of, ml_dtype
 from .memory import available_memory
 from .types import TensorInfo, TensorMap, format_shape
 
@@ -35,7 +36,12 @@ class SyntheticSpec:
             return ranges[name]
         if "" in ranges:
             return ranges[""]
-        return DEFAULT_FLOAT_RANGE if np.issubdtype(dtype, np.floating) else DEFAULT_INT_RANGE
+        if _is_float(dtype):
+            return DEFAULT_FLOAT_RANGE
+        if dtype == np.bool_:  # drawn as 0/1 whatever the range
+            return DEFAULT_INT_RANGE
+        low, high = _limits(dtype)  # int4/int2: the default's 0..10 clipped to what the type holds
+        return max(DEFAULT_INT_RANGE[0], low), min(DEFAULT_INT_RANGE[1], high)
 
     def shape_for(self, spec: TensorInfo) -> Tuple[int, ...]:
         shapes = dict(self.shapes)
@@ -96,7 +102,7 @@ class SyntheticSpec:
                 raise UsageError(f"input '{name}' (in --val-range/--shape) is not an input of the model",
                                  hint=f"inputs: {', '.join(sorted(names))}")
         for spec in specs:
-            if spec.numpy_dtype is None or spec.numpy_dtype == np.dtype(object):
+            if sample_dtype(spec) is None or sample_dtype(spec) == np.dtype(object):
                 raise InputDataError(f"input '{spec.name}' has type {spec.dtype_name}; synthetic data cannot be generated",
                                      hint="pass real samples with --inputs")
             self.shape_for(spec)
@@ -105,16 +111,14 @@ class SyntheticSpec:
 
     def _check_range(self, spec: TensorInfo) -> None:
         """A value range the input's dtype cannot hold would overflow to inf or wrap around."""
-        dtype = np.dtype(spec.numpy_dtype)
+        dtype = sample_dtype(spec)
+        assert dtype is not None
         lo, hi = self.range_for(spec.name, dtype)
-        if np.issubdtype(dtype, np.floating):
-            limit = float(np.finfo(dtype).max)
-            ok = -limit <= lo and hi <= limit
-        elif np.issubdtype(dtype, np.integer):
-            info = np.iinfo(dtype)
-            ok = info.min <= lo and hi <= info.max
-        else:
+        if dtype == np.bool_:
             ok = True
+        else:
+            low, high = _limits(dtype)
+            ok = low <= lo and hi <= high
         if not ok:
             raise UsageError(f"--val-range {spec.name}:{lo:g},{hi:g}: outside what {dtype.name} input "
                              f"'{spec.name}' can hold")
@@ -126,10 +130,11 @@ class SyntheticSpec:
         budget = budget if budget is not None else available_memory() // 2
         sizes = []
         for spec in specs:
-            if spec.numpy_dtype is None:
+            dtype = sample_dtype(spec)
+            if dtype is None:
                 continue
             shape = self.shape_for(spec)
-            sizes.append((math.prod(shape) * np.dtype(spec.numpy_dtype).itemsize, spec, shape))
+            sizes.append((math.prod(shape) * dtype.itemsize, spec, shape))
         total = sum(size for size, _, _ in sizes)
         if not sizes or total <= budget:
             return
@@ -138,7 +143,7 @@ class SyntheticSpec:
         smaller[max(range(len(shape)), key=lambda axis: shape[axis])] = 1
         raise InputDataError(
             f"input '{spec.name}' {format_shape(shape)}: a synthetic sample needs {_human(size)} "
-            f"({np.dtype(spec.numpy_dtype).name}), more than the memory budget of {_human(budget)}",
+            f"({spec.dtype_name}), more than the memory budget of {_human(budget)}",
             hint=f"give a smaller shape, e.g. --shape {spec.name}:{'x'.join(map(str, smaller))}")
 
     def to_dict(self) -> Dict[str, Any]:
@@ -173,15 +178,43 @@ def generate_sample(spec: SyntheticSpec, index: int) -> TensorMap:
     rng = np.random.default_rng([spec.seed, index])
     feeds: TensorMap = {}
     for tensor in spec.specs:
-        dtype = tensor.numpy_dtype
+        dtype = sample_dtype(tensor)
         assert dtype is not None
         shape = spec.shape_for(tensor)
         if spec.ones_mask(tensor):
             feeds[tensor.name] = np.ones(shape, dtype=dtype)
             continue
         lo, hi = spec.range_for(tensor.name, dtype)
+        if elem_type_of(dtype) is not None:  # bfloat16, float8, int4...: drawn as numpy's, rounded to the type
+            wide = np.float32 if _is_float(dtype) else np.int8
+            feeds[tensor.name] = _fill(np.empty(shape, dtype=wide), _drawer(rng, np.dtype(wide), lo, hi)).astype(dtype)
+            continue
         feeds[tensor.name] = _fill(np.empty(shape, dtype=dtype), _drawer(rng, dtype, lo, hi))
     return feeds
+
+
+def sample_dtype(spec: TensorInfo) -> Optional[np.dtype]:
+    """The dtype of an input's samples: numpy's, or the ml_dtypes type of bfloat16/float8/int4... (imported
+    only for such an input)."""
+    return spec.numpy_dtype if spec.numpy_dtype is not None else ml_dtype(spec.elem_type)
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return np.issubdtype(dtype, np.floating) or (elem_type_of(dtype) is not None and elem_type_of(dtype) not in INTEGER_TYPES)
+
+
+def _limits(dtype: np.dtype) -> Tuple[float, float]:
+    """The finite range of a numeric dtype, numpy's or ml_dtypes' (its own finfo/iinfo)."""
+    if elem_type_of(dtype) is not None:
+        import ml_dtypes
+
+        info: Any = ml_dtypes.iinfo(dtype) if elem_type_of(dtype) in INTEGER_TYPES else ml_dtypes.finfo(dtype)
+    elif np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+    else:
+        info = np.finfo(dtype)
+    low = float(info.min)
+    return low, float(info.max)
 
 
 def _drawer(rng: np.random.Generator, dtype: np.dtype, lo: float, hi: float) -> Callable[[int], np.ndarray]:

@@ -22,7 +22,8 @@ _ONNX_NAMES: dict[int, str] = {
     1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
     8: "string", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
     14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
-    19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1",
+    19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "float8e8m0",
+    25: "uint2", 26: "int2",
 }
 _ORT_TYPE_TO_NUMPY = {f"tensor({v if v != 'float32' else 'float'})": v for v in _ONNX_TO_NUMPY.values()}
 _ORT_TYPE_TO_NUMPY.update({"tensor(float)": "float32", "tensor(double)": "float64", "tensor(string)": "str"})
@@ -56,6 +57,8 @@ class TensorInfo:
     name: str
     elem_type: int = 0
     shape: Optional[Tuple[Dim, ...]] = None
+    kind: str = "tensor"
+    """The ONNX type's kind: 'tensor', 'sequence', 'optional' or 'map' (the proto a saved sample holds)."""
 
     @property
     def dtype_name(self) -> str:
@@ -100,6 +103,12 @@ def format_shape(shape: Optional[Tuple[Dim, ...]]) -> str:
     if None in shape:
         return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
     return "[" + ", ".join(map(str, shape)) + "]"  # no generator: scope maps format ~10,000 distinct shapes
+
+
+def tensor_shapes(feeds: "Dict[str, object]") -> Dict[str, Tuple[int, ...]]:
+    """The shapes of the tensors among `feeds`; a sequence, map or empty optional input (a list, dict or
+    None) has none and is left out (shape inference keeps its declared type)."""
+    return {name: tuple(int(d) for d in value.shape) for name, value in feeds.items() if isinstance(value, np.ndarray)}
 
 
 def is_float_dtype(dtype: np.dtype) -> bool:

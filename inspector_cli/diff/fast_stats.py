@@ -23,7 +23,7 @@ sums and handed to the exact path too.
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -56,6 +56,8 @@ class Scratch:
         a float64 one writing floats; the 0/1 floats are copied from it)."""
         self.ones = np.ones(block, dtype=np.float32)
         """Sums as dot products with ones: BLAS is 2-5x faster than numpy's float32 or float64 sum."""
+        self.kernels: Any = None
+        """diff/kernels.py when the run uses compiled kernels (core/jit.py): the same bits, fewer passes."""
 
 
 def _block(x: np.ndarray, start: int, stop: int, affine: Optional[Affine], factor: float,
@@ -119,7 +121,7 @@ def _sums(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional[A
     significance floor needs it first). b's peak only picks the factor: the pass assumes the factor
     of a's peak alone, takes b's from the blocks it reads anyway, and runs again in the rare case
     b's peak changes the factor (the result is the same as with both peaks known first)."""
-    peak_a = _peak(fa, affine_a, scratch.block)
+    peak_a = _peak(fa, affine_a, scratch.block, scratch.kernels)
     if not math.isfinite(peak_a):
         return None, 1.0, peak_a
     peak_b = _peak_half(fb) if fb.dtype == np.float16 else None  # the bits give it at a fraction of a pass
@@ -145,11 +147,14 @@ def _floor(peak_a: float, factor: float) -> np.float64:
     return np.float64(REL_SIG_FRACTION * peak_a * factor)
 
 
-def _peak(fa: np.ndarray, affine: Optional[Affine], block: int) -> float:
+def _peak(fa: np.ndarray, affine: Optional[Affine], block: int, kernels: Any = None) -> float:
     """max |a| without a full-size temporary (NaN when `a` holds one: the exact path takes over).
-    Block by block, so that the min reads each block from the cache after the max fetched it."""
+    Block by block, so that the min reads each block from the cache after the max fetched it (with
+    the compiled kernels: both in one pass)."""
     if fa.dtype == np.float16:
         return _peak_half(fa)
+    if kernels is not None:
+        return _extent(*kernels.extremes(fa), affine)
     his, los = [], []
     for start in range(0, fa.size, block):
         part = fa[start:start + block]
@@ -191,10 +196,33 @@ def _blocks(fa: np.ndarray, fb: np.ndarray, scratch: Scratch, affine_a: Optional
     eps = np.float32(REL_EPSILON * factor)
     threshold = _float32_at_least(floor)
     n = fa.size
+    kernels = scratch.kernels
     for start in range(0, n, scratch.block):
         stop = min(n, start + scratch.block)
         xa = _block(fa, start, stop, affine_a, factor, scratch.a)
         xb = _block(fb, start, stop, affine_b, factor, scratch.b)
+        if kernels is not None:
+            d, r, sig = scratch.diff[: stop - start], scratch.rel[: stop - start], scratch.sig[: stop - start]
+            mask = scratch.mask[: stop - start]
+            kernels.block_pass(xa, xb, d, r, sig, mask, threshold, eps)
+            if extent_b:
+                his_b, los_b = kernels.extremes(fb[start:stop])
+                his.append(his_b)
+                los.append(los_b)
+            ones = scratch.ones[: stop - start]
+            # the same float32 dot products, of the same arrays, as below (|d|.|d| == d.d to the bit)
+            err += float(np.dot(d, d))
+            a2 += float(np.dot(xa, xa))
+            b2 += float(np.dot(xb, xb))
+            dot += float(np.dot(xa, xb))
+            max_abs = max(max_abs, float(d.max()))
+            sum_abs += float(np.dot(d, ones))
+            max_rel = max(max_rel, float(r.max()))
+            sum_rel += float(np.dot(r, ones))
+            max_sig = max(max_sig, float(sig.max()))
+            sum_sig += float(np.dot(sig, ones))
+            count_sig += np.count_nonzero(mask)
+            continue
         d = scratch.diff[: stop - start]
         r = scratch.rel[: stop - start]
         np.subtract(xb, xa, out=d)

@@ -18,6 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..core.elemtypes import elem_type_of, is_typed, widen
+from ..core.types import onnx_dtype_name
 from .metrics import DEFAULT_TOPK, PairStats, compare_arrays, shapes_compatible
 
 SHOWN_CHARS = 40
@@ -34,16 +36,29 @@ class Layout:
 
 
 def is_numeric_tensor(value: Any) -> bool:
-    """A numpy array of numbers or booleans: the tensor metrics apply as they always did."""
-    return isinstance(value, np.ndarray) and value.dtype.kind in "biuf"
+    """A numpy array of numbers or booleans (bfloat16, float8, int4... included): the tensor metrics apply."""
+    return isinstance(value, np.ndarray) and (value.dtype.kind in "biuf" or is_typed(value))
+
+
+def numeric(value: np.ndarray) -> np.ndarray:
+    """A numeric tensor in a numpy type: an ml_dtypes array (bfloat16, float8, int4...) widened to the exact
+    values in float64 (int64 for int4/int2), so every metric is computed from the values, never the codes."""
+    return widen(value) if is_typed(value) else value
+
+
+def numeric_value(value: Any) -> Any:
+    """`numeric(value)` for an ml_dtypes array, any other value as it is."""
+    return widen(value) if is_typed(value) else value
 
 
 def layout(value: Any) -> Layout:
-    """The dtype label and shape of any value onnxruntime returns (or a golden file holds)."""
+    """The dtype label and shape of any value onnxruntime returns (or a golden file holds); an element type
+    numpy lacks is named as ONNX names it ('float8e4m3fn', 'bfloat16', 'int4')."""
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "OUS":
             return Layout("string", tuple(value.shape))
-        return Layout(str(value.dtype), tuple(value.shape))
+        elem = elem_type_of(value.dtype)
+        return Layout(onnx_dtype_name(elem) if elem is not None else str(value.dtype), tuple(value.shape))
     if isinstance(value, dict):
         return Layout(_map_label(value), (len(value),))
     if isinstance(value, (list, tuple)):
@@ -70,7 +85,7 @@ def reduce_values(a: Any, b: Any, *, topk: Sequence[int] = DEFAULT_TOPK,
     if is_numeric_tensor(a) and is_numeric_tensor(b):
         if not shapes_compatible(a.shape, b.shape):
             return None
-        return compare_arrays(a, b, topk=topk, distribution=distribution)
+        return compare_arrays(numeric(a), numeric(b), topk=topk, distribution=distribution)
     stats = _reduce(a, b, "", topk, distribution)
     if stats is not None:
         stats.samples = 1
@@ -101,7 +116,7 @@ def _reduce(a: Any, b: Any, where: str, topk: Sequence[int], distribution: bool)
     if is_numeric_tensor(a) and is_numeric_tensor(b):
         if not shapes_compatible(a.shape, b.shape):
             return None
-        return compare_arrays(a, b, topk=topk, distribution=distribution)
+        return compare_arrays(numeric(a), numeric(b), topk=topk, distribution=distribution)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         arr_a, arr_b = np.asarray(a), np.asarray(b)
         if arr_a.dtype.kind == "O" and arr_a.size and not _scalar_items(arr_a):
@@ -186,8 +201,8 @@ def numbers_inside(value: Any) -> Tuple[Optional[np.ndarray], int]:
     a ZipMap's probabilities row by row), and how many items it has (elements, keys, strings); None for
     the numbers when it holds none (strings, labels): such a value is counted, not measured."""
     if isinstance(value, np.ndarray):
-        if value.dtype.kind in "biuf":
-            return value.reshape(-1), int(value.size)
+        if is_numeric_tensor(value):
+            return numeric(value).reshape(-1), int(value.size)
         return None, int(value.size)
     if isinstance(value, dict):
         values = _as_values([value[k] for k in sorted(value, key=_sort_key)])
@@ -209,7 +224,7 @@ def numeric_leaves(value: Any) -> List[np.ndarray]:
     in sorted key order; a sequence's elements in turn; nothing for strings (the fix-it tier's
     finiteness checks and tolerances read these; equality covers the rest: `reduce_values`)."""
     if is_numeric_tensor(value):
-        return [value]
+        return [numeric(value)]
     if isinstance(value, dict):
         values = _as_values([value[k] for k in sorted(value, key=_sort_key)])
         return [values] if values.dtype.kind in "biuf" else [x for v in values for x in numeric_leaves(v)]

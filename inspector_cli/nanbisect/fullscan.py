@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 import numpy as np
 
+from ..core.types import tensor_shapes
 from ..core.capture import CapturePlan, plan_capture
 from ..core.masks import MaskAnalysis, find_masks
 from ..core.runner import Session
@@ -59,7 +60,7 @@ class _Tensors:
 
 
 def _shape_key(feeds: Mapping[str, np.ndarray]) -> tuple:
-    return tuple(sorted((k, v.shape) for k, v in feeds.items()))
+    return tuple(sorted(tensor_shapes(feeds).items()))
 
 
 def error_record(sample: str, message: str) -> SampleRecord:
@@ -83,7 +84,7 @@ class FullScanner:
         self._fetch_sessions: Dict[tuple, Session] = {}
 
     def plan(self, feeds: Mapping[str, np.ndarray]) -> CapturePlan:
-        key = tuple(sorted((k, v.shape) for k, v in feeds.items()))
+        key = tuple(sorted(tensor_shapes(feeds).items()))
         if key not in self._plans:
             sizes = self.prepared.sizes(feeds)
             self._plans[key] = plan_capture([sizes[n] for n in self.names], self.budget)

@@ -26,6 +26,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from ..core.types import tensor_shapes
 from ..core.capture import BYTES_PER_EXPOSED
 from ..core.masks import find_masks
 from ..core.runner import Session
@@ -119,7 +120,7 @@ class Locator:
     # ---- planning ---------------------------------------------------------------------------------
     def root_plan(self, feeds: Mapping[str, np.ndarray]) -> RootPlan:
         sizes = self.prepared.sizes(feeds)
-        key = tuple(sorted((k, v.shape) for k, v in feeds.items()))
+        key = tuple(sorted(tensor_shapes(feeds).items()))
         if key not in self._root_plans:
             produced = tuple(self.topo.position)
             all_bytes = sum(sizes[t] for t in produced) * BYTES_PER_EXPOSED

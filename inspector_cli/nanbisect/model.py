@@ -17,10 +17,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..core.types import tensor_shapes
 from ..core.capture import estimate_sizes
 from ..core.expose import extract_subgraph, serialized_with_outputs
 from ..core.graph import ModelGraph, load_model
-from ..core.runner import SPINNING, RuntimeConfig, Session
+from ..core.runner import SPIN_STOP as SPIN_STOP  # re-exported: the scan sessions' setting
+from ..core.runner import RuntimeConfig, Session
 from ..core.weights import initializer_array
 from .regions import Region, Topology
 
@@ -29,8 +31,6 @@ EXTERNALISE_BYTES = 32 << 20
 INLINE_BYTES = 1024
 """Initializers up to this size stay in the proto (shape inputs of Reshape etc. feed shape inference)."""
 WEIGHTS_FILE = "weights.bin"
-SPIN_STOP = "session.force_spinning_stop"
-"""onnxruntime's session option: intra-op threads stop spinning when a run ends."""
 
 
 def scan_runtime(runtime: RuntimeConfig) -> RuntimeConfig:
@@ -42,9 +42,7 @@ def scan_runtime(runtime: RuntimeConfig) -> RuntimeConfig:
     CPU over a 200 ms pause of the encoder's session), and took the other core from a replay
     session built in the background. Back-to-back runs cost the same either way; values are the
     same (spinning only decides how idle threads wait)."""
-    if any(key in (SPIN_STOP, SPINNING) for key, _ in runtime.session_config):
-        return runtime
-    return runtime.replace(session_config=(*runtime.session_config, (SPIN_STOP, "1")))
+    return runtime.spinning_only_in_runs()
 
 
 def embedded_weight_bytes(model: onnx.ModelProto) -> int:
@@ -133,7 +131,7 @@ class PreparedModel:
     # ---- sizes ------------------------------------------------------------------------------------
     def sizes(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, int]:
         """Bytes of every computed tensor for samples shaped like `feeds` (unknown: largest known)."""
-        key = tuple(sorted((k, tuple(v.shape)) for k, v in feeds.items()))
+        key = tuple(sorted(tensor_shapes(feeds).items()))
         if key not in self._sizes:
             names = list(self.topo.position)
             declared = {i.name: i.shape for i in self.graph.inputs}

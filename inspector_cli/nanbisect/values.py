@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from ..diff.values import layout, numbers_inside
+from ..diff.values import is_numeric_tensor, layout, numbers_inside, numeric_value
 from ..results.nan_bisect import TensorStats
 
 FP16_MAX = 65504.0
@@ -43,7 +43,7 @@ def float_values(value: Any) -> Any:
     if isinstance(value, (list, tuple, dict)):
         numbers, _ = numbers_inside(value)
         return numbers if numbers is not None else value
-    return value
+    return numeric_value(value)  # bfloat16, float8...: their values in float64, where a NaN is seen
 
 
 def is_bad(array: Any, predicate: Predicate = Predicate.NONFINITE) -> bool:
@@ -90,6 +90,9 @@ def tensor_stats(name: str, array: Any, source: str = "computed") -> TensorStats
             TensorStats(name=name, dtype=shown.dtype, shape=list(shown.shape), count=0, source=source)
     if not isinstance(array, np.ndarray):
         return TensorStats(name=name, dtype=type(array).__name__, shape=[], count=0, source=source)
+    if is_numeric_tensor(array) and array.dtype.kind not in "fiub" or array.dtype.name == "float8_e5m2":
+        # bfloat16, float8, int4...: measured on their values, named as ONNX names the type
+        return replace(tensor_stats(name, numeric_value(array), source), dtype=layout(array).dtype)
     shape = [int(d) for d in array.shape]
     if array.dtype.kind not in "fiub" or array.size == 0:
         return TensorStats(name=name, dtype=str(array.dtype), shape=shape, count=int(array.size), source=source)

@@ -13,12 +13,14 @@ A block whose worker died twice is left out and reported (MI827) with its sample
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..batching import ItemFailure, batch_runtime, check_executor, lost_samples_finding, shared_samples
 from ..core.binding import BoundRunner
-from ..core.capture import CaptureTarget
+from ..core import jit
+from ..core.capture import BYTES_PER_EXPOSED, CaptureTarget
 from ..core.graph import ModelGraph, load_model
 from ..core.inputs import SampleRef, SampleSet
 from ..core.masks import MaskAnalysis, find_masks
@@ -74,6 +76,8 @@ class ProbeJob(Job):
     chunks: List[List[str]]
     quant: List[Quantizer]
     samples: SampleSet
+    compiled: bool = False
+    """Whether the statistics use the compiled kernels (a large run: core/jit.py); the same bits either way."""
     graph: Optional[ModelGraph] = field(default=None, repr=False)
     progress: Optional[Progress] = field(default=None, repr=False)
     """In this process only: per-sample progress inside a block."""
@@ -88,11 +92,19 @@ class ProbeJob(Job):
 
 
 class HeldProbeRunner(ProbeRunner):
-    """A `ProbeRunner` whose capture sessions outlive it (held by the worker between blocks)."""
+    """A `ProbeRunner` whose capture sessions outlive it (held by the worker between blocks).
 
-    def __init__(self, held: "HeldSessions", *args: Any, **kwargs: Any) -> None:
+    With `stats` (a one-thread executor), each sample's statistics are computed on that thread while
+    the next sample runs (onnxruntime and the statistics release the GIL): the tensors of two samples
+    are alive at once instead of one. A tracker still sees the samples one after another, in order, so
+    every statistic is the same; a trigger met on a sample stops the chunk before the next sample's
+    statistics (that sample's run is dropped)."""
+
+    def __init__(self, held: "HeldSessions", *args: Any, stats: Optional[ThreadPoolExecutor] = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.held = held
+        self.stats = stats
 
     def _capture(self, index: int, target: CaptureTarget, samples: SampleSet,
                  on_chunk: Callable[[str, int, List[TensorMap]], None],
@@ -102,14 +114,29 @@ class HeldProbeRunner(ProbeRunner):
         observe = getattr(samples, "observe", None)
         fed = self.masks.needs(target.chunks[0]) if self.masks else []
         fed = [t for t in fed if t in self.graph.input_names]  # a mask's condition given as a graph input
-        for position, (sample_id, feeds) in enumerate(samples, start=1):
-            outputs = runner.run(feeds, sample=sample_id)
-            if observe is not None:
-                observe(outputs)
-            if fed:
-                outputs = {**{t: feeds[t] for t in fed if t in feeds}, **outputs}
-            on_chunk(sample_id, 0, [outputs])
-            progress(position, len(samples), sample_id)
+        # plugins are user code: called on this thread, as before
+        pool = self.stats if not self.consumers.plugins else None
+        pending: Optional[Future] = None
+        try:
+            for position, (sample_id, feeds) in enumerate(samples, start=1):
+                outputs = runner.run(feeds, sample=sample_id)
+                if observe is not None:
+                    observe(outputs)
+                if fed:
+                    outputs = {**{t: feeds[t] for t in fed if t in feeds}, **outputs}
+                if pool is None:
+                    on_chunk(sample_id, 0, [outputs])
+                else:
+                    if pending is not None:
+                        pending.result()  # the previous sample's statistics (a trigger's _Stop is raised here)
+                    pending = pool.submit(on_chunk, sample_id, 0, [outputs])
+                del outputs
+                progress(position, len(samples), sample_id)
+            if pending is not None:
+                pending.result()
+        finally:
+            if pending is not None:
+                wait([pending])  # never leave statistics running into the next chunk or a restart
 
 
 class HeldSessions:
@@ -146,6 +173,10 @@ class ProbeBlockRunner(Runner):
         self.masks = find_masks(graph)
         self.chunks = [mask_chunk(self.masks, graph, chunk) for chunk in job.chunks]
         """Each chunk with the tensors its masks' positions need (captured, not probed)."""
+        self.stats = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-stats")
+        """Each sample's statistics while the next sample runs (HeldProbeRunner)."""
+        if job.compiled:
+            self.workspace.want_kernels()
 
     def consumers(self) -> Consumers:
         """Fresh trackers, quantiser checks and plugins for one block."""
@@ -188,13 +219,14 @@ class ProbeBlockRunner(Runner):
         follow = list(getattr(samples, "follow", ()))  # outputs such samples need back (not probed unless selected)
         chunks = [list(dict.fromkeys([*chunk, *follow])) for chunk in self.chunks]
         runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, chunks, samples, self.consumers,
-                                 self.nodes, self.triggers, progress=progress, masks=self.masks)
+                                 self.nodes, self.triggers, progress=progress, masks=self.masks, stats=self.stats)
         hit = runner.run()
         return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted,
                             dict(self.held.assignments), self.held.build_seconds)
 
     def close(self) -> None:
         self.held = HeldSessions(self.graph, self.job.runtime, 0)
+        self.stats.shutdown(wait=True)
 
 
 def mask_chunk(masks: MaskAnalysis, graph: ModelGraph, chunk: Sequence[str]) -> List[str]:
@@ -253,6 +285,7 @@ def probe_blocks(graph: ModelGraph, plan: Any, config: ProbeConfig, progress: Pr
     job = ProbeJob(model_path=str(graph.path.resolve()) if graph.path else "", config=config,
                    runtime=batch_runtime(config.runtime, spec), tensors=list(plan.tensors),
                    chunks=[list(c) for c in plan.chunks], quant=list(plan.quant), samples=samples.subset([]),
+                   compiled=len(plan.chunks) == 1 and jit.worth(_values(plan) * len(samples.refs)),
                    graph=graph if spec.in_process else None,
                    progress=(lambda done, _total, sample: progress(done, total, sample)) if spec.in_process else None)
     executor = make_executor(spec, WARM_MODULES)
@@ -292,6 +325,12 @@ def probe_blocks(graph: ModelGraph, plan: Any, config: ProbeConfig, progress: Pr
         merged = BlockRun(ProbeBlockRunner(replace(job, graph=graph), graph).consumers(), 0)
     merged.lost = lost
     return merged
+
+
+def _values(plan: Any) -> int:
+    """Tensor values one sample's capture holds (from the plan's size estimate, 4-byte values)."""
+    estimated = int(plan.capture.get("estimated_bytes", 0) or 0) if isinstance(plan.capture, dict) else 0
+    return estimated // BYTES_PER_EXPOSED // 4
 
 
 def lost_finding(lost: Sequence[Tuple[str, str]]) -> Finding:

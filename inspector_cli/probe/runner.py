@@ -129,6 +129,9 @@ class ProbeRunner:
         consumers = self.consumers
         found: Optional[Hit] = None
         cache: Dict[str, Optional[np.ndarray]] = {}
+        for tracker in consumers.trackers.values():
+            tracker.workspace.settle()  # one workspace for all: the first call settles it
+            break
         for name in names:
             array = tensors[name]
             tracker = consumers.trackers.get(name)

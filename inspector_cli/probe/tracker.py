@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..diff.values import layout, numbers_inside
+from ..core import jit
+from ..diff.values import is_numeric_tensor, layout, numbers_inside, numeric
 from ..results.probe import ChannelInfo, SampleRow, TensorStats
 from .channels import ChannelTracker
 from .moments import Moments, MomentScratch, sample_moments
 from .sketch import KeyBuffer, LogHistogram
 
 DISPLAY_BINS = 32
+KERNELS = "inspector_cli.probe.kernels"
+"""The compiled statistics (numba), used on large runs (core/jit.py)."""
 MAX_ZERO_SAMPLE_IDS = 10
 
 
@@ -72,11 +75,32 @@ def as_float(array: np.ndarray) -> np.ndarray:
 
 
 class Workspace:
-    """Buffers shared by all trackers of a run (one tensor is processed at a time)."""
+    """Buffers shared by all trackers of a run (one tensor is processed at a time), and the compiled
+    kernels when the run uses them (`use_kernels`, core/jit.py)."""
 
     def __init__(self) -> None:
         self.scratch = MomentScratch()
         self.keys = KeyBuffer()
+        self.kernels: Any = None
+        self.scan: Any = None
+        self._wanted = False
+
+    def want_kernels(self) -> None:
+        """Start loading the compiled kernels (core/jit.py); `settle` puts them to use once loaded."""
+        jit.prefetch(KERNELS)
+        self._wanted = True
+
+    def settle(self) -> None:
+        """Use the kernels asked for by `want_kernels` from now on (waits for them to load; None if
+        numba is unavailable: the numpy path, the same bits)."""
+        if self._wanted:
+            self._wanted = False
+            self.use_kernels(jit.kernels(KERNELS))
+
+    def use_kernels(self, kernels: Any) -> None:
+        """Read float32 tensors with `kernels` (probe/kernels.py: the same bits in two passes; None: numpy)."""
+        self.kernels = kernels
+        self.scan = kernels.Scan() if kernels is not None else None
 
 
 class ProbeTracker:
@@ -119,6 +143,9 @@ class ProbeTracker:
         """Add one sample's value of the tensor; returns that sample's statistics. `masked` of its
         infinities are a mask's intentional values (core/masks.py), counted apart from `inf`;
         `masked_rows`: rows a Softmax made NaN because its whole input row was masked."""
+        if is_numeric_tensor(array) and array.dtype.kind not in "biuf":  # bfloat16, float8, int4...
+            self._note_layout(array)
+            return self._update_numbers(sample, numeric(array), array.size, masked, masked_rows, channels=True)
         if not (isinstance(array, np.ndarray) and array.dtype.kind in "biuf"):
             return self._update_value(sample, array)
         self._note_layout(array)
@@ -148,7 +175,11 @@ class ProbeTracker:
         self.size += flat.size
         nan = inf = 0
         lo = hi = None
-        if flat.size:
+        done: Optional[Tuple[int, float, float]] = None
+        if self.workspace.kernels is not None and flat.dtype == np.float32 and flat.size and \
+                not (self.hist_sample and flat.size > self.hist_sample):
+            flat, lo, hi, nan, inf, done = self._scanned(flat)
+        elif flat.size:
             lo, hi = flat.min(), flat.max()
             if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN propagates through min/max
                 finite = np.isfinite(flat)
@@ -162,7 +193,7 @@ class ProbeTracker:
         self.inf += inf
         self.masked += masked
         self.masked_rows += masked_rows
-        stats = self._finite(sample, flat, lo, hi, nan, inf, size)
+        stats = self._finite(sample, flat, lo, hi, nan, inf, size, done)
         if masked:
             stats = replace(stats, masked=masked)
         if self.channels is not None and channels:
@@ -171,10 +202,38 @@ class ProbeTracker:
             self.rows.append(stats.row())
         return stats
 
-    def _finite(self, sample: str, flat: np.ndarray, lo, hi, nan: int, inf: int, size: int) -> SampleStats:
+    def _scanned(self, flat: np.ndarray) -> Tuple[np.ndarray, Any, Any, int, int, Optional[Tuple[int, float, float]]]:
+        """The compiled pass over a float32 tensor (probe/kernels.py): its finite values counted into the
+        histogram, and what `_finite` would compute from them (the same bits), ready."""
+        ws = self.workspace
+        lo, hi, zeros, nan, inf, plus_zero, minus_zero = ws.kernels.scan(flat, self.hist.counts, ws.scan)
+        if nan or inf:
+            flat = flat[np.isfinite(flat)]  # as the numpy path: its statistics describe the finite values
+            if not flat.size:
+                return flat, None, None, nan, inf, (0, 0.0, 0.0)
+        if plus_zero and minus_zero:  # which zero numpy's min/max return depends on their positions
+            lo = flat.min() if lo == 0 else lo
+            hi = flat.max() if hi == 0 else hi
+        if nan or inf:
+            mean, m2 = sample_moments(flat, ws.scratch)
+        else:
+            n = flat.size
+            mean = float(flat.sum(dtype=flat.dtype)) / n
+            shift = np.float32(mean)
+            m2 = float(ws.kernels.squared_deviations(flat, shift))
+            m2 = max(m2 - n * (float(shift) - mean) ** 2, 0.0)  # as sample_moments: about the rounded mean
+        return flat, lo, hi, nan, inf, (zeros, mean, m2)
+
+    def _finite(self, sample: str, flat: np.ndarray, lo, hi, nan: int, inf: int, size: int,
+                done: Optional[Tuple[int, float, float]] = None) -> SampleStats:
+        """One sample's statistics of its finite values `flat` (`done`: zeros, mean and M2 already computed,
+        the histogram already counted, by `_scanned`)."""
         n = flat.size
         if n == 0:
             return SampleStats(sample, self.name, size, 0, None, None, None, None, 0, nan, inf)
+        if done is not None:
+            zeros, mean, m2 = done
+            return self._add_finite(sample, n, lo, hi, mean, m2, zeros, nan, inf, size)
         ws = self.workspace
         keyed = flat if flat.dtype == np.float32 else flat.astype(np.float32)
         stride = 1
@@ -190,6 +249,10 @@ class ProbeTracker:
             np.equal(flat, 0, out=mask)
             zeros = int(np.count_nonzero(mask))
         mean, m2 = sample_moments(flat, ws.scratch)
+        return self._add_finite(sample, n, lo, hi, mean, m2, zeros, nan, inf, size)
+
+    def _add_finite(self, sample: str, n: int, lo: Any, hi: Any, mean: float, m2: float, zeros: int, nan: int,
+                    inf: int, size: int) -> SampleStats:
         self.moments.merge(n, mean, m2)
         lo, hi = float(lo), float(hi)
         self.min, self.max = min(self.min, lo), max(self.max, hi)
@@ -249,7 +312,7 @@ class ProbeTracker:
 
     def _note_layout(self, array: np.ndarray) -> None:
         if self.shape is None:
-            self.shape, self.dtype = [int(d) for d in array.shape], str(array.dtype)
+            self.shape, self.dtype = [int(d) for d in array.shape], layout(array).dtype  # ONNX's name of bfloat16...
         elif list(array.shape) != self.shape and not any("shape varies" in n for n in self.notes):
             self.notes.append(f"shape varies between samples ({self.shape} then {list(array.shape)})")
 

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from ..core.types import tensor_shapes
 from ..core.graph import ModelGraph
 from ..core.placement import Subgraph
+from ..core import elemtypes
 from ..core.runner import RuntimeConfig, Session, open_session, provider_name
 from ..core.types import TensorMap
 from ..errors import InferenceError
@@ -61,7 +63,11 @@ def compiles(runtime: RuntimeConfig) -> bool:
 
 def _run(session: Session, feeds: TensorMap, label: str) -> None:
     try:
-        session.ort_session.run(None, feeds)
+        if session.typed_outputs or any(elemtypes.is_typed(v) for v in feeds.values()):
+            # bfloat16/float8/int4 feeds or outputs: onnxruntime's plain run refuses them (core/elemtypes.py)
+            elemtypes.run(session.ort_session, session.output_names, feeds, session.typed_outputs)
+        else:
+            session.ort_session.run(None, feeds)
     except Exception as exc:  # onnxruntime raises its own types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InferenceError(f"{session.label}: inference failed on {label}: {first[:300]}") from exc
@@ -165,4 +171,4 @@ def open_timing_session(graph: ModelGraph, runtime: RuntimeConfig, label: str) -
 
 def input_shapes(feeds: Sequence[TensorMap]) -> Dict[str, tuple]:
     """Shapes of the first sample's inputs (what shape inference is run with)."""
-    return {name: tuple(int(d) for d in value.shape) for name, value in feeds[0].items()} if feeds else {}
+    return tensor_shapes(feeds[0]) if feeds else {}

@@ -11,6 +11,8 @@ from typing import Dict, List, Optional, Sequence, Set
 
 import numpy as np
 
+from ..core.elemtypes import INTEGER_TYPES, elem_type_of
+from ..diff.values import layout
 from ..config.inputs import InputsConfig
 from ..core.graph import load_model
 from ..core.input_formats import folder_member_suffixes, numpy_file_error
@@ -37,13 +39,19 @@ class InputTally:
     def add(self, array: np.ndarray) -> None:
         self.samples += 1
         self.elements += array.size
-        if str(array.dtype) not in self.dtypes:
-            self.dtypes.append(str(array.dtype))
+        opaque = array.dtype.kind == "V" and elem_type_of(array.dtype) is None
+        # ONNX's name of bfloat16, float8, int4...; an .npz of ml_dtypes arrays read without the model holds
+        # opaque items whose type only the model's input says
+        label = f"{array.dtype.itemsize}-byte items (give -m MODEL)" if opaque else layout(array).dtype
+        if label not in self.dtypes:
+            self.dtypes.append(label)
         shape = format_shape(tuple(array.shape))
         if shape not in self.shapes:
             self.shapes.append(shape)
+        if opaque:
+            return
         values = array.astype(np.float64, copy=False).ravel()
-        if np.issubdtype(array.dtype, np.floating):
+        if np.issubdtype(array.dtype, np.floating) or elem_type_of(array.dtype) not in (None, *INTEGER_TYPES):
             nan = np.isnan(values)
             inf = np.isinf(values)
             self.nan += int(nan.sum())

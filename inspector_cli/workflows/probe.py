@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
 from ..inspection.rollups import attach_scopes
+from ..core.types import tensor_shapes
 from ..core.capture import estimate_sizes, plan_capture
 from ..core.graph import ModelGraph, load_model
 from ..core.model_arg import ModelArg, as_graph
@@ -72,7 +73,7 @@ def plan_probe(graph: ModelGraph, config: ProbeConfig, samples: Optional[SampleS
         raise UsageError(f"{graph.display_name}: nothing to probe", hint="choose tensors with --select")
     if samples is None:
         samples = open_samples(config.inputs, graph.inputs, config.synthetic)
-    shapes = {k: tuple(v.shape) for k, v in samples.load(samples.refs[0]).items()}
+    shapes = tensor_shapes(samples.load(samples.refs[0]))
     declared = {i.name: i.shape for i in graph.inputs}
     # Static inputs equal to the samples: the graph's own (cached) shape inference serves both the
     # size estimate and the session's output declarations, saving a second inference pass.

@@ -96,7 +96,7 @@ def test_compare_help_shows_the_groups_in_order_each_option_under_its_own() -> N
     assert "--fallback-plan" in sections["Fix-it"] and "--decode" in sections["Sequence and decode"]
     assert "--workers" in sections["Scale-out"] and sections["Output"][0] == "--json"
     assert sections["Output"][-1] == "--help"
-    assert sum(len(flags) for flags in sections.values()) == 81
+    assert sum(len(flags) for flags in sections.values()) == 83
     assert "Options:" not in result.stdout
     assert result.stdout.rstrip().endswith("\n\nSee also: docs/guide/compare.md; every option: docs/commands/compare.md")
 

@@ -65,7 +65,7 @@ def test_odd_inputs_and_outputs_read_as_load_model_reads_them(tmp_path: Path) ->
     assert head.inputs[0] == TensorInfo("x", TensorProto.FLOAT, None)
     assert head.inputs[1] == TensorInfo("s", TensorProto.FLOAT, ())
     assert head.inputs[2] == TensorInfo("z", TensorProto.FLOAT16, (None, "N", 0, None, -3))
-    assert head.outputs[0] == TensorInfo("u") and head.outputs[2] == TensorInfo("q")
+    assert head.outputs[0] == TensorInfo("u") and head.outputs[2] == TensorInfo("q", kind="sequence")
     assert (head.opset, head.graph_name, head.producer_name, head.ir_version) == (17, "odd graph", "tester", 8)
 
 

@@ -149,7 +149,7 @@ CASES = [
     Case("golden-truncated-npz", ["compare", "{m}", "--golden", "{golden_trunc}"], 3,
          "golden_trunc/g.npz: not a readable .npz file, truncated or corrupt"),
     Case("golden-zoo-junk-pb", ["compare", "{m}", "--golden", "{golden_zoo_junk}"], 3,
-         "input_0.pb: not an ONNX TensorProto"),
+         "input_0.pb: not a readable ONNX TensorProto"),
     Case("pb-junk", ["inputs", "show", "{junk_pb}", "-m", "{m}"], 3, "junk.pb: not a readable ONNX TensorProto"),
     Case("pb-junk-no-model", ["inputs", "show", "{junk_pb}"], 3, "junk.pb: not a readable ONNX TensorProto"),
     # ---- synthetic inputs and flag values (items 13, 14) ---------------------------------------

@@ -1,0 +1,71 @@
+"""The elementwise part of fast_stats.py's block pass, compiled (numba; loaded by core/jit.py).
+
+`fast_stats._blocks` makes nine numpy passes over each 64 Ki block to get the arrays its sums and
+maxima are read from: b - a, its absolute value, |a|, the significance test, max(|a|, eps), the
+division, the 0/1 copy of the test and the masked product. `block_pass` makes them in one
+vectorised loop and writes the same arrays (|b - a|, the relative error, the test, the significant
+relative error), to the same bits (IEEE float32 subtract, abs, maximum, divide and multiply, one
+rounding each, no fused multiply-add: numba's default). The sums stay float32 dot products by BLAS
+and the maxima and the count numpy's, over those arrays, exactly as before (BLAS's order of
+accumulation is its own: no loop of ours would reproduce it).
+"""
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import numpy as np
+from numba import njit
+
+
+@njit(nogil=True, cache=True)
+def _extremes(x: np.ndarray) -> Tuple[Any, Any, int]:
+    hi, lo = x[0], x[0]
+    nan = 0
+    for i in range(x.size):
+        v = x[i]
+        nan += v != v
+        hi = max(hi, v)
+        lo = min(lo, v)
+    return hi, lo, nan
+
+
+def extremes(x: np.ndarray) -> Tuple[float, float]:
+    """(max, min) of a non-empty contiguous 1-D array, NaN when it holds one (as numpy's max and min)."""
+    hi, lo, nan = _extremes(x)
+    return (float("nan"), float("nan")) if nan else (float(hi), float(lo))
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _block_pass(xa: np.ndarray, xb: np.ndarray, ad: np.ndarray, rel: np.ndarray, sig: np.ndarray,
+                mask: np.ndarray, threshold: np.float32, eps: np.float32) -> None:
+    # No reduction in the loop and numpy's error model (IEEE division, no Python ZeroDivisionError check):
+    # LLVM vectorises it (a float max is not associative without fast-math, which would keep it scalar);
+    # numpy's SIMD max and count read the results from the cache.
+    for i in range(xa.size):
+        a = xa[i]
+        d = abs(xb[i] - a)
+        ra = abs(a)
+        significant = ra >= threshold
+        r = d / (eps if ra < eps else ra)  # np.maximum(|a|, eps): a NaN |a| stays NaN
+        ad[i] = d
+        rel[i] = r
+        sig[i] = r * np.float32(significant)
+        mask[i] = significant
+
+
+def block_pass(xa: np.ndarray, xb: np.ndarray, ad: np.ndarray, rel: np.ndarray, sig: np.ndarray,
+               mask: np.ndarray, threshold: np.float32, eps: np.float32) -> None:
+    """For float32 blocks `xa`, `xb` (equal sizes): writes |xb - xa| into `ad`, the relative error
+    |xb - xa| / max(|xa|, eps) into `rel`, whether |xa| >= threshold into `mask` (bool) and the
+    relative error where it is (else 0) into `sig`."""
+    _block_pass(xa, xb, ad, rel, sig, mask, threshold, eps)
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the kernels for the dtypes fast_stats passes."""
+    x = np.linspace(-1.0, 1.0, 256, dtype=np.float32)
+    out = np.empty((3, 256), dtype=np.float32)
+    block_pass(x, x[::-1].copy(), out[0], out[1], out[2], np.empty(256, dtype=np.bool_), np.float32(1e-3),
+               np.float32(1e-12))
+    for dtype in (np.float32, np.int8, np.uint8):
+        extremes(x.astype(dtype))
