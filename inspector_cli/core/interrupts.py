@@ -66,16 +66,52 @@ def _unsafe(frame: Optional[FrameType]) -> bool:
                                   or frame.f_code is _deliver_dropped_interrupt.__code__)
 
 
+DEFERRED_PATIENCE = 1.0
+"""Seconds a deferred interruption may wait for the main thread to leave importlib's core before a
+caller that owns the process (`stop_now`) ends it. The main thread can sit there for as long as
+another thread takes to import a module it also imports (a session build importing onnx at load 20:
+one exit took 18.9 s of 400 under load, issue 40)."""
+
+
 def _raise_interrupt(signum: int, frame: Optional[FrameType]) -> None:
     """The handler of SIGINT and SIGTERM inside `interrupt_handlers`."""
-    if signum == signal.SIGTERM:
-        _terminated.set()  # said even when raised a moment later: the run is being terminated
-    if _raised and _stop_now:
-        _stop_now[0]()  # asked again: the caller ends the process (it does not return)
+    held = _release_deferred()  # a further signal while the first is held back: decided here, not by the hook
+    if signum == signal.SIGTERM or held == signal.SIGTERM:
+        signum = signal.SIGTERM  # SIGTERM wins: the run is being terminated
+        _terminated.set()  # said even when raised a moment later
+    if (_raised or held is not None) and _stop_now:
+        _stop_now[0]()  # asked again (the first raised, or still held back): the caller ends the process
     if _unsafe(frame):
+        if held is None and _stop_now:
+            _stop_if_still_deferred(DEFERRED_PATIENCE)
         _defer(signum)
         return
     raise _interruption(signum)
+
+
+def _release_deferred() -> Optional[int]:
+    """Take back the interruption held back, if any: its signal number, the profile hook restored."""
+    if not _deferred:
+        return None
+    signum = _deferred.pop()
+    sys.setprofile(_previous_profile.pop() if _previous_profile else None)
+    return signum
+
+
+def _stop_if_still_deferred(seconds: float) -> None:
+    """End the process through `stop_now` if the interruption deferred now is still not raised after
+    `seconds`: the main thread is waiting inside importlib's core (for a module lock another thread
+    holds), where raising would leak the import lock. `stop_now` exits without finalising, which no
+    thread inside onnxruntime can abort, with the code the signal names."""
+    stop = _stop_now[0]
+
+    def check() -> None:
+        if _deferred and _stop_now and _stop_now[0] is stop:
+            stop()
+
+    timer = threading.Timer(seconds, check)
+    timer.daemon = True
+    timer.start()
 
 
 def _defer(signum: int) -> None:
@@ -92,11 +128,15 @@ def _defer(signum: int) -> None:
 def _raise_when_safe(frame: FrameType, event: str, arg: Any) -> None:
     """The profile hook while an interruption is deferred: on a call into safe code ("call": the
     new frame) or from it ("c_call": the calling frame), raise it there."""
-    if event not in ("call", "c_call") or _unsafe(frame) or not _deferred:
-        return
-    signum = _deferred.pop()
-    sys.setprofile(_previous_profile.pop() if _previous_profile else None)
-    raise _interruption(signum)
+    if event not in ("call", "c_call") or _unsafe(frame) or frame.f_code in _HANDLER_CODE:
+        return  # the handler of a further signal decides for itself
+    signum = _release_deferred()
+    if signum is not None:
+        raise _interruption(signum)
+
+
+_HANDLER_CODE = (_raise_interrupt.__code__, _release_deferred.__code__)
+"""Where the hook never raises: a further signal's handler, which takes the held interruption back first."""
 
 
 def _deliver_dropped_interrupt(unraisable: Any) -> None:

@@ -8,10 +8,12 @@ import importlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 import weakref
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +162,56 @@ def test_sigterm_under_interrupt_handlers_raises_terminated_and_restores() -> No
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and not terminated()
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+HELD_IN_IMPORTLIB = """
+import os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from inspector_cli.core import interrupts
+interrupts.DEFERRED_PATIENCE = float(sys.argv[2])
+signals = int(sys.argv[3])
+
+def stop_now():
+    print("stopped", flush=True)
+    os._exit(130)
+
+def signal_main_once_it_waits_for_the_module_lock():
+    main = threading.main_thread().ident
+    while True:  # main waits in importlib's core for the module lock the importing thread holds
+        frame = sys._current_frames().get(main)
+        if frame is not None and frame.f_code.co_filename.endswith(interrupts.IMPORT_LOCKING) \\
+                and frame.f_code.co_name == "acquire":
+            break
+        time.sleep(0.01)
+    for _ in range(signals):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+with interrupts.interrupt_handlers(stop_now=stop_now):
+    threading.Thread(target=__import__, args=("mi_slow_module",), daemon=True).start()
+    while "mi_slow_module" not in sys.modules:
+        time.sleep(0.01)
+    threading.Thread(target=signal_main_once_it_waits_for_the_module_lock, daemon=True).start()
+    try:
+        import mi_slow_module  # noqa: F401 - waits for the other thread's import (30 s)
+    except KeyboardInterrupt:
+        print("raised after the import", flush=True)
+        sys.exit(1)
+print("no interruption", flush=True)
+"""
+
+
+@pytest.mark.parametrize("signals,patience", [(1, 0.5), (2, 600.0)], ids=["held-too-long", "second-signal"])
+def test_an_interruption_held_back_in_importlib_still_ends_the_process(tmp_path, signals, patience) -> None:  # type: ignore[no-untyped-def]
+    """The main thread waits in importlib's core for a module another thread is importing (a session
+    build importing onnx under load), where raising would leak the import lock: the interruption is held
+    back. One signal held longer than DEFERRED_PATIENCE, or a second signal meanwhile, ends the process
+    through stop_now, 130, while the import still has ~30 s to go. Before: the process waited for the
+    import (18.9 s once of 400 runs under load) and a second Ctrl-C was held back as well. Fails on the
+    code before (exit 1, "raised after the import", after 30 s)."""
+    (tmp_path / "mi_slow_module.py").write_text("import time\ntime.sleep(30)\n")
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", HELD_IN_IMPORTLIB, str(tmp_path), str(patience), str(signals)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": root})
+    assert (done.returncode, done.stdout.strip()) == (130, "stopped"), done.stderr
