@@ -163,9 +163,11 @@ def exit_without_finalising(code: int) -> None:
     so a thread still inside onnxruntime cannot abort the exit. Reports are already complete:
     they are written atomically, before this point. A further signal meanwhile ends it at once."""
     import signal
+    import threading
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda number, frame: os._exit(code))
+    if threading.current_thread() is threading.main_thread():  # else (a held-back signal's timer) it cannot
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda number, frame: os._exit(code))
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
