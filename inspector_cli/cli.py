@@ -18,7 +18,7 @@ import click
 
 from .commands._help import GroupedGroup
 from .commands._state import AppState
-from .core.interrupts import sigterm_as_interrupt, terminated
+from .core.interrupts import interrupt_handlers, signals_stop_now, terminated
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, MiError, describe_error
 from .render.safe import visible
 from .version import __version__
@@ -94,40 +94,91 @@ class MiGroup(GroupedGroup):
     def main(self, args: Optional[List[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = hoist_global_options(self, list(sys.argv[1:] if args is None else args))
-        with sigterm_as_interrupt():
+        owns = bool(OWNS_PROCESS) and standalone_mode
+        # as `mi`, a second Ctrl-C/SIGTERM (once the first was raised) ends the process at once, and so
+        # does any signal from the command's end to the process's (the interpreter's own exit included)
+        with interrupt_handlers(stop_now=stop_now if owns else None):
             with library_warnings(quiet=_quiet_flag(argv)):
                 code = run_guarded(lambda: super(MiGroup, self).main(argv, "mi", complete_var,
                                                                      standalone_mode=False, **extra),
                                    debug="--debug" in argv)
-            if code == EXIT_INTERRUPTED and terminated():
-                code = EXIT_TERMINATED
-            code = end_background_work(code, exit_now=standalone_mode)
+            try:
+                if owns:
+                    signals_stop_now()  # the command has ended: from here a signal ends the process
+                if code == EXIT_INTERRUPTED and not _SAID and terminated():
+                    code = EXIT_TERMINATED  # the command stopped by itself (nan-bisect's summary), on SIGTERM
+            except KeyboardInterrupt:  # a signal in the instant between
+                code = say_interrupted()
+            code = end_background_work(code, exit_now=owns)
         if standalone_mode:
             sys.exit(code)
         return code
 
 
 def end_background_work(code: int, *, exit_now: bool) -> int:
-    """Join the background threads still inside onnxruntime (`core.background`) before the process
-    may exit: an interpreter finalised under them aborts (status 134, issue 28). Bounded: past the
-    bound, or at a second Ctrl-C/SIGTERM while waiting, a process run as `mi` ends at once through
-    `os._exit` (outputs flushed; reports are already complete, written atomically), which cannot
-    abort; an in-process caller gets the code and keeps its threads."""
+    """No thread may be inside onnxruntime when the interpreter finalises: it aborts the process
+    (status 134, "terminate called without an active exception"; issues 28 and 40, `core.background`).
+    A process run as `mi` whose native work is still alive here (the early session builds after an
+    error or a Ctrl-C, a thread pool's worker left inside onnxruntime) ends at once through
+    `exit_without_finalising`, which cannot abort; one without ends as usual. An in-process caller
+    cannot be ended: its registered work is waited for (bounded), silently as any library call; a
+    Ctrl-C then returns the code at once. docs/exit-codes.md has the measurements behind this choice."""
     from .core import background
 
     try:
-        if background.drain():
+        if exit_now:
+            if background.pending() or background.inside_onnxruntime():
+                exit_without_finalising(code)
             return code
-    except KeyboardInterrupt:  # Terminated too: asked twice, stop now
+        background.drain()
+    except KeyboardInterrupt:  # Terminated too: asked (again), stop now
         code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
-    if exit_now:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
-                pass
-        os._exit(code)
     return code
+
+
+def stop_now() -> None:
+    """A further Ctrl-C or SIGTERM once the first was raised: end now, 143 if SIGTERM came, else 130
+    (the first one's line said, if its unwinding had not reached the error boundary yet)."""
+    try:
+        code = say_interrupted()
+    except Exception:  # noqa: BLE001 - stderr mid-write (a re-entrant call) or closed: end all the same
+        code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
+    exit_without_finalising(code)
+
+
+_SAID: List[int] = []
+
+
+def say_interrupted() -> int:
+    """The one line an interrupted run prints (once), and its code: the status the process ends with
+    is the one its line names, whatever signal comes after."""
+    if not _SAID:
+        _SAID.append(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
+        click.echo("Terminated (SIGTERM); reports already written are complete." if _SAID[0] == EXIT_TERMINATED
+                   else "Interrupted; reports already written are complete.", err=True)
+    return _SAID[0]
+
+
+def exit_without_finalising(code: int) -> None:
+    """End the process now with `code`: output flushed and atexit handlers run (a forked helper is
+    stopped, executor workers too), but no interpreter finalisation and no C++ static destructors,
+    so a thread still inside onnxruntime cannot abort the exit. Reports are already complete:
+    they are written atomically, before this point. A further signal meanwhile ends it at once."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # else (a held-back signal's timer) it cannot
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda number, frame: os._exit(code))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
+            pass
+    import atexit
+
+    atexit._run_exitfuncs()  # each handler's own errors are reported by atexit, never raised here
+    os._exit(code)
 
 
 def _quiet_flag(argv: List[str]) -> bool:
@@ -220,6 +271,7 @@ def _option_names(command: Optional[click.Command]) -> tuple[set[str], set[str]]
 
 def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
     """Run `call`, turning every exception into one stderr line and an exit code."""
+    _SAID.clear()
     try:
         value = call()
         return value if isinstance(value, int) else 0
@@ -232,11 +284,7 @@ def run_guarded(call: Callable[[], Any], *, debug: bool) -> int:
         exc.show()
         return EXIT_USAGE
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Terminated into Abort too
-        if terminated():
-            click.echo("Terminated (SIGTERM); reports already written are complete.", err=True)
-            return EXIT_TERMINATED
-        click.echo("Interrupted; reports already written are complete.", err=True)
-        return EXIT_INTERRUPTED
+        return say_interrupted()
     except Exception as exc:  # MiError: the user's problem; anything else a bug. One line, unless --debug
         if debug:
             traceback.print_exc()
@@ -303,7 +351,14 @@ def main() -> None:
     # default threshold (700) the cyclic collector rescanned them ~25% of the CPU time of `mi inspect`.
     gc.set_threshold(10_000, 10, 10)
     one_blas_thread()
+    OWNS_PROCESS.append(True)
     cli.main()
+
+
+OWNS_PROCESS: List[bool] = []
+"""Set by `main` (the `mi` console script, `python -m inspector_cli`): this process is mi's own, so its
+exit path may end it at once (`exit_without_finalising`). Not set for an in-process caller (click's
+CliRunner, a library), whose interpreter goes on after the command."""
 
 
 BLAS_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

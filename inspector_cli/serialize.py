@@ -74,7 +74,9 @@ def check_writable(path: Union[str, Path], flag: str = "") -> None:
 def write_atomic(path: Union[str, Path], text_or_writer: Union[str, bytes, Callable[[Any], None]]) -> None:
     """Write to a temporary file in the same folder and rename it over `path`.
 
-    A run interrupted mid-write leaves the previous file (or none), never half a report.
+    A run interrupted mid-write leaves the previous file (or none), never half a report: the
+    temporary file is removed here, or by the atexit handler when a second Ctrl-C ends the process
+    at once (`cli.exit_without_finalising` runs atexit handlers, never `finally` blocks).
     """
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
@@ -83,6 +85,7 @@ def write_atomic(path: Union[str, Path], text_or_writer: Union[str, bytes, Calla
         fd, tmp = _mkstemp(parent, f".{target.name}.", ".tmp")
     except OSError as exc:
         raise ReportError(f"{target}: cannot write the report: {os_error_text(exc)}") from exc
+    _being_written(tmp)
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as handle:
             if callable(text_or_writer):
@@ -103,6 +106,32 @@ def write_atomic(path: Union[str, Path], text_or_writer: Union[str, bytes, Calla
             # named with its path; the previous file, if any, is untouched.
             raise ReportError(f"{target}: cannot write the report: {os_error_text(exc)}") from exc
         raise
+    finally:
+        _IN_FLIGHT.discard(tmp)
+
+
+_IN_FLIGHT: "set[str]" = set()
+"""Temporary files of reports being written, for `_remove_partial_reports` at exit."""
+
+
+def _being_written(tmp: str) -> None:
+    if not _REMOVER:  # registered once, on the first report
+        import atexit
+
+        atexit.register(_remove_partial_reports)
+        _REMOVER.append(True)
+    _IN_FLIGHT.add(tmp)
+
+
+_REMOVER: "list[bool]" = []
+
+
+def _remove_partial_reports() -> None:
+    for tmp in list(_IN_FLIGHT):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def os_error_text(exc: OSError) -> str:

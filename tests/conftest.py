@@ -43,6 +43,16 @@ def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
     return GroupedScheduling(config, log)
 
 
+@pytest.fixture
+def busy_machine():  # type: ignore[no-untyped-def]
+    """`MI_TEST_BUSY_PER_CORE` (default 1) CPU-bound processes per core while the test runs, stopped after
+    it (tests/fixtures/load.py): the signal tests' deliberately busy machine (issue 40)."""
+    from .fixtures.load import BUSY_PER_CORE, BUSY_SECONDS, busy_processes, cores
+
+    with busy_processes(BUSY_PER_CORE * cores(), BUSY_SECONDS) as procs:
+        yield procs
+
+
 @pytest.fixture(scope="session")
 def cnn_pair(tmp_path_factory) -> Tuple[Path, Path, Path]:
     """A ResNet-style fp32 CNN, its int8 QDQ quantisation (quantize_static), and 6 samples."""

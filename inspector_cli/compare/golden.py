@@ -128,7 +128,7 @@ def compare_golden(model: "str | os.PathLike[str] | ModelGraph", config: Compare
                                     message=f"output '{name}' has no saved reference in {config.golden}"))
     gates = []
     for tracker in trackers.values():
-        findings.extend(tracker_findings(tracker))
+        findings.extend(tracker_findings(tracker, golden=True))
         tally = tolerances.get(tracker.name)
         if tally is not None and tally.outside:
             findings.append(Finding(rule="MI806", severity=Severity.ERROR, tensor=tracker.name,

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..core import jit
+from ..core import background, jit
 from ..core.capture import CapturePlan, CaptureTarget, estimate_sizes, plan_capture, run_capture
 from ..core.graph import ModelGraph
 from ..core.inputs import adapt_feeds
@@ -107,14 +108,16 @@ def run_layers(plan: ComparePlan, config: CompareConfig, progress: Progress = no
     with workdir() as tmp:
         side_b_dtypes = _input_dtypes(plan.graph_b)
         # Both models' plain sessions are built in parallel: onnxruntime releases the GIL meanwhile
-        # (one graph object cannot be serialised by two threads at once, hence the worker count).
-        workers = 2 if plan.graph_a is not plan.graph_b else 1
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mi-prepare") as pool:
-            future_a = pool.submit(prepare_side, "A", plan.graph_a, sa, config.runtime_a, [p.view_a for p in pairs],
-                                   lc.capture, first, observer=lc.observer_check, workdir=Path(tmp))
-            future_b = pool.submit(prepare_side, "B", plan.graph_b, sb, config.runtime_of_b, [p.view_b for p in pairs],
-                                   lc.capture, adapt_b(first), observer=lc.observer_check, workdir=Path(tmp))
-            side_a, side_b = future_a.result(), future_b.result()
+        # (one graph object cannot be serialised by two threads at once: then one after the other).
+        # On core.background's threads: a Ctrl-C is raised at once, the builds left to the exit path.
+        prepare = [partial(prepare_side, "A", plan.graph_a, sa, config.runtime_a, [p.view_a for p in pairs],
+                           lc.capture, first, observer=lc.observer_check, workdir=Path(tmp)),
+                   partial(prepare_side, "B", plan.graph_b, sb, config.runtime_of_b, [p.view_b for p in pairs],
+                           lc.capture, adapt_b(first), observer=lc.observer_check, workdir=Path(tmp))]
+        if plan.graph_a is not plan.graph_b:
+            side_a, side_b = background.run_all(prepare, name="mi-prepare")
+        else:
+            side_a, side_b = background.run_all([lambda: [side() for side in prepare]], name="mi-prepare")[0]
         usable, unavailable = [], []
         for pair in pairs:
             reason = side_a.unavailable.get(pair.view_a.expose) or side_b.unavailable.get(pair.view_b.expose)

@@ -46,7 +46,9 @@ def gate_outcomes(tracker: TensorTracker, scope: str = "output") -> List[GateOut
     return outcomes
 
 
-def tracker_findings(tracker: TensorTracker, what: str = "output") -> List[Finding]:
+def tracker_findings(tracker: TensorTracker, what: str = "output", *, golden: bool = False) -> List[Finding]:
+    """The findings of one compared tensor pair. `golden`: A is the saved outputs of `--golden`, whose
+    NaN and Inf say what is expected (`nonfinite_findings`)."""
     findings = []
     if tracker.shape_mismatch_samples:
         findings.append(Finding(
@@ -59,14 +61,47 @@ def tracker_findings(tracker: TensorTracker, what: str = "output") -> List[Findi
             rule="MI805", severity=Severity.ERROR, tensor=tracker.name,
             message=f"{what} '{tracker.name}': {tracker.total.items_unequal} of {tracker.total.items} value(s) differ "
                     f"on {tracker.unequal_samples} sample(s); first on sample {sample} at {at}: {a} vs {b}"))
-    mismatch = tracker.total.nonfinite_mismatch
-    if mismatch:
-        nf = tracker.total.nonfinite()
+    findings.extend(nonfinite_findings(tracker, what, golden=golden))
+    return findings
+
+
+def nonfinite_findings(tracker: TensorTracker, what: str = "output", *, golden: bool = False) -> List[Finding]:
+    """MI802 for NaN/Inf one side holds where the other does not (an error), MI807 for NaN both hold at
+    the same positions: two models that both produce NaN are an error (a NaN is never a value either
+    model meant, only the same one), saved outputs that expect the NaN the model produces are
+    agreement (info), as ONNX's backend test runner counts them. The metrics stay those of the
+    finite positions."""
+    total = tracker.total
+    nf = total.nonfinite()
+    sides = ("saved", "model") if golden else ("A", "B")
+    counts = (f"{sides[0]}: {nf['nan_a']} NaN, {nf['inf_a']} Inf; {sides[1]}: {nf['nan_b']} NaN, {nf['inf_b']} Inf")
+    shared = [f"{n} {label}" for n, label in ((total.nan_same, "NaN"), (total.inf_same, "Inf")) if n]
+    findings = []
+    if total.nonfinite_mismatch:
+        other = "the saved output" if golden else "the other model"
+        also = f"; both hold {' and '.join(shared)} at the same positions" if shared else ""
         findings.append(Finding(
             rule="MI802", severity=Severity.ERROR, tensor=tracker.name,
-            message=f"{what} '{tracker.name}': {mismatch} NaN/Inf value(s) not matched by the other model "
-                    f"(A: {nf['nan_a']} NaN, {nf['inf_a']} Inf; B: {nf['nan_b']} NaN, {nf['inf_b']} Inf)",
+            message=f"{what} '{tracker.name}': {total.nonfinite_mismatch} NaN/Inf value(s) not matched by {other} "
+                    f"({counts}){also}",
             hint="run 'mi nan-bisect' on the model that produces them"))
+    if not total.nan_same:
+        return findings
+    finite = f"metrics over the {total.count} position(s) finite in both"
+    if golden:
+        findings.append(Finding(
+            rule="MI807", severity=Severity.INFO, tensor=tracker.name,
+            message=f"{what} '{tracker.name}': the saved output expects {' and '.join(shared)} where the model "
+                    f"produces them ({counts}): counted as agreement; {finite}",
+            data={"nan_same": total.nan_same, "inf_same": total.inf_same, "finite": total.count}))
+    else:
+        findings.append(Finding(
+            rule="MI807", severity=Severity.ERROR, tensor=tracker.name,
+            message=f"{what} '{tracker.name}': both models produce NaN at {total.nan_same} position(s) "
+                    f"({counts}); {finite}",
+            hint="the reference model produces them too: run 'mi nan-bisect' on it, or compare on inputs "
+                 "inside the model's domain",
+            data={"nan_same": total.nan_same, "finite": total.count}))
     return findings
 
 

@@ -1,65 +1,152 @@
 """Native work on background threads that must end before the interpreter does.
 
 Some work starts early on a thread of its own so it overlaps the main thread's (onnxruntime
-sessions built while the graphs load, nan-bisect's likely replay session). Such a thread spends
-its time inside onnxruntime's C++ code. If the main thread fails early (no samples, a bad shape)
-and the interpreter finalises while one of them is still inside onnxruntime, the thread is torn
-down in native code and the C++ runtime aborts the process: exit status 134 instead of the
-documented code (issue 28). So every such thread is started here, and `drain` joins them, bounded,
-at the one exit point (`cli.MiGroup.main`); threads are non-daemon as well, so a library caller's
-interpreter also waits for them at exit instead of aborting.
+sessions built while the graphs load, nan-bisect's likely replay session, the sessions of a
+comparison built side by side). Such a thread spends its time inside onnxruntime's C++ code with
+the GIL released. If the interpreter finalises while one of them is still in there, the thread,
+on its way back, asks for the GIL, CPython ends it with `pthread_exit`, and the forced unwind
+meets a C++ frame that may not throw (pybind11's GIL guard): "terminate called without an active
+exception", status 134 (-6) after a clean message (issues 28, 40). So every such thread is started
+here, and the CLI's exit point (`cli.end_background_work`) ends the `mi` process without finalising
+the interpreter while one still runs (an in-process caller waits for them: `drain`).
 
-Imports nothing heavy: the CLI's exit path calls `drain` on every command, `mi --help` included.
+"Has it finished?" is answered by an event the thread sets when its target returns, never by
+`Thread.join`/`is_alive` alone: on CPython 3.10 and 3.11 a `join` interrupted by Ctrl-C or SIGTERM
+releases the thread's state lock although the thread still runs, and the thread then counts as
+stopped for every later `join`, for `is_alive` and for the interpreter's own wait at exit
+(python/cpython#90882). Measured in issue 40: that is how a session still being built was left to
+the finalising interpreter (compare's early sessions, joined by the main thread when the signal
+came). `NativeWork.join` and `is_alive` read the event; an interrupted wait on it changes nothing.
+
+Imports nothing heavy: the CLI's exit path runs on every command, `mi --help` included.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
 from .interrupts import deferred_interrupt
 
+T = TypeVar("T")
+
 _lock = threading.Lock()
-_threads: List[threading.Thread] = []
+_works: List["NativeWork"] = []
 
 DRAIN_SECONDS = 120.0
-"""How long the exit path waits for background native work. A session build of the largest models
-seen (2.4 GB of external weights) takes a few seconds; past this bound the caller ends the process
-without finalising the interpreter (`os._exit`), which also cannot abort."""
+"""How long an in-process caller's exit path waits for background native work (a session build of
+the largest models seen, 2.4 GB of external weights, takes a few seconds). The `mi` process itself
+never waits: it ends without finalising the interpreter while such work runs (`cli.end_background_work`)."""
+
+class NativeWork(threading.Thread):
+    """A registered, non-daemon thread whose target may run inside onnxruntime. `finished` is set
+    once the target has returned (or raised): from then on the thread runs no native code."""
+
+    def __init__(self, target: Callable[..., Any], args: Sequence[Any], name: str) -> None:
+        super().__init__(target=target, args=tuple(args), name=name, daemon=False)
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            self.finished.set()
+
+    def is_alive(self) -> bool:
+        """Started and its target not yet returned (the event, not the state lock: see the module)."""
+        return self.ident is not None and not self.finished.is_set()
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        """Wait for the target to return; an interruption of this wait leaves the thread's state
+        intact. Then the thread's last Python steps, a few microseconds, are joined as usual."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.ident is not None and not self.finished.wait(timeout):
+            return
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        super().join(remaining)
 
 
-def start(target: Callable[..., Any], *args: Any, name: str) -> threading.Thread:
-    """Start `target(*args)` on a registered non-daemon thread and return it."""
-    thread = threading.Thread(target=target, args=args, name=name, daemon=False)
+def start(target: Callable[..., Any], *args: Any, name: str) -> NativeWork:
+    """Start `target(*args)` on a registered `NativeWork` thread and return it."""
+    work = NativeWork(target, args, name)
     with _lock:
-        _threads[:] = [t for t in _threads if t.is_alive()]
-        _threads.append(thread)
+        _works[:] = [w for w in _works if not w.finished.is_set()]
+        _works.append(work)
     # Not interruptible: a Ctrl-C or SIGTERM raised inside start() (while it waits for the new thread
     # to run) would leave a thread that is about to enter onnxruntime, yet not alive to `drain`'s eyes
     # (a thread counts as alive only once it has started): joined by no one, it aborted the process.
     with deferred_interrupt():
-        thread.start()
-    return thread
+        work.start()
+    return work
+
+
+def run_all(calls: Sequence[Callable[[], T]], *, name: str) -> List[T]:
+    """Each call on a registered thread of its own, side by side; their results in order. The first
+    call that raised (in order) raises here once all have returned, as one call after another would.
+    A Ctrl-C while waiting leaves the threads to the exit path (`drain`): it is raised at once."""
+    results: List[Any] = [None] * len(calls)
+    errors: List[Optional[BaseException]] = [None] * len(calls)
+
+    def one(index: int) -> None:
+        try:
+            results[index] = calls[index]()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+            errors[index] = exc
+
+    works = [start(one, index, name=name) for index in range(len(calls))]
+    for work in works:
+        work.join()
+    for error in errors:
+        if error is not None:
+            raise error
+    return results
+
+
+def running() -> List[NativeWork]:
+    """The registered threads still running their target."""
+    with _lock:
+        return [w for w in _works if w.is_alive()]
 
 
 def pending() -> int:
-    """How many registered threads are still running."""
-    with _lock:
-        return sum(1 for t in _threads if t.is_alive())
+    """How many registered threads are still running their target."""
+    return len(running())
 
 
 def drain(timeout: float = DRAIN_SECONDS) -> bool:
-    """Join every registered thread within `timeout` seconds in all; True when none is left running.
-
-    A Ctrl-C while waiting is left to the caller (it means: stop now)."""
+    """Wait until every registered thread's target has returned, within `timeout` seconds in all;
+    True when none is left running. A Ctrl-C while waiting is left to the caller (it means: stop now)."""
     deadline = time.monotonic() + timeout
     while True:
-        with _lock:
-            alive = [t for t in _threads if t.is_alive()]
-            _threads[:] = alive
+        alive = running()
         if not alive:
             return True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
-        alive[0].join(remaining)
+        alive[0].finished.wait(remaining)
+
+
+def inside_onnxruntime() -> List[str]:
+    """Names of the threads (other than this one) whose Python stack is inside a call into
+    onnxruntime: native work the registry does not know of (a thread pool's worker), still alive.
+    Read from the threads' current frames: a thread's state lock may lie (see the module)."""
+    module = sys.modules.get("onnxruntime")
+    paths = list(getattr(module, "__path__", [])) if module is not None else []
+    if not paths:
+        return []  # onnxruntime never imported: nothing can be inside it
+    folder = os.path.join(paths[0], "")  # with its separator: not onnxruntime_genai's files
+    names = {t.ident: t.name for t in threading.enumerate()}
+    me = threading.get_ident()
+    found = []
+    for ident, frame in sys._current_frames().items():
+        if ident == me:
+            continue
+        while frame is not None:
+            if frame.f_code.co_filename.startswith(folder):
+                found.append(names.get(ident, str(ident)))
+                break
+            frame = frame.f_back
+    return found

@@ -214,7 +214,8 @@ def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: 
 
     # One pool for every chunk: its threads (and so glibc's arenas) are reused by each chunk's
     # sessions instead of new threads spreading the next sessions over new arenas.
-    with ThreadPoolExecutor(max_workers=max(1, len(targets)), thread_name_prefix="mi-session") as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, len(targets)), thread_name_prefix="mi-session")
+    try:
         for index in range(n_chunks):
             runs += _run_chunk(targets, index, samples, on_chunk, pool,
                                lambda done, sample_id, base=index * len(samples):
@@ -222,6 +223,13 @@ def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: 
                                before_run)
             # The chunk's sessions are gone (they lived in _run_chunk only) before the next are built.
             _return_freed_memory()
+    except BaseException:
+        # Ctrl-C or an error: a build still running in the pool is not waited for (seconds of a
+        # wasted build, and a second Ctrl-C inside that wait left a worker unseen inside onnxruntime):
+        # the CLI's exit point ends the process without finalising while it runs (issue 40).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return runs
 
 

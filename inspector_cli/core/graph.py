@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Collection, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -133,6 +133,14 @@ class ModelGraph:
         """Position of a tensor's producer in topological order (-1 for graph inputs/initializers)."""
         node = self.producer.get(tensor)
         return node.order if node else -1
+
+    def producer_through(self, tensor: str, skipped: Collection[str]) -> Optional[NodeInfo]:
+        """The producer of `tensor`, looking through nodes of the `skipped` op types (their first input):
+        the node that computed a value a chain of Q/DQ pairs or Casts only carries."""
+        node = self.producer.get(tensor)
+        while node is not None and node.op_type in skipped and node.inputs:
+            node = self.producer.get(node.inputs[0])
+        return node
 
     # ---- tensor types and shapes ----------------------------------------------------------------
     def tensor_info(self, name: str) -> TensorInfo:

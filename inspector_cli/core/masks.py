@@ -22,7 +22,14 @@ The rules (docs/guide/nan-bisect.md, "Masks"):
   mask through each node (`Where` picks them by its condition, element-wise ops take the union,
   reshapes move them). An Inf elsewhere in the same tensor (an overflow), a NaN, or an Inf of the
   other sign is not masked. When a tensor the positions need is not at hand, the fill-signed
-  infinities of the tensor count as masked (`MaskAnalysis.positions` returns None and says so).
+  infinities of the tensor count as masked (`MaskAnalysis.positions` returns None and says so);
+* a **guarded row**: the NaN a Softmax makes of a row masked at every position is intended when
+  the one reader of its output (through Cast/Identity) is a `Where` that replaces exactly those rows,
+  its condition a comparison on the mask (the ONNX `Attention` function's `RowAllMasked` guard), and
+  the NaN lie exactly in those rows.
+
+The same analysis carries a reduction's identity over an empty set (core/identities.py), so that
+`intended` answers for every infinity a model makes on purpose.
 """
 from __future__ import annotations
 
@@ -32,7 +39,9 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
 import numpy as np
 
 from .graph import ModelGraph
-from .maskscan import ELEMENTWISE, ENDS, RESHAPES, SAME, Mask, extreme, fill_sign, scan_masks
+from .identities import EmptyReduction, find_empty_reductions, identity_count
+from .maskops import COMPARES, ELEMENTWISE, ENDS, RESHAPES, SAME, Mask, extreme, fill_sign
+from .maskscan import scan_masks
 
 Values = Mapping[str, np.ndarray]
 __all__ = ["Mask", "MaskAnalysis", "extreme", "fill_sign", "find_masks"]
@@ -52,10 +61,17 @@ class MaskAnalysis:
     """Path tensors computed from constants and conditions only (the mask itself, no data)."""
     mask_of: Dict[str, int] = field(default_factory=dict)
     """Path tensor or node -> index into `masks`."""
+    rows_of: Dict[str, str] = field(default_factory=dict)
+    """A Softmax ending a mask: its output and the Cast/Identity copies of it -> the Softmax (they
+    hold its fully masked rows' NaN)."""
+    guards: Dict[str, str] = field(default_factory=dict)
+    """Softmax -> the Where that replaces its fully masked rows (see the module docstring)."""
+    empty: Dict[str, EmptyReduction] = field(default_factory=dict)
+    """Tensors that may hold a reduction's identity over an empty set (core/identities.py)."""
 
     # ---- queries ----------------------------------------------------------------------------------
     def __bool__(self) -> bool:
-        return bool(self.masks)
+        return bool(self.masks or self.empty)
 
     def on_path(self, tensor: str) -> bool:
         return tensor in self.sign and tensor not in self.constant_values
@@ -143,24 +159,68 @@ class MaskAnalysis:
 
     def intended(self, tensor: str, value: np.ndarray, values: Values,
                  cache: Optional[Dict[str, Optional[np.ndarray]]] = None) -> bool:
-        """Is every non-finite value of `tensor` intended: a fill constant, or only masked values?"""
-        return self.is_fill(tensor) or self.only_masked(tensor, value, values, cache)
+        """Is every non-finite value of `tensor` intended: a fill constant, only masked values, a
+        Softmax's fully masked rows its guard replaces, or a reduction's identity over an empty set?"""
+        if self.is_fill(tensor) or self.only_masked(tensor, value, values, cache):
+            return True
+        if tensor in self.empty and self.identities(tensor, value, values) == value.size:
+            return True
+        return self.guarded_rows(tensor, value, values, cache) > 0
+
+    def identities(self, tensor: str, value: np.ndarray, values: Values) -> int:
+        """The infinities of `value` that are a reduction's identity over an empty set (0 or all)."""
+        entry = self.empty.get(tensor)
+        return 0 if entry is None else identity_count(self.graph, entry, np.asarray(value), values)
+
+    def guarded_rows(self, tensor: str, value: np.ndarray, values: Values,
+                     cache: Optional[Dict[str, Optional[np.ndarray]]] = None) -> int:
+        """The fully masked rows of the Softmax `tensor` carries when its guard replaces them and its NaN
+        lie exactly there (nothing else non-finite); else 0."""
+        softmax = self.rows_of.get(tensor)
+        if softmax is None or softmax not in self.guards or value.dtype.kind != "f":
+            return 0
+        rows, exact = self.row_nan(tensor, value, values, cache)
+        return rows if exact and not np.isinf(value).any() else 0
+
+    def row_nan(self, tensor: str, value: np.ndarray, values: Values,
+                cache: Optional[Dict[str, Optional[np.ndarray]]] = None) -> Tuple[int, bool]:
+        """(fully masked rows of the Softmax whose output `tensor` carries, whether the NaN of `value`
+        are exactly those rows); (0, False) when the Softmax's input is not at hand."""
+        softmax = self.rows_of.get(tensor)
+        source = None if softmax is None else values.get(self.graph.node_by_name[softmax].inputs[0])
+        if softmax is None or source is None or value.dtype.kind != "f":
+            return 0, False
+        found = self._dead_rows(softmax, np.asarray(source), values, cache)
+        if found is None:
+            return 0, False
+        dead, rows = found
+        return rows, dead.shape == value.shape and bool(np.array_equal(np.isnan(value), dead))
 
     def fully_masked_rows(self, softmax: str, value: np.ndarray, values: Values,
                           cache: Optional[Dict[str, Optional[np.ndarray]]] = None) -> int:
         """Rows of a Softmax's input (along its axis) that are -inf at every position, all masked:
         the Softmax of such a row is 0/0 = NaN."""
+        found = self._dead_rows(softmax, value, values, cache)
+        return 0 if found is None else found[1]
+
+    def _dead_rows(self, softmax: str, value: np.ndarray, values: Values,
+                   cache: Optional[Dict[str, Optional[np.ndarray]]] = None) -> Optional[Tuple[np.ndarray, int]]:
+        """The Softmax input's fully masked rows: a bool array of its shape (True across each such
+        row: where the Softmax makes NaN) and their number; None for an input that is not a float
+        tensor with elements."""
         node = self.graph.node_by_name[softmax]
         if value.dtype.kind != "f" or value.ndim == 0 or value.size == 0:
-            return 0
+            return None
         where = self.positions(node.inputs[0], {**values, node.inputs[0]: value}, cache)
         dead = np.isneginf(value) & (where if where is not None else True)
         axis = int(self.graph.node_attribute(softmax, "axis", -1 if self.graph.opset >= 13 else 1))  # type: ignore[arg-type]
         axis = axis % value.ndim
         if self.graph.opset < 13:  # the input is coerced to 2-D at `axis`
-            rows = dead.reshape(int(np.prod(value.shape[:axis], dtype=np.int64)), -1)
-            return int(np.count_nonzero(rows.all(axis=1)))
-        return int(np.count_nonzero(dead.all(axis=axis)))
+            rows = dead.reshape(int(np.prod(value.shape[:axis], dtype=np.int64)), -1).all(axis=1, keepdims=True)
+            width = int(value.size) // max(1, rows.shape[0])
+            return np.broadcast_to(rows, (rows.shape[0], width)).reshape(value.shape), int(np.count_nonzero(rows))
+        rows = dead.all(axis=axis, keepdims=True)
+        return np.broadcast_to(rows, value.shape), int(np.count_nonzero(rows))
 
     # ---- carrying positions through one node ------------------------------------------------------
     def _value(self, tensor: str, values: Values) -> Optional[np.ndarray]:
@@ -231,8 +291,53 @@ def find_masks(graph: ModelGraph) -> MaskAnalysis:
         analysis.constant_values.update(group.values)
         analysis.sign.update(group.signs)
         analysis.pure.update(group.pure)
+        for name in mask.inputs:
+            analysis.mask_of[name] = index
+    _find_row_guards(analysis)
+    analysis.empty = find_empty_reductions(graph)
     graph.__dict__[_CACHE] = analysis
     return analysis
+
+
+def _find_row_guards(analysis: MaskAnalysis) -> None:
+    """Fill `rows_of` and `guards`: each Softmax ending a mask, the Cast/Identity copies of its output
+    and the Where (if any) that replaces its fully masked rows."""
+    graph = analysis.graph
+    for mask in analysis.masks:
+        for end in mask.ends:
+            node = graph.node_by_name[end]
+            if node.op_type not in ENDS or not node.outputs or not node.outputs[0]:
+                continue
+            tensor = node.outputs[0]
+            analysis.rows_of[tensor] = end
+            while True:
+                readers = [(c, [i for i, t in enumerate(c.inputs) if t == tensor])
+                           for c in graph.consumers.get(tensor, [])]
+                # CastLike's second input and Shape read the type or shape only, not the values
+                readers = [(c, at) for c, at in readers
+                           if not (c.op_type == "CastLike" and at == [1]) and c.op_type not in ("Shape", "Size")]
+                if len(readers) != 1:
+                    break
+                reader, at = readers[0]
+                if reader.op_type in SAME and at == [0] and reader.outputs and reader.outputs[0]:
+                    tensor = reader.outputs[0]
+                    analysis.rows_of[tensor] = end
+                    continue
+                if reader.op_type == "Where" and _tests_the_mask(analysis, reader.inputs[0], at):
+                    analysis.guards[end] = reader.name
+                break
+
+
+def _tests_the_mask(analysis: MaskAnalysis, condition: str, at: List[int]) -> bool:
+    """Is `condition` a comparison that ends a mask (or its negation), such that a Where reading the
+    Softmax rows at input positions `at` replaces them where the comparison holds?"""
+    producer = analysis.graph.producer.get(condition)
+    negated = producer is not None and producer.op_type == "Not"
+    if negated and producer is not None:
+        producer = analysis.graph.producer.get(producer.inputs[0])
+    if producer is None or producer.op_type not in COMPARES or producer.name not in analysis.mask_of:
+        return False
+    return at == ([1] if negated else [2])
 
 
 _CACHE = "_mi_masks"

@@ -228,6 +228,7 @@ class Session:
         try:
             model_arg = source if isinstance(source, bytes) else str(source)
             failpoints.hit("session")
+            failpoints.slow("session")  # the signal tests' slow build (core/failpoints.py)
             with plan.building():
                 self._session = ort.InferenceSession(model_arg, sess_options=options, **by_name)
         except Exception as exc:
@@ -304,14 +305,17 @@ def open_sessions(requests: Sequence[Tuple["ModelGraph", RuntimeConfig, str]]) -
     each other. The sessions are then used from the caller's thread. The first request that fails
     raises (in request order), as one `open_session` after another would; the others are dropped.
     Graphs must be distinct objects (one proto cannot be serialised by two threads at once).
+    The threads are `core.background`'s: a Ctrl-C while they build is raised at once, and the
+    CLI's exit point, not a pool's shutdown, deals with the builds still running (issue 40).
     """
     if len(requests) < 2:
         return [open_session(graph, runtime, label=label) for graph, runtime, label in requests]
-    from concurrent.futures import ThreadPoolExecutor
+    from functools import partial
 
-    with ThreadPoolExecutor(max_workers=len(requests), thread_name_prefix="mi-session") as pool:
-        futures = [pool.submit(open_session, graph, runtime, label=label) for graph, runtime, label in requests]
-        return [future.result() for future in futures]
+    from . import background
+
+    return background.run_all([partial(open_session, graph, runtime, label=label)
+                               for graph, runtime, label in requests], name="mi-session")
 
 
 def kernel_registry(providers: Sequence[str] = ("CPUExecutionProvider",)

@@ -111,6 +111,8 @@ class TensorTracker:
         if self.keep_per_sample:
             row = {"sample": sample, "metrics": metrics, "nonfinite_mismatch": stats.nonfinite_mismatch,
                    "shape_mismatch": False}
+            if stats.nan_same:
+                row["nan_same"] = stats.nan_same
             if stats.items:
                 row["unequal"] = stats.items_unequal
             self.per_sample.append(row)

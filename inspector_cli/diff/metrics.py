@@ -82,11 +82,15 @@ class PairStats:
     nan_b: int = 0
     inf_b: int = 0
     nonfinite_mismatch: int = 0
-    """Positions where a and b are not both finite and do not hold the same Inf (a NaN never matches,
-    not even a NaN: it is never a value either model meant). Any such position makes the element
-    metrics unbounded (see `metrics`)."""
+    """Positions where a and b disagree in being non-finite: a NaN or Inf against a finite value, NaN
+    against Inf, +Inf against -Inf. Any such position makes the element metrics unbounded (see
+    `metrics`). A NaN on both sides is not counted here but in `nan_same`."""
     inf_same: int = 0
     """Positions where a and b hold the same +Inf or -Inf (a causal mask): equal, left out of the sums."""
+    nan_same: int = 0
+    """Positions where a and b both hold NaN: left out of the sums, and neither agreement nor a
+    mismatch here. What they mean is the caller's rule (compare/outputs.nonfinite_findings): agreement
+    against saved outputs that expect the NaN (golden mode), a finding of its own between two models."""
     kl_sum: float = 0.0
     kl_rows: int = 0
     kl_mode: Optional[str] = None
@@ -120,15 +124,17 @@ class PairStats:
                 setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
-    def metrics(self, allow_nonfinite: bool = False) -> Dict[str, Optional[float]]:
+    def metrics(self, allow_nonfinite: bool = False, *, nan_is_mismatch: bool = False) -> Dict[str, Optional[float]]:
         """Every metric derived from the sums; None where a metric does not apply.
 
-        NaN/Inf never reads as agreement: with a non-finite mismatch (a NaN on either side, or an Inf
-        the other side does not hold) cosine is NaN, SQNR -inf and every error metric +inf, so every
-        gate fails. `allow_nonfinite` reads the metrics over the positions finite on both sides
-        instead (the mismatch stays counted in `nonfinite()`). Positions holding the same Inf on both
-        sides are equal and left out of the sums either way."""
-        if self.nonfinite_mismatch and not allow_nonfinite:
+        NaN/Inf never reads as agreement with a finite value: with a non-finite mismatch (a NaN or an
+        Inf the other side does not hold at that position) cosine is NaN, SQNR -inf and every error
+        metric +inf, so every gate fails. `allow_nonfinite` reads the metrics over the positions
+        finite on both sides instead (the mismatch stays counted in `nonfinite()`). Positions holding
+        the same Inf, or NaN, on both sides are left out of the sums either way: the metrics are those
+        of the finite positions, and `nan_same` says how many NaN both sides share (`nan_is_mismatch`:
+        they make the metrics unbounded too, for callers where any NaN is a fault)."""
+        if (self.nonfinite_mismatch or (nan_is_mismatch and self.nan_same)) and not allow_nonfinite:
             return self._unbounded()
         if self.items and not self.count:  # strings, labels: equality only (`items_unequal`), no metric
             return {name: None for name in self._unbounded()}
@@ -162,7 +168,7 @@ class PairStats:
 
     def nonfinite(self) -> Dict[str, int]:
         return {"nan_a": self.nan_a, "inf_a": self.inf_a, "nan_b": self.nan_b, "inf_b": self.inf_b,
-                "mismatch": self.nonfinite_mismatch, "inf_same": self.inf_same}
+                "mismatch": self.nonfinite_mismatch, "inf_same": self.inf_same, "nan_same": self.nan_same}
 
 
 def _cosine(dot: float, a2: float, b2: float, sq_err: float) -> float:
@@ -195,10 +201,10 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, *, topk: Sequence[int] = DEFAUL
     """Sums of one comparison of reference `a` and candidate `b` (shapes must be compatible).
 
     Values are widened to float64 (fp16, bf16-as-float, integers and bools alike). Positions where
-    either side is NaN/Inf are left out of the error sums and counted; when both sides hold the
-    same Inf there (a mask), they agree (`inf_same`); anything else, a NaN on either side included,
-    is a `nonfinite_mismatch`. `distribution` adds KL and top-k on the last axis
-    (floating tensors only).
+    either side is NaN/Inf are left out of the error sums and counted (`count_nonfinite`): the same
+    Inf on both sides (a mask) agrees (`inf_same`), NaN on both sides is `nan_same`, anything else
+    (a NaN or Inf against a finite value or another non-finite value) is a `nonfinite_mismatch`.
+    `distribution` adds KL and top-k on the last axis (floating tensors only).
     """
     stats = PairStats(samples=1)
     arr_a, arr_b = np.asarray(a), np.asarray(b)
@@ -215,12 +221,7 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, *, topk: Sequence[int] = DEFAUL
         finite_b = np.isfinite(b64)
         all_finite = bool(finite_a.all()) and bool(finite_b.all())
         if not all_finite:
-            stats.nan_a, stats.nan_b = int(np.isnan(a64).sum()), int(np.isnan(b64).sum())
-            stats.inf_a, stats.inf_b = int(np.isinf(a64).sum()), int(np.isinf(b64).sum())
-            both = finite_a & finite_b
-            agree = np.isinf(a64) & (a64 == b64)  # the same +Inf or -Inf; NaN == NaN is False
-            stats.inf_same = int(agree.sum())
-            stats.nonfinite_mismatch = int(a64.size - both.sum() - stats.inf_same)
+            both = count_nonfinite(stats, a64, b64, finite_a, finite_b)
             # the floor of the significant relative error comes from every finite reference value
             peak = float(np.abs(a64[finite_a]).max()) if finite_a.any() else 0.0
             a64, b64 = a64[both], b64[both]
@@ -232,6 +233,21 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, *, topk: Sequence[int] = DEFAUL
         # a64/b64 hold exactly arr.astype(float64): reuse them instead of widening again
         _accumulate_distribution(stats, a64.reshape(arr_a.shape), b64.reshape(arr_b.shape), topk)
     return stats
+
+
+def count_nonfinite(stats: PairStats, a: np.ndarray, b: np.ndarray, finite_a: np.ndarray,
+                    finite_b: np.ndarray) -> np.ndarray:
+    """Count the non-finite positions of flat `a` and `b` into `stats` (`nan_*`, `inf_*`,
+    `inf_same`, `nan_same`, `nonfinite_mismatch`); returns the positions finite on both sides."""
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    stats.nan_a, stats.nan_b = int(np.count_nonzero(nan_a)), int(np.count_nonzero(nan_b))
+    stats.inf_a = int(a.size - np.count_nonzero(finite_a)) - stats.nan_a
+    stats.inf_b = int(b.size - np.count_nonzero(finite_b)) - stats.nan_b
+    both = finite_a & finite_b
+    stats.inf_same = int(np.count_nonzero(np.isinf(a) & (a == b)))  # the same +Inf or -Inf; NaN == NaN is False
+    stats.nan_same = int(np.count_nonzero(nan_a & nan_b))
+    stats.nonfinite_mismatch = int(a.size - np.count_nonzero(both) - stats.inf_same - stats.nan_same)
+    return both
 
 
 def _accumulate_finite(stats: PairStats, a: np.ndarray, b: np.ndarray) -> bool:

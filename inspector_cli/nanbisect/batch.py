@@ -128,6 +128,7 @@ class Summary:
     fp16: int = 0
     errors: int = 0
     runs: int = 0
+    intended: int = 0
     records: List[SampleRecord] = field(default_factory=list)
     _groups: Dict[Tuple[str, str], Group] = field(default_factory=dict)
     """(kind, node) -> its group so far; insertion order is first-seen order, the tie-break of groups().
@@ -145,6 +146,7 @@ class Summary:
         self.nonfinite += record.status == "nonfinite"
         self.masked += bool(record.masked)
         self.fp16 += bool(record.fp16)
+        self.intended += bool(record.intended)
         for origin in (record.origins or ([record.origin] if record.origin else [])):
             self._group("origin", origin.node, origin.op_type, record.sample,
                         origin.hints[0].rule if origin.hints else None, origin.describe())
@@ -165,7 +167,7 @@ class Summary:
 
     def merge(self, other: "Summary") -> "Summary":
         """Fold another summary in (samples of `other` come after ours)."""
-        for name in ("scanned", "resumed", "nonfinite", "masked", "fp16", "errors", "runs"):
+        for name in ("scanned", "resumed", "nonfinite", "masked", "fp16", "errors", "runs", "intended"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for key, theirs in other._groups.items():
             mine = self._groups.get(key)

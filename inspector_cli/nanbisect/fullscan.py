@@ -194,11 +194,13 @@ class FullScanner:
         masked = [describe_origin(self.prepared, p, lookup, reaches=False) for p in scan.masked] if self.deep else []
         events = self._fp16_events(ranges) if self.fp16 else []
         status = "nonfinite" if dirty else "masked" if masked else "fp16" if events else "clean"
+        intended = {o: c for o in self.topo.outputs if o not in bad  # non-finite, but all intended
+                    for c in [self._counts(o, lookup)] if c["nan"] or c["inf"]}
         strategy = "full-scan" if len(plan.chunks) == 1 else f"full-scan ({len(plan.chunks)} chunks)"
         return SampleRecord(sample=sample, status=status, outputs=counts, origin=origins[0] if origins else None,
                             origins=origins if self.all_origins else [], masked=masked, fp16=events, strategy=strategy,
                             runs=len(plan.chunks), inputs_nonfinite={k: nonfinite_counts(v) for k, v in feeds.items()
-                                                                     if is_bad(v)})
+                                                                     if is_bad(v)}, intended=intended)
 
     def _counts(self, name: str, lookup: ValueLookup) -> Dict[str, int]:
         s = lookup.stats(name)

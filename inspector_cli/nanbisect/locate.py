@@ -176,14 +176,18 @@ class Locator:
             # a single-sample run never needs the whole model again: free its weights before replays
             self.sessions.drop(("root", rp.exposed))
             del session
-        dirty = [o for o in self.topo.outputs if o in values and is_bad(values[o])]
+        env = {**feeds, **values}
+        # an output holding only intended infinities (a mask's, an empty reduction's) is clean
+        dirty = [o for o in self.topo.outputs if o in values and self._bad(o, values[o], Predicate.NONFINITE, env)]
+        intended = {o: nonfinite_counts(values[o]) for o in self.topo.outputs
+                    if o in values and o not in dirty and is_bad(values[o])}
         if not dirty:
             built = self._build_seconds or self.prepared.root_build_seconds
             self._clean_runs += 1
             if not self._prebuild_decided and built is not None and self._clean_runs >= 2:  # a warm run
                 self._consider_prebuild(feeds, built, ran)
             return SampleRecord(sample=sample, status="clean", strategy=rp.strategy, runs=self.runs,
-                                inputs_nonfinite=inputs_bad)
+                                inputs_nonfinite=inputs_bad, intended=intended)
         counts = {o: nonfinite_counts(values[o]) for o in dirty}
         found = self._explain_run(self.root, rp.plan, values, {}, feeds, Predicate.NONFINITE, self.budget)
         position = found.origins[0] if found.origins else -1
@@ -197,7 +201,7 @@ class Locator:
             if birth.origins and birth.lookup is not None:
                 origin = replace(origin, nan_birth=describe_transition(self.prepared, birth.origins[0], birth.lookup))
         return SampleRecord(sample=sample, status="nonfinite", outputs=counts, origin=origin,
-                            strategy=rp.strategy, runs=self.runs, inputs_nonfinite=inputs_bad)
+                            strategy=rp.strategy, runs=self.runs, inputs_nonfinite=inputs_bad, intended=intended)
 
     def _consider_prebuild(self, feeds: Mapping[str, np.ndarray], build_seconds: float, run_seconds: float) -> None:
         """After the second clean scan (a warm run's CPU known): start building the likely first replay's

@@ -35,9 +35,9 @@ from ..progress import Progress
 from ..results.base import Finding
 from .config import ProbeConfig
 from .quant import Quantizer, QuantTracker
-from .runner import Consumers, Hit, ProbeRunner
+from .runner import Consumers, Hit, Lane, ProbeRunner, halves_by_size
 from .tracker import ProbeTracker, Workspace
-from .triggers import parse_triggers
+from .triggers import Trigger, parse_triggers
 
 BLOCK_SAMPLES = 16
 WARM_MODULES = ("numpy", "onnx", "onnxruntime", "inspector_cli.probe.batch")
@@ -101,10 +101,48 @@ class HeldProbeRunner(ProbeRunner):
     statistics (that sample's run is dropped)."""
 
     def __init__(self, held: "HeldSessions", *args: Any, stats: Optional[ThreadPoolExecutor] = None,
-                 **kwargs: Any) -> None:
+                 lane: Optional[Lane] = None, workspace: Optional[Workspace] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.held = held
         self.stats = stats
+        self.lane, self.workspace = lane, workspace
+        """A second statistics thread with its own workspace: each sample's tensors split by size between
+        it and the statistics thread (a tracker always on the same one, the halves joined before the next
+        sample's statistics)."""
+        self._halves: Dict[Tuple[str, ...], Tuple[List[str], List[str]]] = {}
+
+    def _consume(self, sample_id: str, position: int, names: List[str], tensors: TensorMap,
+                 triggers: Sequence[Trigger]) -> Optional[Hit]:
+        lane = self.lane
+        if lane is None or self.workspace is None or self.masks or self.consumers.plugins or len(names) < 2:
+            return super()._consume(sample_id, position, names, tensors, triggers)
+        mine, theirs = self._split(names, tensors)
+        other = lane.pool.submit(self._consume_part, lane.workspace, sample_id, position, theirs, tensors, triggers)
+        try:
+            found = self._consume_part(self.workspace, sample_id, position, mine, tensors, triggers)
+        finally:
+            found_other = other.result()  # never leave the other half running into the next sample
+        if found is None or found_other is None:
+            return found if found_other is None else found_other
+        # both halves met a trigger: the one on the tensor first in capture order, as one pass would report
+        order = {name: i for i, name in enumerate(names)}
+        return min(found, found_other, key=lambda hit: order[hit.stats.tensor])
+
+    def _consume_part(self, workspace: Workspace, sample_id: str, position: int, names: List[str],
+                      tensors: TensorMap, triggers: Sequence[Trigger]) -> Optional[Hit]:
+        """`_consume` of some of a sample's tensors, their trackers reading with `workspace` (a thread's)."""
+        workspace.settle()
+        trackers = self.consumers.trackers
+        for name in names:
+            if name in trackers:
+                trackers[name].workspace = workspace
+        return self._update(sample_id, position, names, tensors, triggers)
+
+    def _split(self, names: List[str], tensors: TensorMap) -> Tuple[List[str], List[str]]:
+        key = tuple(names)
+        if key not in self._halves:  # fixed at a chunk's first sample: a tracker stays on its thread
+            self._halves[key] = halves_by_size(names, tensors)
+        return self._halves[key]
 
     def _capture(self, index: int, target: CaptureTarget, samples: SampleSet,
                  on_chunk: Callable[[str, int, List[TensorMap]], None],
@@ -113,6 +151,8 @@ class HeldProbeRunner(ProbeRunner):
         # samples that follow the run (a sequence's steps: the state) read their next sample from its outputs
         observe = getattr(samples, "observe", None)
         fed = self.masks.needs(target.chunks[0]) if self.masks else []
+        if self.masks:  # an empty reduction's input: its size says whether the reduction's infinities are intended
+            fed += [self.masks.empty[t].data for t in target.chunks[0] if t in self.masks.empty]
         fed = [t for t in fed if t in self.graph.input_names]  # a mask's condition given as a graph input
         # plugins are user code: called on this thread, as before
         pool = self.stats if not self.consumers.plugins else None
@@ -175,8 +215,12 @@ class ProbeBlockRunner(Runner):
         """Each chunk with the tensors its masks' positions need (captured, not probed)."""
         self.stats = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-stats")
         """Each sample's statistics while the next sample runs (HeldProbeRunner)."""
+        self.lane: Optional[Lane] = None
         if job.compiled:
             self.workspace.want_kernels()
+            if job.graph is not None:  # this process (not a worker beside others): a second statistics thread
+                self.lane = Lane(ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-stats-2"), Workspace())
+                self.lane.workspace.want_kernels()
 
     def consumers(self) -> Consumers:
         """Fresh trackers, quantiser checks and plugins for one block."""
@@ -219,7 +263,8 @@ class ProbeBlockRunner(Runner):
         follow = list(getattr(samples, "follow", ()))  # outputs such samples need back (not probed unless selected)
         chunks = [list(dict.fromkeys([*chunk, *follow])) for chunk in self.chunks]
         runner = HeldProbeRunner(self.held, self.graph, self.job.runtime, chunks, samples, self.consumers,
-                                 self.nodes, self.triggers, progress=progress, masks=self.masks, stats=self.stats)
+                                 self.nodes, self.triggers, progress=progress, masks=self.masks, stats=self.stats,
+                                 lane=self.lane, workspace=self.workspace)
         hit = runner.run()
         return BlockPartial(block.start, runner.consumers, runner.samples_done, hit, runner.restarted,
                             dict(self.held.assignments), self.held.build_seconds)
@@ -227,6 +272,8 @@ class ProbeBlockRunner(Runner):
     def close(self) -> None:
         self.held = HeldSessions(self.graph, self.job.runtime, 0)
         self.stats.shutdown(wait=True)
+        if self.lane is not None:
+            self.lane.pool.shutdown(wait=True)
 
 
 def mask_chunk(masks: MaskAnalysis, graph: ModelGraph, chunk: Sequence[str]) -> List[str]:
@@ -235,8 +282,7 @@ def mask_chunk(masks: MaskAnalysis, graph: ModelGraph, chunk: Sequence[str]) -> 
     if not masks:
         return list(chunk)
     softmax = masks.softmax_inputs()
-    extra = [softmax[graph.producer[t].name] for t in chunk
-             if t in graph.producer and graph.producer[t].name in softmax]
+    extra = [softmax[masks.rows_of[t]] for t in chunk if masks.rows_of.get(t) in softmax]
     extra += [t for t in masks.needs([*chunk, *extra]) if t in graph.producer]  # graph inputs come with the sample
     return list(dict.fromkeys([*chunk, *extra]))
 

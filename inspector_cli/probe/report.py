@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.graph import ModelGraph
 from ..core.inputs import SampleSet
-from ..core.masks import Mask
+from ..core.masks import Mask, MaskAnalysis
 from ..core.select import selectable_tensors
 from ..errors import UsageError
 from ..results.base import Finding, ModelRef, Severity
@@ -37,9 +37,11 @@ def quant_results(trackers: Sequence[QuantTracker], reference: Dict[Tuple[str, s
 
 
 def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit], quant: Sequence[QuantRange],
-                   config: ProbeConfig, masks: Sequence[Mask] = ()) -> List[Finding]:
-    """Defects (errors: exit 1) and observations (warnings, info) from the statistics."""
-    findings: List[Finding] = mask_findings(masks, tensors)
+                   config: ProbeConfig, analysis: Optional[MaskAnalysis] = None) -> List[Finding]:
+    """Defects (errors: exit 1) and observations (warnings, info) from the statistics; `analysis`:
+    the model's intended infinities (core/masks.py), each reported as what it is."""
+    findings: List[Finding] = mask_findings(analysis.masks if analysis else (), tensors)
+    findings += identity_findings(tensors, analysis)
     if trigger is not None:
         values = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in trigger.values.items())
         findings.append(Finding(rule="MI824", severity=Severity.ERROR, tensor=trigger.tensor,
@@ -48,13 +50,7 @@ def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit]
                                 data={"sample": trigger.sample, "sample_index": trigger.sample_index}))
     for t in tensors:
         if t.masked_rows and not t.inf:
-            findings.append(Finding(
-                rule="MI828", severity=Severity.ERROR, tensor=t.name, node=t.node or None,
-                message=f"tensor '{t.name}' holds {t.nan} NaN: {t.masked_rows} row(s) of Softmax '{t.node}' had "
-                        f"every input masked (-Inf), and Softmax of a row with no position left is 0/0 = NaN",
-                hint="a query that may attend to nothing (an all-zero attention_mask row, or padding on the "
-                     "wrong side): fill with the dtype's lowest value instead of -Inf, or fix the mask",
-                data={"rows": t.masked_rows}))
+            findings.append(masked_rows_finding(t, analysis))
         elif t.nan or t.inf:
             findings.append(Finding(rule="MI821", severity=Severity.ERROR, tensor=t.name, node=t.node or None,
                                     message=f"tensor '{t.name}' holds {t.nan} NaN and {t.inf} Inf value(s)",
@@ -88,6 +84,42 @@ def build_findings(tensors: Sequence[TensorStats], trigger: Optional[TriggerHit]
     return findings
 
 
+def masked_rows_finding(t: TensorStats, analysis: Optional[MaskAnalysis]) -> Finding:
+    """MI828: the NaN a Softmax makes of rows masked at every position; an error, unless the model
+    replaces those rows itself (the ONNX Attention function's guard): then information."""
+    softmax = (analysis.rows_of.get(t.name) if analysis else None) or t.node
+    guard = analysis.guards.get(softmax) if analysis else None
+    text = (f"tensor '{t.name}' holds {t.nan} NaN: {t.masked_rows} row(s) of Softmax '{softmax}' had every input "
+            f"masked (-Inf), and Softmax of a row with no position left is 0/0 = NaN")
+    if guard is not None:
+        return Finding(rule="MI828", severity=Severity.INFO, tensor=t.name, node=softmax,
+                       message=f"{text}; Where '{guard}' replaces those rows (the model's guard for a query with "
+                               f"nothing to attend to): intended", data={"rows": t.masked_rows, "guard": guard})
+    return Finding(rule="MI828", severity=Severity.ERROR, tensor=t.name, node=t.node or None, message=text,
+                   hint="a query that may attend to nothing (an all-zero attention_mask row, or padding on the "
+                        "wrong side): fill with the dtype's lowest value instead of -Inf, or fix the mask",
+                   data={"rows": t.masked_rows})
+
+
+def identity_findings(tensors: Sequence[TensorStats], analysis: Optional[MaskAnalysis]) -> List[Finding]:
+    """MI830 (info): infinities that are a reduction's documented identity over an empty set."""
+    if not analysis or not analysis.empty:
+        return []
+    findings = []
+    for t in tensors:
+        entry = analysis.empty.get(t.name)
+        if entry is None or not t.masked or analysis.on_path(t.name):  # a mask's tensor: its masked values are the mask's
+            continue
+        value = "-inf" if entry.sign < 0 else "+inf"
+        answer = "the log of an empty sum" if entry.op_type == "ReduceSum" else f"{entry.op_type} of no element"
+        findings.append(Finding(
+            rule="MI830", severity=Severity.INFO, tensor=t.name, node=entry.node,
+            message=f"tensor '{t.name}': its {t.masked} {value} value(s) are {answer} ('{entry.node}' reduces "
+                    f"'{entry.data}', which holds no element): the documented answer, not counted as Inf",
+            data={"node": entry.node, "data": entry.data, "count": t.masked}))
+    return findings
+
+
 def mask_findings(masks: Sequence[Mask], tensors: Sequence[TensorStats]) -> List[Finding]:
     """MI829 (info): one per mask recognised, with the masked values it accounts for."""
     stats = {t.name: t for t in tensors}
@@ -98,8 +130,9 @@ def mask_findings(masks: Sequence[Mask], tensors: Sequence[TensorStats]) -> List
         counted = (f": {masked} masked value(s) in {len(where)} tensor(s), not counted as Inf" if masked
                    else "")
         findings.append(Finding(rule="MI829", severity=Severity.INFO, node=mask.nodes[0] if mask.nodes else None,
-                                tensor=mask.constants[0], message=f"{mask.describe()}{counted}",
-                                data={"constants": list(mask.constants), "nodes": list(mask.nodes),
+                                tensor=(*mask.constants, *mask.inputs)[0], message=f"{mask.describe()}{counted}",
+                                data={"constants": list(mask.constants), "inputs": list(mask.inputs),
+                                      "nodes": list(mask.nodes),
                                       "ends": list(mask.ends), "masked": masked}))
     return findings
 

@@ -8,6 +8,7 @@ samples up to the trigger (rare: it needs both a chunked plan and such a trigger
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -21,7 +22,7 @@ from ..core.runner import RuntimeConfig
 from ..core.types import TensorMap
 from ..plugins import NodeView, Plugin, call_plugin
 from .quant import QuantTracker
-from .tracker import SampleStats, ProbeTracker
+from .tracker import SampleStats, ProbeTracker, Workspace
 from .triggers import Trigger, first_match
 
 Progress = Callable[[int, Optional[int], str], None]
@@ -34,6 +35,29 @@ class Hit:
     trigger: Trigger
     stats: SampleStats
     sample_index: int
+
+
+@dataclass
+class Lane:
+    """A second statistics thread and its buffers (tracker.py `Workspace`): a sample's tensors are split
+    between it and the thread that computes the others (probe/batch.py `HeldProbeRunner`)."""
+
+    pool: ThreadPoolExecutor
+    workspace: Workspace
+
+
+def halves_by_size(names: Sequence[str], tensors: TensorMap) -> Tuple[List[str], List[str]]:
+    """`names` split in two with about the same number of values each (largest first, each to the lighter
+    half), in `names` order within a half."""
+    sizes = {name: int(getattr(tensors.get(name), "size", 0) or 0) for name in names}
+    halves: Tuple[List[str], List[str]] = ([], [])
+    loads = [0, 0]
+    for name in sorted(names, key=lambda n: -sizes[n]):
+        lighter = 0 if loads[0] <= loads[1] else 1
+        halves[lighter].append(name)
+        loads[lighter] += sizes[name]
+    order = {name: i for i, name in enumerate(names)}
+    return sorted(halves[0], key=order.__getitem__), sorted(halves[1], key=order.__getitem__)
 
 
 class _Stop(Exception):
@@ -70,7 +94,6 @@ class ProbeRunner:
         self.restarted = False
         self.masks = masks
         """The model's masks: their intentional infinities are counted apart (`mask_counts`)."""
-        self._softmax_inputs = masks.softmax_inputs() if masks else {}
 
     def run(self) -> Optional[Hit]:
         limit = len(self.samples)
@@ -126,12 +149,17 @@ class ProbeRunner:
 
     def _consume(self, sample_id: str, position: int, names: List[str], tensors: TensorMap,
                  triggers: Sequence[Trigger]) -> Optional[Hit]:
+        for tracker in self.consumers.trackers.values():
+            tracker.workspace.settle()  # one workspace for all: the first call settles it
+            break
+        return self._update(sample_id, position, names, tensors, triggers)
+
+    def _update(self, sample_id: str, position: int, names: List[str], tensors: TensorMap,
+                triggers: Sequence[Trigger]) -> Optional[Hit]:
+        """Every consumer of `names` fed with this sample's tensors; the first trigger met, in `names` order."""
         consumers = self.consumers
         found: Optional[Hit] = None
         cache: Dict[str, Optional[np.ndarray]] = {}
-        for tracker in consumers.trackers.values():
-            tracker.workspace.settle()  # one workspace for all: the first call settles it
-            break
         for name in names:
             array = tensors[name]
             tracker = consumers.trackers.get(name)
@@ -151,19 +179,21 @@ class ProbeRunner:
 
     def _mask_counts(self, name: str, array: np.ndarray, tensors: TensorMap,
                      cache: Dict[str, Optional[np.ndarray]]) -> Tuple[int, int]:
-        """(masked infinities of the tensor, fully masked rows behind a Softmax output's NaN)."""
+        """(intended infinities of the tensor: a mask's, a reduction's identity over an empty set;
+        fully masked rows behind the NaN of a Softmax's output or of its copies)."""
         masks = self.masks
         if not masks or not isinstance(array, np.ndarray) or array.dtype.kind != "f":
             return 0, 0
         masked = 0
         if masks.on_path(name) and np.isinf(array).any():
             masked, _ = masks.masked_count(name, array, tensors, cache)
+        if name in masks.empty:
+            masked += masks.identities(name, array, tensors)
         rows = 0
-        node = self.graph.producer.get(name)
-        if node is not None and node.name in self._softmax_inputs and np.isnan(array).any():
-            source = tensors.get(self._softmax_inputs[node.name])
-            if source is not None:
-                rows = masks.fully_masked_rows(node.name, np.asarray(source), tensors, cache)
+        if name in masks.rows_of and np.isnan(array).any():
+            rows, exact = masks.row_nan(name, array, tensors, cache)
+            if masks.rows_of[name] in masks.guards and not exact:
+                rows = 0  # a guard excuses the masked rows only: any other NaN is found as NaN
         return masked, rows
 
 

@@ -34,7 +34,7 @@ def fp32_node_names(fp32: onnx.ModelProto, qdq: onnx.ModelProto, nodes: Sequence
     inputs = [(x, y) for x, y in zip(ga.input_names, gb.input_names)]
     matching = match_tensors(sa, sb, inputs=inputs)
     for pair in matching.pairs:
-        node_b = _compute_producer(gb, pair.b)
+        node_b = gb.producer_through(pair.b, _QDQ)
         if node_b is None or node_b.name not in missing:
             continue
         chain = sa.chain_of.get(pair.a)
@@ -44,9 +44,3 @@ def fp32_node_names(fp32: onnx.ModelProto, qdq: onnx.ModelProto, nodes: Sequence
             mapping.setdefault(node_b.name, same[0].name)
     return mapping
 
-
-def _compute_producer(graph: ModelGraph, tensor: str):  # type: ignore[no-untyped-def]
-    node = graph.producer.get(tensor)
-    while node is not None and node.op_type in _QDQ and node.inputs:
-        node = graph.producer.get(node.inputs[0])
-    return node

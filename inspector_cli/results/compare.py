@@ -40,6 +40,8 @@ class SampleMetrics:
     unequal: Optional[int] = None
     """Values compared for equality (strings, labels, map keys) that differ on this sample; None when
     the output holds none."""
+    nan_same: int = 0
+    """Positions where both sides hold NaN on this sample (left out of the metrics; finding MI807)."""
 
 
 @dataclass(frozen=True)

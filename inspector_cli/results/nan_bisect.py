@@ -148,6 +148,9 @@ class SampleRecord:
     inputs_nonfinite: Dict[str, Dict[str, int]] = field(default_factory=dict)
     error: Optional[str] = None
     repro: Optional[str] = None
+    intended: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    """Outputs whose NaN/Inf are all intended (a mask's -inf, a reduction's identity over an empty
+    set: findings MI907/MI908): name -> {'nan': n, 'inf': m}. They do not make the sample fail."""
 
     @property
     def failed(self) -> bool:
@@ -198,6 +201,8 @@ class NanBisectResult(Result):
     masked: int = 0
     fp16: int = 0
     errors: int = 0
+    intended: int = 0
+    """Samples whose outputs hold only intended NaN/Inf (records' `intended`)."""
     groups: List[Group] = field(default_factory=list)
     records: List[SampleRecord] = field(default_factory=list)
     findings: List[Finding] = field(default_factory=list)
@@ -273,6 +278,9 @@ class NanBisectResult(Result):
             return f"FOUND: {'; '.join(parts)} ({scope} scanned)"
         if self.errors:
             return f"INCOMPLETE: {'; '.join(parts)} ({scope} scanned)"
+        if self.intended:
+            return (f"CLEAN: no NaN/Inf but intended ones in {scope}; the outputs of {self.intended} hold such "
+                    f"values (a mask's -inf, a reduction's answer over an empty set)")
         return f"CLEAN: no NaN/Inf in {scope}"
 
 

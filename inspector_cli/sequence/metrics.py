@@ -23,10 +23,11 @@ def step_metrics(a: np.ndarray, b: np.ndarray, distribution: bool = False,
     stats = None if distribution else _finite_element_stats(a, b)
     if stats is None:
         stats = compare_arrays(a, b, distribution=distribution)
-    values = stats.metrics(allow_nonfinite)
+    # a step's NaN is a fault even where both models hold it (the decode cannot go on from it)
+    values = stats.metrics(allow_nonfinite, nan_is_mismatch=True)
     out: Dict[str, Any] = {k: values[k] for k in KEEP if values.get(k) is not None}
-    if stats.nonfinite_mismatch:
-        out["nonfinite_mismatch"] = stats.nonfinite_mismatch
+    if stats.nonfinite_mismatch or stats.nan_same:
+        out["nonfinite_mismatch"] = stats.nonfinite_mismatch + stats.nan_same
     if stats.nan_a or stats.inf_a:
         out["nonfinite_a"] = stats.nan_a + stats.inf_a
     if stats.nan_b or stats.inf_b:

@@ -22,7 +22,7 @@ from ..core import failpoints
 from ..core.interrupts import deferred_interrupt
 from ..nanbisect.batch import JsonlLog, Summary, check_jsonl
 from ..nanbisect.config import NanBisectConfig, Simulate
-from ..nanbisect.findings import build_findings, mask_findings
+from ..nanbisect.findings import build_findings, intended_findings
 from ..nanbisect.job import NanBisectJob, error_record
 from ..nanbisect.locate import Locator
 from ..nanbisect.model import PreparedModel, scan_runtime
@@ -89,7 +89,7 @@ def _prepare_and_run(model: ModelArg, config: NanBisectConfig, progress: Progres
         result = _run(prepared, config, samples, budget, static, warnings, model_ref, label, progress, started,
                       executor, source)
         result = _with_placement(result, prepared, config, scan_assignment, build_seconds)
-        result = replace(result, findings=[*mask_findings(masks.masks), *result.findings])
+        result = replace(result, findings=[*intended_findings(masks), *result.findings])
         result = attach_scopes(result, prepared.graph)
         return replace(result, models=[replace(model_ref, sha256=hashing.result())])
     finally:
@@ -198,7 +198,7 @@ def _run(prepared: PreparedModel, config: NanBisectConfig, samples: SampleSet, b
         plan={**plan, "workers": config.executor.workers, "repro": repro, **_engine(spec, executor)}, static=static,
         samples_total=len(samples),
         scanned=summary.scanned, resumed=summary.resumed, nonfinite=summary.nonfinite, masked=summary.masked,
-        fp16=summary.fp16, errors=summary.errors, groups=groups, records=summary.records,
+        fp16=summary.fp16, errors=summary.errors, intended=summary.intended, groups=groups, records=summary.records,
         findings=build_findings(static, groups, summary), warnings=warnings, runs=summary.runs,
         interrupted=interrupted, jsonl=config.jsonl, elapsed_s=round(time.monotonic() - started, 3))
 

@@ -137,7 +137,7 @@ def probe_model(model: ModelArg, config: Optional[ProbeConfig] = None, *,
         models=[model_ref], config=config.to_dict(), runtime=config.runtime.to_dict(),
         inputs=plan.samples.describe(), tensors=tensors, samples=done, per_sample=per_sample, trigger=trigger,
         quant=quant, plugins=plugin_results, history=history,
-        findings=build_findings(tensors, trigger, quant, config, find_masks(graph).masks) + ([lost_finding(run.lost)] if run.lost else [])
+        findings=build_findings(tensors, trigger, quant, config, find_masks(graph)) + ([lost_finding(run.lost)] if run.lost else [])
         + placement_findings([where.placement], config.require_provider),
         warnings=warnings, capture=plan.capture, placement=where.placement, partition=where.change), graph)
 

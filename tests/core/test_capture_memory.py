@@ -78,8 +78,13 @@ def _peak_kib(a: Path, b: Path, budget: str) -> int:
 def test_peak_rss_does_not_grow_as_the_budget_shrinks(mlp_pair):
     one_chunk = _peak_kib(*mlp_pair, "1G")
     one_tensor_each = _peak_kib(*mlp_pair, "64K")  # below one tensor (256 KiB): 16 chunks
-    # one model's weights are 32 MiB: the old code's growth was 5 of them; 8 MiB is noise room
-    assert one_tensor_each <= one_chunk + 8 * 1024, (one_chunk, one_tensor_each)
+    # One model's weights are 32 MiB: the old code's growth was 5 of them (160 MiB), every run. Under load
+    # the peak of a run moves by a few MiB (when the worker threads' malloc arenas grow), so a run above the
+    # room is measured once more: growth repeats, noise does not. Failed once at 8 MiB of room under load.
+    room = 16 * 1024
+    if one_tensor_each > one_chunk + room:
+        one_tensor_each = min(one_tensor_each, _peak_kib(*mlp_pair, "64K"))
+    assert one_tensor_each <= one_chunk + room, (one_chunk, one_tensor_each)
 
 
 def test_a_chunks_sessions_are_freed_before_the_next_chunks_are_built(mlp_pair, monkeypatch):

@@ -169,7 +169,8 @@ def test_tracker_nonfinite_mismatch_fails_a_gate_the_metric_meets() -> None:
     tally = tracker.tallies[0]
     assert (tally.evaluated, tally.failed, tally.examples) == (1, 1, ["nan"])
     assert tracker.per_sample[0]["nonfinite_mismatch"] == 1
-    assert tracker.total.nonfinite() == {"nan_a": 0, "inf_a": 0, "nan_b": 1, "inf_b": 0, "mismatch": 1, "inf_same": 0}
+    assert tracker.total.nonfinite() == {"nan_a": 0, "inf_a": 0, "nan_b": 1, "inf_b": 0, "mismatch": 1, "inf_same": 0,
+                                         "nan_same": 0}
 
 
 def test_tracker_gate_on_an_undefined_metric_is_not_evaluated() -> None:

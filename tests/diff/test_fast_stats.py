@@ -48,8 +48,9 @@ def test_non_finite_values_take_the_exact_path():
     a = np.array([1.0, np.nan, 3.0, np.inf], np.float32)
     b = np.array([1.0, np.nan, 2.0, 5.0], np.float32)
     stats = fast_pair_stats(a, b)
-    # NaN vs NaN is never a match (position 1), nor inf vs 5 (position 3)
-    assert stats.nonfinite() == {"nan_a": 1, "inf_a": 1, "nan_b": 1, "inf_b": 0, "mismatch": 2, "inf_same": 0}
+    # NaN on both sides (position 1) is counted apart (nan_same); inf vs 5 (position 3) is a mismatch
+    assert stats.nonfinite() == {"nan_a": 1, "inf_a": 1, "nan_b": 1, "inf_b": 0, "mismatch": 1, "inf_same": 0,
+                                 "nan_same": 1}
     assert stats.count == 2 and stats.max_abs == 1.0 and stats.metrics(allow_nonfinite=True)["max_abs"] == 1.0
     assert stats.metrics()["max_abs"] == np.inf
 

@@ -83,8 +83,9 @@ def test_nonfinite_positions_are_counted_not_compared():
     a = np.array([1.0, np.nan, np.inf, 2.0, -np.inf])
     b = np.array([1.0, np.nan, 5.0, 2.5, -np.inf])
     stats = compare_arrays(a, b, distribution=False)
-    # position 4 (both -inf) agrees; position 1 (NaN: never a match, even with NaN) and 2 (inf vs 5) do not
-    assert stats.nonfinite_mismatch == 2 and stats.inf_same == 1
+    # position 4 (both -inf) agrees; position 1 holds NaN on both sides (nan_same: neither a match nor a
+    # mismatch here, compare's findings decide); position 2 (inf vs 5) is a mismatch
+    assert stats.nonfinite_mismatch == 1 and stats.inf_same == 1 and stats.nan_same == 1
     assert (stats.nan_a, stats.inf_a, stats.nan_b, stats.inf_b) == (1, 2, 1, 1)
     assert stats.count == 2
     assert stats.metrics(allow_nonfinite=True)["max_abs"] == pytest.approx(0.5)  # the finite positions alone

@@ -19,11 +19,11 @@ def test_all_nan_logits_against_finite_ones_read_as_total_disagreement() -> None
     assert m["rmse"] == math.inf and m["top1"] is None
 
 
-def test_nan_against_nan_and_plus_against_minus_inf_are_mismatches_the_same_inf_is_not() -> None:
+def test_plus_against_minus_inf_is_a_mismatch_the_same_inf_is_not_and_nan_on_both_is_counted_apart() -> None:
     a = np.array([1.0, np.nan, np.inf, -np.inf, 2.0])
     b = np.array([1.0, np.nan, -np.inf, -np.inf, 4.0])
     stats = compare_arrays(a, b, distribution=False)
-    assert (stats.nonfinite_mismatch, stats.inf_same, stats.count) == (2, 1, 2)
+    assert (stats.nonfinite_mismatch, stats.inf_same, stats.nan_same, stats.count) == (1, 1, 1, 2)
     finite = stats.metrics(allow_nonfinite=True)  # over positions 0 and 4: errors 0 and 2
     assert finite["max_abs"] == 2.0 and finite["mean_abs"] == 1.0 and finite["rmse"] == math.sqrt(2.0)
     assert finite["cosine"] == (1 * 1 + 2 * 4) / (math.sqrt(5) * math.sqrt(17))
@@ -53,3 +53,19 @@ def test_sums_merge_exactly_and_a_mismatch_in_one_sample_makes_the_data_set_unbo
     assert merged.metrics(allow_nonfinite=True)["max_abs"] == 1.0 == clean.metrics()["max_abs"]
     whole = compare_arrays(np.array([1.0, 2.0, 1.0, 2.0]), np.array([1.0, 3.0, np.nan, 2.0]), distribution=False)
     assert (whole.count, whole.sum_sq_err, whole.dot, whole.nonfinite_mismatch) == (3, 1.0, merged.dot, 1)
+
+
+def test_nan_on_both_sides_leaves_the_finite_metrics_and_a_sequence_step_still_fails_on_it() -> None:
+    from inspector_cli.sequence.metrics import step_metrics
+
+    a = np.array([[1.0, np.nan, 2.0]], np.float32)
+    b = np.array([[1.0, np.nan, 4.0]], np.float32)
+    stats = compare_arrays(a, b, distribution=False)
+    assert (stats.nan_same, stats.nonfinite_mismatch, stats.count) == (1, 0, 2)
+    m = stats.metrics()  # over positions 0 and 2: errors 0 and 2
+    assert m["max_abs"] == 2.0 and m["mean_abs"] == 1.0 and m["cosine"] == (1 + 8) / (math.sqrt(5) * math.sqrt(17))
+    assert math.isnan(stats.metrics(nan_is_mismatch=True)["cosine"])
+    # a decode cannot go on from a NaN, even one both models produce: the step stays non-finite (issue 30's rule)
+    row = step_metrics(a, b)
+    assert row["nonfinite_mismatch"] == 1 and math.isnan(row["cosine"]) and row["max_abs"] == math.inf
+    assert step_metrics(a, b, allow_nonfinite=True)["max_abs"] == 2.0

@@ -44,17 +44,17 @@ def test_compare_candidate_nan_where_reference_is_finite_fails_with_mi802(tmp_pa
     assert document["verdict"]["exit_code"] == 1 and document["verdict"]["passed"] is False
 
 
-@pytest.mark.parametrize("a, b, mismatch", [
-    ([np.nan, 1.0], [np.inf, 1.0], 1),      # NaN vs +Inf disagree
-    ([np.inf, 1.0], [-np.inf, 1.0], 1),     # +Inf vs -Inf disagree
-    ([np.nan, 1.0], [np.nan, 1.0], 1),      # NaN never agrees, not even with NaN (issue 30)
-    ([-np.inf, 1.0], [-np.inf, 1.0], 0),    # the same Inf agrees
-    ([np.nan, np.inf], [1.0, 2.0], 2),      # non-finite vs finite
+@pytest.mark.parametrize("a, b, mismatch, nan_same", [
+    ([np.nan, 1.0], [np.inf, 1.0], 1, 0),      # NaN vs +Inf disagree
+    ([np.inf, 1.0], [-np.inf, 1.0], 1, 0),     # +Inf vs -Inf disagree
+    ([np.nan, 1.0], [np.nan, 1.0], 0, 1),      # NaN on both: counted apart, for compare's findings (issue 42)
+    ([-np.inf, 1.0], [-np.inf, 1.0], 0, 0),    # the same Inf agrees
+    ([np.nan, np.inf], [1.0, 2.0], 2, 0),      # non-finite vs finite
 ])
-def test_compare_arrays_non_finite_agreement(a, b, mismatch) -> None:
+def test_compare_arrays_non_finite_agreement(a, b, mismatch, nan_same) -> None:
     # planted: any two non-finite values treated as agreeing
     stats = compare_arrays(np.array(a), np.array(b))
-    assert stats.nonfinite_mismatch == mismatch
+    assert (stats.nonfinite_mismatch, stats.nan_same) == (mismatch, nan_same)
     assert stats.count == 1 if mismatch < 2 else stats.count == 0
 
 

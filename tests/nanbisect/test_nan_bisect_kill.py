@@ -15,6 +15,7 @@ import pytest
 
 from ..fixtures import nan_models as nm
 from ..fixtures.helpers import invoke
+from ..fixtures.load import heavy_mode, pytest_generate_tests, repeat  # noqa: F401 (heavy mode: by hand)
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds workers through /proc")

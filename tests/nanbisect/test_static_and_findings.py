@@ -62,7 +62,7 @@ def test_weights_beyond_the_fp16_range():
 
 def test_findings_of_the_static_pass_and_of_each_group():
     assert RULES == {"static": "MI901", "origin": "MI902", "masked": "MI903", "fp16-overflow": "MI904",
-                     "fp16-underflow": "MI905", "error": "MI906", "mask": "MI907"}
+                     "fp16-underflow": "MI905", "error": "MI906", "mask": "MI907", "empty-reduction": "MI908"}
     many = [f"n{i}" for i in range(6)]
     static = [WeightIssue("w", 1, 0, 3, ["mul"]), WeightIssue("v", 0, 2, 8, many), WeightIssue("u", 1, 1, 2, [])]
     groups = [

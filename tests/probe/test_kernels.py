@@ -65,21 +65,12 @@ def test_a_trackers_statistics_are_the_same_with_the_kernels(index):
 def test_a_large_probe_reports_the_same_numbers_with_and_without_kernels(tmp_path, monkeypatch):
     """The whole result of `probe --select all` on a CNN: compiled kernels forced (MI_JIT=always) against
     MI_JIT=0; the statistics thread pipelines the samples in both."""
-    import onnx
-
     from inspector_cli.probe.config import ProbeConfig
-    from inspector_cli.testing.models import build_cnn
     from inspector_cli.workflows.probe import probe_model
 
-    path = tmp_path / "cnn.onnx"
-    onnx.save(build_cnn(), str(path))
-    data = tmp_path / "data"
-    data.mkdir()
-    rng = np.random.default_rng(0)
-    model = onnx.load(str(path))
-    dims = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
-    for i in range(6):
-        np.savez(data / f"s{i}.npz", **{model.graph.input[0].name: rng.standard_normal(dims).astype(np.float32)})
+    from ..fixtures.probe_models import cnn_with_samples
+
+    path, data = cnn_with_samples(tmp_path)
     config = ProbeConfig(inputs=(str(data),))
     results = []
     for setting in ("0", "always"):

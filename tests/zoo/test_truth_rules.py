@@ -41,3 +41,6 @@ def test_a_mask_in_both_models_is_equal_and_a_nan_only_equals_a_nan(tmp_path) ->
     assert np.isnan(bad.true_cosine) and bad.true_max_abs == float("inf") and bad.delta == 0.0
     # mi reading agreement where the recomputation finds a NaN is a disagreement, not noise
     assert recompute(_mi_json(tmp_path / "wrong.json", 1.0), a, b, data)[0].delta == float("inf")
+    # NaN at the same position in both (issue 42) is left out like the mask: the finite positions agree
+    both = recompute(_mi_json(tmp_path / "both.json", 1.0), b, b, data)[0]
+    assert both.true_cosine == 1.0 and both.true_max_abs == 0.0 and both.delta == 0.0

@@ -188,12 +188,12 @@ def recompute(result_json: Path, model_a: Path, model_b: Path, data: Path) -> Li
                 continue
             s = sums[(a, b)]
             x, y = x.ravel(), y.reshape(-1) if x.shape == y.shape else y.ravel()
-            # docs/metrics.md: positions finite in both enter the sums; the same +-Inf in both (a mask) is
-            # equal and enters none; any other non-finite position (NaN anywhere, a lone or opposite Inf)
-            # makes the layer total disagreement: cosine NaN, max |b - a| inf
+            # docs/metrics.md: positions finite in both enter the sums; the same +-Inf in both (a mask) and
+            # NaN in both enter none; any other non-finite position (a NaN or Inf against a finite value, NaN
+            # against Inf, opposite Infs) makes the layer total disagreement: cosine NaN, max |b - a| inf
             finite = np.isfinite(x) & np.isfinite(y)
-            same_inf = np.isinf(x) & (x == y)
-            s[4] += int(np.count_nonzero(~finite & ~same_inf))
+            same = (np.isinf(x) & (x == y)) | (np.isnan(x) & np.isnan(y))
+            s[4] += int(np.count_nonzero(~finite & ~same))
             x, y = x[finite], y[finite]
             s[0] += float(x @ y); s[1] += float(x @ x); s[2] += float(y @ y)
             s[3] = max(s[3], float(np.abs(y - x).max())) if x.size else s[3]
