@@ -35,10 +35,12 @@ COMMANDS: Dict[str, str] = {
     "validate": "inspector_cli.commands.validate:validate",
     "nan-bisect": "inspector_cli.commands.nan_bisect:nan_bisect",
     "inspect": "inspector_cli.commands.inspect:inspect",
+    "fix": "inspector_cli.commands.fix:fix",
 }
 
 SUMMARIES: Dict[str, str] = {
     "compare": "Compare MODEL_B against the reference MODEL_A on the same inputs.",
+    "fix": "The cheapest remedies (16-bit, per-channel, calibration, float) making a quantised model meet targets.",
     "report": "Render saved JSON results again, or find regressions between two runs.",
     "run": "Run the steps of the suite file SUITE in order, as one gate with one report.",
     "inputs": "Make sample folders (.npz) for a model, and show what a data folder holds.",

@@ -13,20 +13,25 @@ def fallback_options(func: Any) -> Any:
     """--fallback-plan and what the plan must reach / where it goes (shared by compare and nan-bisect)."""
     return compose(
         click.option("--fallback-plan", is_flag=True,
-                     help="Find the fewest nodes to keep in float (QDQ MODEL_B) or fp32 (fp16 model) so that every "
-                          "--target holds, verified on the samples."),
+                     help="Moved to `mi fix` (an alias for one release): find the fewest nodes to keep in float "
+                          "(QDQ MODEL_B) or fp32 (fp16 model) so that every --target holds, verified on the samples."),
         click.option("--target", "targets", multiple=True, metavar="METRIC>=V",
-                     help="What the plan must reach over all samples, e.g. 'cosine>=0.995', 'top1>=0.99', "
-                          "'logits:max_abs<=0.1'. Repeatable (default cosine>=0.995)."),
+                     help="With --fallback-plan (moved to `mi fix --target`): what the plan must reach over all "
+                          "samples, e.g. 'cosine>=0.995', 'top1>=0.99', 'logits:max_abs<=0.1'. Repeatable "
+                          "(default cosine>=0.995)."),
         click.option("--max-nodes", type=click.IntRange(min=1), default=10, show_default=True,
-                     help="Most candidates the plan may add: a QDQ node with the nodes that share its "
-                          "quantisers (excluded together, as quantize_static would), or fp16 nodes blocked."),
+                     help="With --fallback-plan (moved to `mi fix --max-nodes`): most candidates the plan may add: "
+                          "a QDQ node with the nodes that share its quantisers (excluded together, as "
+                          "quantize_static would), or fp16 nodes blocked."),
         click.option("--max-runs", type=click.IntRange(min=3), default=50, show_default=True,
-                     help="Most full-model evaluations (a session build and every sample) the search may use."),
+                     help="With --fallback-plan (moved to `mi fix --max-runs`): most full-model evaluations (a session "
+                          "build and every sample) the search may use."),
         click.option("--write-model", type=click.Path(dir_okay=False), metavar="FILE",
-                     help="Write the patched model (the plan applied) here; its targets are re-checked from the file."),
+                     help="With --fallback-plan (moved to `mi fix --write-model`): write the patched model (the plan "
+                          "applied) here; its targets are re-checked from the file."),
         click.option("--exclude-list", type=click.Path(dir_okay=False), metavar="FILE",
-                     help="Write the node list as .json/.yaml: nodes_to_exclude for onnxruntime's quantize_static, "
+                     help="With --fallback-plan (moved to `mi fix --exclude-list`, `--export`): write the node list as "
+                          ".json/.yaml: nodes_to_exclude for onnxruntime's quantize_static, "
                           "node_block_list for onnxconverter_common's float16 converter."),
     )(func)
 
@@ -61,16 +66,22 @@ def build_fallback_config(params: Dict[str, Any]) -> Optional[Any]:
     if not params.get("fallback_plan"):
         used = [f for f in ("targets", "write_model", "exclude_list") if params.get(f)]
         if used:
-            raise UsageError(f"--{used[0].rstrip('s').replace('_', '-')} needs --fallback-plan")
+            flag = f"--{used[0].rstrip('s').replace('_', '-')}"
+            raise UsageError(f"{flag} needs --fallback-plan, which moved to `mi fix FP32 QUANTISED ... {flag} ...`")
         return None
     for flag in ("write_model", "exclude_list"):
         if params.get(flag):
             check_writable(params[flag], f"--{flag.replace('_', '-')}")
+    click.echo(MOVED, err=True)
     return RemedyConfig(targets=tuple(params.get("targets") or ("cosine>=0.995",)),
                         max_nodes=params.get("max_nodes") or 10, max_runs=params.get("max_runs") or 50,
                         write_model=Path(params["write_model"]) if params.get("write_model") else None,
                         exclude_list=Path(params["exclude_list"]) if params.get("exclude_list") else None)
 
+
+MOVED = ("note: --fallback-plan moved to `mi fix FP32 QUANTISED --inputs ... --target ...` (cheaper remedies than "
+         "float, exports for onnxruntime, NNCF and ModelOpt, targets on accuracy); this alias stays for one release")
+"""Printed on stderr by every run of the alias (issue 44)."""
 
 REQUEST_FLAGS = ("fallback_plan", "targets", "write_model", "exclude_list", "bisect_optimizers", "simulated",
                  "labels", "min_accuracy", "max_accuracy_drop")

@@ -73,6 +73,13 @@ HELP_GROUPS: Dict[str, Groups] = {
         ("Scale-out", SCALE_OUT),
         ("Output", (*REPORTS, "--jsonl", "--resume", "--overwrite", "--repro")),
     ),
+    "mi fix": (
+        ("Inputs", (*INPUTS, "--map", "--labels", "--calibration", *DECODING)),
+        ("Targets and remedies", ("--target", "--remedies", "--max-nodes", "--max-runs")),
+        ("Runtime", RUNTIME),
+        ("Scale-out", ("--workers",)),
+        ("Output", (*REPORTS, "--write-model", "--export", "--exclude-list", "--journal", "--resume")),
+    ),
     "mi profile": (
         ("Measurement", ("--against", "--runs", "--warmup", "--top", "--group-by", "--trace", "--no-memory-stats")),
         ("Inputs", INPUTS),
@@ -119,6 +126,7 @@ SEE_ALSO: Dict[str, str] = {
     "mi compare": "guide/compare.md",
     "mi probe": "guide/probe.md",
     "mi nan-bisect": "guide/nan-bisect.md",
+    "mi fix": "guide/fix.md",
     "mi profile": "guide/profile.md",
     "mi validate": "guide/validate.md",
     "mi inspect": "guide/inspect.md",

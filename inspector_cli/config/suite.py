@@ -30,7 +30,7 @@ from ..errors import ConfigError
 from .interpolate import interpolate_config
 from .loader import ConfigFile, load_config_file, param_by_key, section_default_map
 
-STEP_KINDS: Tuple[str, ...] = ("validate", "compare", "probe", "nan-bisect", "profile", "inspect")
+STEP_KINDS: Tuple[str, ...] = ("validate", "compare", "probe", "nan-bisect", "profile", "inspect", "fix")
 """Commands a suite step may run, in the order a CI gate usually runs them."""
 
 SUITE_KEYS = ("version", "description", "defaults", "steps")

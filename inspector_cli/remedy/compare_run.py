@@ -44,8 +44,9 @@ def run_remedies(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, re
     runtime_b = config.runtime_b or config.runtime
     findings: List[Finding] = []
     accuracy: List[AccuracyRow] = []
+    label_notes: List[str] = []
     if request.labels is not None:
-        accuracy = _accuracy(plan, ids, samples, runtime_a, runtime_b, request)
+        accuracy, label_notes = _accuracy(plan, ids, samples, runtime_a, runtime_b, request)
         for row in accuracy:
             findings.extend(Finding("MI862", Severity.ERROR, f"--labels: {text}", tensor=row.output)
                             for text in row.failed_gates)
@@ -61,7 +62,7 @@ def run_remedies(model_a: ModelArg, model_b: ModelArg, config: CompareConfig, re
         fallback = _fallback(models, ids, samples, runtime_b, request.fallback, layers, config)
         findings.extend(plan_findings(fallback, request.fallback))
     section = RemedySection(fallback=fallback, optimizers=optimizers, accuracy=accuracy,
-                            labels=str(request.labels) if request.labels else None)
+                            labels=str(request.labels) if request.labels else None, label_notes=label_notes)
     return section, findings
 
 
@@ -86,8 +87,8 @@ def _source(plan_graph: object) -> "bytes | str":
 
 
 def _accuracy(plan: ComparePlan, ids: List[str], samples: List[TensorMap], runtime_a: RuntimeConfig,
-              runtime_b: RuntimeConfig, request: RemedyRequest) -> List[AccuracyRow]:
-    from .labels import accuracy_reports, label_of, load_labels
+              runtime_b: RuntimeConfig, request: RemedyRequest) -> Tuple[List[AccuracyRow], List[str]]:
+    from .labels import accuracy_reports, load_labels
 
     assert request.labels is not None
     labels = load_labels(request.labels)
@@ -100,17 +101,19 @@ def _accuracy(plan: ComparePlan, ids: List[str], samples: List[TensorMap], runti
         for pair in plan.outputs.pairs:
             scores_a[pair.a][sample_id] = out_a[pair.a]
             scores_b[pair.a][sample_id] = out_b[pair.b]
-    # '*' labels apply to the first compared output; named ones to the outputs they name
-    first = plan.outputs.pairs[0].a
-    outputs = [p.a for p in plan.outputs.pairs
-               if p.a == first or any(p.a in entry for entry in labels.values())]
+    # labels bind to the output holding class scores (a classifier's probabilities beside its predicted
+    # label, a ZipMap), or to the outputs they name (remedy/label_binding.py)
+    from .label_binding import bind_labels
+
+    first = {p.a: scores_a[p.a][ids[0]] for p in plan.outputs.pairs} if ids else {}
     rows: List[AccuracyRow] = []
-    for output in outputs:
-        if output != first and not any(label_of(labels, s, output) is not None for s in ids):
-            continue
-        rows.extend(accuracy_reports(scores_a[output], scores_b[output], labels, output,
-                                     min_accuracy=request.min_accuracy, max_accuracy_drop=request.max_accuracy_drop))
-    return rows
+    notes: List[str] = []
+    for binding in bind_labels(labels, ids, first):
+        notes.append(binding.note)
+        rows.extend(accuracy_reports(scores_a[binding.output], scores_b[binding.output], labels, binding.output,
+                                     ks=binding.ks, judge=binding.judge, min_accuracy=request.min_accuracy,
+                                     max_accuracy_drop=request.max_accuracy_drop))
+    return rows, notes
 
 
 class _Standalone:
@@ -204,7 +207,8 @@ def _fallback(models: _Standalone, ids: List[str], samples: List[TensorMap], run
         found.write_exclude_list(cfg.exclude_list)
     return FallbackSection(
         mode="qdq", found=found.found, nodes=list(found.nodes), fp32_nodes=list(found.fp32_nodes),
-        targets=list(found.targets), baseline=dict(found.baseline), final=dict(found.final),
+        targets=list(found.targets), baseline=dict(found.baseline), baseline_meets=found.baseline_meets,
+        final=dict(found.final),
         steps=[FallbackStepRow(s.action, s.node, list(s.float_nodes), dict(s.metrics), s.meets, s.latency_ms)
                for s in found.steps],
         runs=found.runs, inferences=found.inferences, seconds=found.seconds,
@@ -256,12 +260,12 @@ def require_fp16_converter() -> None:
     float16_converter()
 
 
-def refuse_qoperator(model: onnx.ModelProto) -> None:
+def refuse_qoperator(model: onnx.ModelProto, what: str = "--fallback-plan: model B") -> None:
     """UsageError when `model` is quantised in the QOperator format (QLinearConv, ConvInteger, ...):
     its integer kernels have no float node to keep, so no fallback plan can be made from it."""
     ops = sorted({n.op_type for n in model.graph.node if n.op_type in QOPERATOR_OPS})
     if ops:
-        raise UsageError(f"--fallback-plan: model B is quantised in the QOperator format ({', '.join(ops[:3])}): "
+        raise UsageError(f"{what} is quantised in the QOperator format ({', '.join(ops[:3])}): "
                          "it has no float node to keep, only integer kernels",
                          hint="quantise in the QDQ format (quantize_static(..., quant_format=QuantFormat.QDQ)) "
                               "and plan on that model; its exclude list applies to both formats")

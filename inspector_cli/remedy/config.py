@@ -76,3 +76,64 @@ class RemedyRequest:
     @property
     def active(self) -> bool:
         return self.fallback is not None or self.bisect_optimizers or self.labels is not None or self.simulated
+
+
+@dataclass(frozen=True)
+class FixConfig:
+    """`mi fix`: what the plan must reach, which remedies it may use, how far it may search, where it goes.
+
+    The samples, runtime and output pairing are a `CompareConfig` (`compare`: fix builds on compare's
+    pairing); `calibration` is the folder(s) another calibration is measured on (default: the samples).
+    """
+
+    compare: Any
+    """compare.config.CompareConfig (inputs, synthetic, runtime, output map, reader options)."""
+    targets: Tuple[str, ...] = ("cosine>=0.995",)
+    remedies: Tuple[str, ...] = ()
+    """Empty: every remedy (remedies.COST_ORDER)."""
+    labels: Optional[Path] = None
+    calibration: Tuple[str, ...] = ()
+    max_nodes: int = 10
+    max_runs: int = 50
+    write_model: Optional[Path] = None
+    export: Optional[Path] = None
+    exclude_list: Optional[Path] = None
+    journal: Optional[Path] = None
+    resume: bool = False
+    workers: int = 0
+
+    def __post_init__(self) -> None:
+        RemedyConfig(targets=self.targets, max_nodes=self.max_nodes, max_runs=self.max_runs,
+                     exclude_list=self.exclude_list)  # the shared checks, in the same words
+        from .remedies import parse_remedies
+
+        try:
+            parse_remedies(self.remedies or ("float", "a16", "per-channel", "calibration"))
+        except ValueError as exc:
+            raise ConfigError(f"--remedies: {exc}") from exc
+        if any(parse_target(t).on_labels for t in self.targets) and self.labels is None:
+            raise ConfigError("--target acc1/acc5/acc1_drop/acc5_drop needs --labels FILE")
+        if self.resume and self.journal is None:
+            raise ConfigError("--resume needs --journal FILE (the trials of the search being resumed)")
+        if self.export is not None and Path(self.export).suffix.lower() not in (".json", ".yaml", ".yml"):
+            raise ConfigError(f"--export {self.export}: write .json, .yaml or .yml")
+
+    def chosen_remedies(self) -> Tuple[str, ...]:
+        from .remedies import COST_ORDER, parse_remedies
+
+        return parse_remedies(self.remedies) if self.remedies else COST_ORDER
+
+    def remedy_config(self) -> RemedyConfig:
+        """The fallback-plan settings of the same run (the fp16 block list uses them)."""
+        return RemedyConfig(targets=self.targets, max_nodes=self.max_nodes, max_runs=self.max_runs,
+                            write_model=self.write_model, exclude_list=self.exclude_list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"targets": list(self.targets), "remedies": list(self.chosen_remedies()),
+                "labels": str(self.labels) if self.labels else None, "calibration": list(self.calibration),
+                "max_nodes": self.max_nodes, "max_runs": self.max_runs,
+                "write_model": str(self.write_model) if self.write_model else None,
+                "export": str(self.export) if self.export else None,
+                "exclude_list": str(self.exclude_list) if self.exclude_list else None,
+                "journal": str(self.journal) if self.journal else None, "resume": self.resume,
+                "workers": self.workers}

@@ -9,7 +9,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from ..core.types import TensorMap
 from ..diff.metrics import METRICS, PairStats, metric_value_ok
 from ..diff.values import all_finite, reduce_values
 from ..errors import UsageError
+
+ACCURACY_METRICS = {"acc1": ">=", "acc5": ">=", "acc1_drop": "<=", "acc5_drop": "<="}
+"""Targets on the task's metric, against `--labels`: top-1/top-5 accuracy of the candidate, and its drop from
+the reference's accuracy on the same samples (0.01 = one point)."""
 
 _TARGET = re.compile(r"^\s*(?:(?P<output>[^:]+):)?\s*(?P<metric>[a-z0-9_]+)\s*(?P<op>>=|<=)\s*(?P<value>\S+)\s*$")
 
@@ -30,6 +34,17 @@ class Target:
     op: str
     threshold: float
     output: Optional[str] = None
+
+    @property
+    def on_labels(self) -> bool:
+        """A target on accuracy against the labels (acc1, acc5 and their drops)."""
+        return self.metric in ACCURACY_METRICS
+
+    def holds(self, value: Optional[float]) -> bool:
+        if self.on_labels:
+            return value is not None and value == value and (
+                value >= self.threshold if self.op == ">=" else value <= self.threshold)
+        return metric_value_ok(self.metric, value, self.threshold)
 
     def describe(self) -> str:
         # 12 digits: a target such as cosine>=0.99999996 must not be shown (and keyed) as cosine>=1
@@ -51,9 +66,10 @@ def parse_target(text: str) -> Target:
     if match is None:
         raise UsageError(f"--target '{text}': expected METRIC>=NUMBER or OUTPUT:METRIC<=NUMBER, e.g. cosine>=0.995")
     metric, op = match["metric"], match["op"]
-    if metric not in METRICS:
-        raise UsageError(f"--target '{text}': unknown metric '{metric}'", hint=f"metrics: {', '.join(METRICS)}")
-    expected = ">=" if METRICS[metric].higher_is_better else "<="
+    if metric not in METRICS and metric not in ACCURACY_METRICS:
+        raise UsageError(f"--target '{text}': unknown metric '{metric}'",
+                         hint=f"metrics: {', '.join([*METRICS, *ACCURACY_METRICS])}")
+    expected = ACCURACY_METRICS.get(metric) or (">=" if METRICS[metric].higher_is_better else "<=")
     if op != expected:
         raise UsageError(f"--target '{text}': {metric} is bounded with {expected}")
     try:
@@ -73,6 +89,9 @@ class Evaluation:
     """Median wall time of one inference over the samples."""
     shortfall: float = 0.0
     meets: bool = False
+    partial: int = 0
+    """Stopped early: the samples run before a target could no longer hold (0: every sample ran). The
+    metrics are then those of these samples; `meets` is False."""
 
     def value(self, target: Target) -> Optional[float]:
         """The worst value of the target's metric over the outputs it applies to."""
@@ -96,13 +115,17 @@ class Evaluator:
     targets: Sequence[Target]
     runtime: RuntimeConfig = RuntimeConfig()
     reference: List[TensorMap] = field(default_factory=list)
+    extra: Any = None
+    """The `label_binding.LabelBinding` accuracy targets are measured with (None without labels)."""
     runs: int = 0
     inferences: int = 0
     session_builds: int = 0
     seconds: float = 0.0
 
-    def outputs(self, model: "bytes | str", label: str = "model") -> List[TensorMap]:
-        """All outputs of `model` on every sample (counts one run)."""
+    def outputs(self, model: "bytes | str", label: str = "model",
+                stop: Optional[Callable[[int, TensorMap], bool]] = None) -> List[TensorMap]:
+        """All outputs of `model` on every sample (counts one run); `stop(k, outputs)` True after sample k
+        ends the run there (the outputs so far are returned)."""
         start = time.perf_counter()
         session = Session(model, self.runtime, label=label)
         self.session_builds += 1
@@ -114,23 +137,32 @@ class Evaluator:
             results.append(session.run(feeds, sample=sample_id))
             self._times.append(time.perf_counter() - t0)
             self.inferences += 1
+            if stop is not None and len(results) < len(self.samples) and stop(len(results) - 1, results[-1]):
+                break
         self.seconds += time.perf_counter() - start
         return results
 
     def set_reference(self, model: "bytes | str") -> None:
         self.reference = self.outputs(model, label="reference")
 
-    def evaluate(self, model: "bytes | str", label: str = "candidate") -> Evaluation:
-        """Metrics of `model` against the reference, with the targets' verdict."""
-        candidate = self.outputs(model, label=label)
+    def evaluate(self, model: "bytes | str", label: str = "candidate", early_stop: bool = False) -> Evaluation:
+        """Metrics of `model` against the reference, with the targets' verdict. `early_stop`: stop as soon as a
+        countable target (top1/top5 agreement, accuracy against labels) can no longer hold (early_stop.py)."""
+        from .early_stop import miss_counter
+
+        stop = miss_counter(self) if early_stop else None
+        candidate = self.outputs(model, label=label, stop=stop)
         latency = float(np.median(self._times)) * 1000.0 if self._times else 0.0
-        return self.judge(candidate, latency)
+        result = self.judge(candidate, latency)
+        if len(candidate) < len(self.samples):
+            result.partial, result.meets = len(candidate), False
+        return result
 
     def judge(self, candidate: Sequence[Mapping[str, np.ndarray]], latency_ms: float = 0.0) -> Evaluation:
         stats: Dict[str, PairStats] = {}
         bad: List[str] = []
         unmatched: set = set()
-        for sample_id, ref, cand in zip(self.sample_ids, self.reference, candidate):
+        for sample_id, ref, cand in zip(self.sample_ids, self.reference, candidate):  # a partial run: its samples
             for name, value in ref.items():
                 # any value onnxruntime returns: strings compared for equality, sequences and maps by the
                 # numbers inside (diff/values.py); a structure that differs is no match at all
@@ -142,11 +174,31 @@ class Evaluator:
                 if not all_finite(cand[name]) and sample_id not in bad:
                     bad.append(sample_id)
         metrics = {name: s.metrics() for name, s in stats.items()}
+        on_labels = any(t.on_labels for t in self.targets)
+        if on_labels:
+            self._add_accuracy(metrics, candidate)
         result = Evaluation(metrics, bad, latency_ms)
-        unequal = any(s.items_unequal for s in stats.values()) or bool(unmatched)
+        # a changed label or string output misses agreement targets whatever the metrics say; against the
+        # labels, a changed prediction is what the accuracy counts
+        unequal = not on_labels and (any(s.items_unequal for s in stats.values()) or bool(unmatched))
         result.shortfall = sum(t.shortfall(result.value(t)) for t in self.targets) + (1e6 if bad else 0.0) + (
             1e3 if unequal else 0.0)
         # a changed label or string output misses the targets whatever the metrics say
-        result.meets = not bad and not unequal and all(
-            metric_value_ok(t.metric, result.value(t), t.threshold) for t in self.targets)
+        result.meets = not bad and not unequal and all(t.holds(result.value(t)) for t in self.targets)
         return result
+
+    def _add_accuracy(self, metrics: Dict[str, Dict[str, Optional[float]]],
+                      candidate: Sequence[Mapping[str, Any]]) -> None:
+        """acc1/acc5 of the candidate and their drops from the reference's, on the bound output."""
+        from ..errors import UsageError as _Usage
+        from .label_binding import accuracy
+
+        binding = self.extra
+        if binding is None:
+            raise _Usage("--target acc1/acc5: give --labels FILE (the accuracy is measured against them)")
+        row = metrics.setdefault(binding.output, {})
+        for k in binding.ks:
+            mine = accuracy(binding, candidate, self.sample_ids, k)
+            theirs = accuracy(binding, self.reference[:len(candidate)], self.sample_ids, k)  # the same samples
+            row[f"acc{k}"] = mine
+            row[f"acc{k}_drop"] = None if mine is None or theirs is None else theirs - mine

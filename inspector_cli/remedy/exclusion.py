@@ -158,7 +158,11 @@ class Quantisers:
                     kept[pair] = False
                 else:
                     node = self.index.by_name[passive]
-                    kept[pair] = all(data_input_kept(node, k) for k in DATA_INPUTS.get(node.op_type, (0,)))
+                    positions = DATA_INPUTS.get(node.op_type, (0,))
+                    # a passive op reading nothing quantised has a pair its quantiser's rules would not make
+                    # (NNCF quantises a MaxPool's input, not a Relu's): kept as the model has it
+                    unexplained = not any(k in self.input_pairs.get(node.name, {}) for k in positions)
+                    kept[pair] = unexplained or all(data_input_kept(node, k) for k in positions)
             return kept[pair]
 
         return [pair for pair in self.order if not is_kept(pair)]
@@ -169,7 +173,17 @@ class Quantisers:
         (a Conv's output through Reshape and Transpose to the LayerNorm that reads it: the LayerNorm asks for
         the pair after the Transpose, so the Conv reads and writes float only with it excluded too)."""
         names: Set[str] = {node}
-        pairs = set(self.tensors_of.get(node, ()))
+        for pair in self.pairs_around([node]):
+            names |= self.active.get(pair, frozenset())
+        names = set(self.close(names)) - {node}
+        return [node] + sorted(names, key=lambda n: self.position.get(n, -1))
+
+    def pairs_around(self, nodes: Iterable[str]) -> Set[str]:
+        """The pairs on the tensors `nodes` produce or read, followed through the passive ops that move them
+        (what `unit` excludes around a node; what a 16-bit or re-calibration remedy changes for it)."""
+        pairs: Set[str] = set()
+        for node in nodes:
+            pairs |= self.tensors_of.get(node, set())
         frontier = list(pairs)
         while frontier:
             pair = frontier.pop()
@@ -181,10 +195,7 @@ class Quantisers:
                 if other not in pairs:
                     pairs.add(other)
                     frontier.append(other)
-        for pair in pairs:
-            names |= self.active.get(pair, frozenset())
-        names = set(self.close(names)) - {node}
-        return [node] + sorted(names, key=lambda n: self.position.get(n, -1))
+        return pairs
 
     def close(self, nodes: Iterable[str]) -> List[str]:
         """`nodes` plus what keeps their exclusion reproducible. Some output pairs take parameters that hold

@@ -72,6 +72,8 @@ class FallbackPlan:
     baseline_latency_ms: float
     final_latency_ms: float
     model: Optional[onnx.ModelProto] = field(default=None, repr=False)
+    baseline_meets: bool = False
+    """Whether the quantised model itself meets the targets (then the plan is empty and found)."""
 
     def exclude_list(self) -> Dict[str, Any]:
         """The document of `--exclude-list`: feed `nodes_to_exclude` to quantize_static."""
@@ -104,9 +106,10 @@ class FallbackPlan:
 
 
 class _Search:
-    def __init__(self, fp32: onnx.ModelProto, qdq: onnx.ModelProto, evaluator: Evaluator) -> None:
+    def __init__(self, fp32: onnx.ModelProto, qdq: onnx.ModelProto, evaluator: Evaluator,
+                 quantisers: Optional[Quantisers] = None) -> None:
         self.fp32, self.qdq, self.ev = fp32, qdq, evaluator
-        self.quantisers = Quantisers(qdq)
+        self.quantisers = quantisers or Quantisers(qdq)
         self.fp32_names: Dict[str, str] = {}
         self.cache: Dict[frozenset, Evaluation] = {}
         self.steps: List[FallbackStep] = []
@@ -133,6 +136,9 @@ class _Search:
             self.steps.append(FallbackStep(action, node, list(nodes), result.summary(self.ev.targets),
                                            result.meets, result.latency_ms))
         return result
+
+    def prefetch(self, units: Sequence[Sequence[str]]) -> None:
+        """Evaluate these float sets ahead (a search with workers runs them together); here: nothing."""
 
     def model(self, nodes: Sequence[str]) -> onnx.ModelProto:
         """The QDQ model with `nodes` excluded, as the quantiser would build it."""
@@ -164,27 +170,8 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
     skipped: Dict[str, str] = {}
     order: List[Tuple[str, ...]] = []
     if not baseline.meets:
-        # measure as many single-candidate gains as the budget allows beside what the greedy search needs:
-        # the own-error ranking misses nodes whose error grows downstream (ResNet's classifier Gemm,
-        # 13th by isolation, is the one whose float copy reaches the zoo's halfway target: issue 29)
-        wanted = sensitivity_top if sensitivity_top is not None else max(
-            SENSITIVITY_MIN, max_runs - ev.runs - greedy_runs(max_nodes))
-        budget = max(1, min(wanted, max_runs - ev.runs - 2))
-        # only the candidates the search can reach are built (a unit costs a pass over the pairs)
-        candidates = _units(search.quantisers, ranked, budget + max_nodes)
-        gains: Dict[Tuple[str, ...], float] = {}
-        for unit in candidates[:budget]:
-            try:
-                result = search.evaluate(unit, strict=True)
-            except (InferenceError, ValueError) as exc:  # a patch onnxruntime refuses: not a candidate
-                skipped[unit[0]] = str(exc).splitlines()[0][:300]
-                continue
-            sensitivity[unit[0]] = result.summary(targets)
-            gains[unit] = baseline.shortfall - result.shortfall
-        # measured gain first; unmeasured candidates keep their own-error order behind them
-        order = sorted(gains, key=lambda u: -gains[u]) + [u for u in candidates if u not in gains
-                                                          and u[0] not in skipped]
-        order = order[:max_nodes]
+        order = sensitivity_order(search, ranked, baseline, sensitivity, skipped, max_nodes=max_nodes,
+                                  sensitivity_top=sensitivity_top, max_runs=max_runs)
     plan = search.quantisers.close(_greedy(search, order, max_runs)) if order else []
     if prune and search.evaluate(plan).meets:
         plan = _prune(search, plan, max_runs)
@@ -200,7 +187,39 @@ def plan_fallback(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence
         targets=[t.describe() for t in targets],
         baseline=baseline.summary(targets), final=final.summary(targets), sensitivity=sensitivity, skipped=skipped,
         steps=search.steps, runs=ev.runs, inferences=ev.inferences, seconds=ev.seconds,
-        baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model)
+        baseline_latency_ms=baseline.latency_ms, final_latency_ms=final.latency_ms, model=model,
+        baseline_meets=baseline.meets)
+
+
+def sensitivity_order(search: "_Search", ranked: Sequence[str], baseline: Evaluation,
+                      sensitivity: Dict[str, Dict[str, Optional[float]]], skipped: Dict[str, str], *,
+                      max_nodes: int, sensitivity_top: Optional[int], max_runs: int) -> List[Tuple[str, ...]]:
+    """The candidates in the order the greedy search adds them (at most `max_nodes`): each of the top ranked
+    ones measured alone (its gain: the drop of the targets' shortfall), as many as the budget leaves beside the
+    greedy search; measured gain first, unmeasured ones after in rank order. Fills `sensitivity` and `skipped`."""
+    ev = search.ev
+    # measure as many single-candidate gains as the budget allows beside what the greedy search needs:
+    # the own-error ranking misses nodes whose error grows downstream (ResNet's classifier Gemm,
+    # 13th by isolation, is the one whose float copy reaches the zoo's halfway target: issue 29)
+    wanted = sensitivity_top if sensitivity_top is not None else max(
+        SENSITIVITY_MIN, max_runs - ev.runs - greedy_runs(max_nodes))
+    budget = max(1, min(wanted, max_runs - ev.runs - 2))
+    # only the candidates the search can reach are built (a unit costs a pass over the pairs)
+    candidates = _units(search.quantisers, ranked, budget + max_nodes)
+    search.prefetch(candidates[:budget])
+    gains: Dict[Tuple[str, ...], float] = {}
+    for unit in candidates[:budget]:
+        try:
+            result = search.evaluate(unit, strict=True)
+        except (InferenceError, ValueError) as exc:  # a patch onnxruntime refuses: not a candidate
+            skipped[unit[0]] = str(exc).splitlines()[0][:300]
+            continue
+        sensitivity[unit[0]] = result.summary(ev.targets)
+        gains[unit] = baseline.shortfall - result.shortfall
+    # measured gain first; unmeasured candidates keep their own-error order behind them
+    order = sorted(gains, key=lambda u: -gains[u]) + [u for u in candidates if u not in gains
+                                                      and u[0] not in skipped]
+    return order[:max_nodes]
 
 
 SENSITIVITY_MIN = 12

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -108,12 +108,14 @@ def bootstrap_drop_ci(right_a: np.ndarray, right_b: np.ndarray, rounds: int = BO
 def accuracy_report(scores_a: Mapping[str, np.ndarray], scores_b: Mapping[str, np.ndarray],
                     labels: Mapping[str, Mapping[str, int]], output: str, k: int = 1,
                     min_accuracy: Optional[float] = None, max_accuracy_drop: Optional[float] = None,
-                    seed: int = BOOTSTRAP_SEED) -> AccuracyRow:
+                    seed: int = BOOTSTRAP_SEED, judge: Optional[Callable[[Any, int, int], bool]] = None) -> AccuracyRow:
     """Accuracy of A and B on `output` over the samples of `scores_a` (sample -> scores).
 
     Gates: `min_accuracy` on B's accuracy, `max_accuracy_drop` on A - B (fractions, 0.015 = 1.5 points).
-    Samples without a label are listed, not counted.
+    Samples without a label are listed, not counted. `judge(value, label, k)` reads one output (default:
+    `topk_correct` of a score tensor; label_binding.LabelBinding.judge reads ZipMap and label outputs).
     """
+    judge = judge or topk_correct
     names: List[str] = []
     right_a: List[bool] = []
     right_b: List[bool] = []
@@ -126,8 +128,8 @@ def accuracy_report(scores_a: Mapping[str, np.ndarray], scores_b: Mapping[str, n
         if sample not in scores_b:
             raise InputDataError(f"sample {sample}: no output '{output}' from model B")
         names.append(sample)
-        right_a.append(topk_correct(scores_a[sample], label, k))
-        right_b.append(topk_correct(scores_b[sample], label, k))
+        right_a.append(judge(scores_a[sample], label, k))
+        right_b.append(judge(scores_b[sample], label, k))
     a = np.array(right_a, dtype=bool)
     b = np.array(right_b, dtype=bool)
     acc_a = float(a.mean()) if a.size else 0.0
@@ -150,7 +152,8 @@ def accuracy_report(scores_a: Mapping[str, np.ndarray], scores_b: Mapping[str, n
 
 def accuracy_reports(scores_a: Mapping[str, np.ndarray], scores_b: Mapping[str, np.ndarray],
                      labels: Mapping[str, Mapping[str, int]], output: str, ks: Sequence[int] = (1, 5),
+                     judge: Optional[Callable[[Any, int, int], bool]] = None,
                      **gates: Optional[float]) -> List[AccuracyRow]:
     """`accuracy_report` for each k; gates apply to top-1 only (the figure products state)."""
-    return [accuracy_report(scores_a, scores_b, labels, output, k, **(gates if k == ks[0] else {}))
+    return [accuracy_report(scores_a, scores_b, labels, output, k, judge=judge, **(gates if k == ks[0] else {}))
             for k in ks]

@@ -12,17 +12,9 @@ from ..core.types import TensorMap
 from ..results.remedy import WeightAdviceRow
 from .evaluate import Evaluator, Target
 from .exclusion import Quantisers, exclude_qdq
-from .qdq_patch import (
-    WEIGHT_AXIS,
-    GraphIndex,
-    axis_shape,
-    dequantize_initializer,
-    fp32_weight,
-    int_attribute,
-    per_channel_int8,
-    requantize_per_channel,
-    weight_input,
-)
+from .qdq_patch import (WEIGHT_AXIS, GraphIndex, axis_shape, dequantize_initializer, fp32_weight, int_attribute,
+                        weight_input)
+from .requant import per_channel_int8, requantize_per_channel
 
 DEFAULT_MIN_GAIN_DB = 6.0
 """Per-channel is advised when it gains at least this much weight SQNR (6 dB = one bit)."""

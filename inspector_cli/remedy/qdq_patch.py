@@ -3,9 +3,7 @@
 Works on a copy of any QDQ model, whatever quantiser produced it. Keeping node N in float means:
 N's inputs read the float value before their QuantizeLinear (weights: the fp32 model's weight when
 the fp32 model is given, else the dequantised integers), and the Q -> DQ pairs after N's outputs
-are bypassed. A quantiser whose range starts at 0 often stands in for a Relu the quantiser removed
-(onnxruntime folds Conv -> Relu -> Q into Conv -> Q with zero point 0); when the fp32 model shows
-that Relu/Clip, the bypass puts it back, so the patched model still computes the fp32 function.
+are bypassed; a Relu/Clip the quantiser folded into a zero-point-0 quantiser is put back from the fp32 model.
 """
 from __future__ import annotations
 
@@ -199,6 +197,7 @@ class _Patcher:
         for i, tensor in enumerate(list(node.input)):
             dq = self.index.weight_dq(tensor)
             if dq is None:
+                self._restore_float_input(node, i, tensor, readers_within)
                 continue
             if readers_within is not None and any(
                     reader.name not in readers_within for reader in self.index.consumers.get(dq.output[0], [])):
@@ -210,6 +209,19 @@ class _Patcher:
             tensor_proto = numpy_helper.from_array(value.astype(np.float32), name)
             self.model.graph.initializer.append(tensor_proto)
             self.index.inits[name] = tensor_proto
+            node.input[i] = name
+
+    def _restore_float_input(self, node: onnx.NodeProto, i: int, tensor: str, within: Optional[Set[str]]) -> None:
+        """A float initializer the quantiser changed (NNCF's bias correction) goes back to the fp32 model's."""
+        mine = self.index.array(tensor) if tensor in self.index.inits else None
+        if mine is None or not np.issubdtype(mine.dtype, np.floating) or (within is not None and any(
+                reader.name not in within for reader in self.index.consumers.get(tensor, []))):
+            return
+        value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, mine.shape)
+        if value is not None and not np.array_equal(value, mine.astype(np.float32)):
+            name = f"{node.name}__input{i}_float"
+            self.model.graph.initializer.append(numpy_helper.from_array(value.astype(mine.dtype), name))
+            self.index.inits[name] = self.model.graph.initializer[-1]
             node.input[i] = name
 
     def remove_quantiser(self, q: onnx.NodeProto) -> None:
@@ -261,74 +273,6 @@ def weight_input(index: GraphIndex, node: onnx.NodeProto) -> Optional[Tuple[int,
             if value is not None and value.ndim >= 2:
                 return i, dq
     return None
-
-
-def per_channel_int8(weight: np.ndarray, axis: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 per-channel quantisation (range [-127, 127], zero point 0): (integers, scales)."""
-    moved = np.moveaxis(weight.astype(np.float64), axis, 0).reshape(weight.shape[axis], -1)
-    scales = np.abs(moved).max(axis=1) / 127.0
-    scales[scales == 0] = 1.0
-    shape = axis_shape(weight, scales, axis)
-    q = np.clip(np.round(weight / scales.reshape(shape)), -127, 127).astype(np.int8)
-    return q, scales.astype(np.float32)
-
-
-def requantize_per_channel(qdq: onnx.ModelProto, node_name: str, fp32: Optional[onnx.ModelProto] = None
-                           ) -> onnx.ModelProto:
-    """A copy of `qdq` with `node_name`'s weight re-quantised per output channel (symmetric int8) from
-    the fp32 weight (or the dequantised one); its int32 bias is re-quantised to match."""
-    model = _copy(qdq)
-    index = GraphIndex(model.graph)
-    node = index.by_name.get(node_name)
-    if node is None:
-        raise KeyError(f"node '{node_name}' is not in the QDQ model")
-    found = weight_input(index, node)
-    if found is None:
-        raise ValueError(f"node '{node_name}' has no quantised weight")
-    position, dq = found
-    current = dequantize_initializer(index, dq)
-    weight = fp32_weight(fp32, node_name, position, current.shape)
-    weight = current if weight is None else weight
-    axis = WEIGHT_AXIS.get(node.op_type, 0)
-    if node.op_type == "Gemm" and int_attribute(node, "transB", 0) == 0:
-        axis = 1
-    q, scales = per_channel_int8(weight, axis)
-    base = f"{node_name}__pc"
-    model.graph.initializer.extend([numpy_helper.from_array(q, f"{base}_w"),
-                                    numpy_helper.from_array(scales, f"{base}_w_scale"),
-                                    numpy_helper.from_array(np.zeros(scales.size, np.int8), f"{base}_w_zero")])
-    model.graph.node.append(helper.make_node("DequantizeLinear", [f"{base}_w", f"{base}_w_scale", f"{base}_w_zero"],
-                                             [f"{base}_w_float"], name=f"{base}_w_DequantizeLinear", axis=axis))
-    node.input[position] = f"{base}_w_float"
-    _requantize_bias(model, index, node, scales, base, fp32)
-    _prune_and_sort(model.graph)
-    return model
-
-
-def _requantize_bias(model: onnx.ModelProto, index: GraphIndex, node: onnx.NodeProto, w_scales: np.ndarray,
-                     base: str, fp32: Optional[onnx.ModelProto]) -> None:
-    """Bias of Conv/Gemm as int32 with scale input_scale * weight_scale[c], as integer kernels expect."""
-    if len(node.input) < 3 or not node.input[2]:
-        return
-    bias_dq = index.producer.get(node.input[2])
-    act_dq = index.producer.get(node.input[0])
-    if bias_dq is None or bias_dq.op_type != "DequantizeLinear" or act_dq is None \
-            or act_dq.op_type != "DequantizeLinear":
-        return
-    act_scale = index.array(act_dq.input[1])
-    if act_scale is None or act_scale.size != 1:
-        return
-    current = dequantize_initializer(index, bias_dq)
-    bias = fp32_weight(fp32, node.name, 2, current.shape)
-    bias = current if bias is None else bias
-    scales = (float(act_scale.reshape(())) * w_scales.astype(np.float64)).astype(np.float32)
-    q = np.round(bias / scales).astype(np.int32)
-    model.graph.initializer.extend([numpy_helper.from_array(q, f"{base}_b"),
-                                    numpy_helper.from_array(scales, f"{base}_b_scale"),
-                                    numpy_helper.from_array(np.zeros(scales.size, np.int32), f"{base}_b_zero")])
-    model.graph.node.append(helper.make_node("DequantizeLinear", [f"{base}_b", f"{base}_b_scale", f"{base}_b_zero"],
-                                             [f"{base}_b_float"], name=f"{base}_b_DequantizeLinear", axis=0))
-    node.input[2] = f"{base}_b_float"
 
 
 def _subgraph_reads(node: onnx.NodeProto) -> Set[str]:

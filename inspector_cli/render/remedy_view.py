@@ -52,6 +52,8 @@ def remedy_tables(section: Optional[RemedySection]) -> List[Table]:
                       Cell(f"{row.drop * 100:+.2f} pts", FAIL if row.failed_gates else None),
                       f"[{row.drop_ci95[0] * 100:+.2f}, {row.drop_ci95[1] * 100:+.2f}]",
                       f"{len(row.a_right_b_wrong)} {flips}".strip(), f"{len(row.a_wrong_b_right)} {back}".strip())
+        if section.label_notes:
+            table.caption = "; ".join(visible(n) for n in section.label_notes)
         tables.append(table)
     opt = section.optimizers
     if opt is not None:
@@ -74,7 +76,9 @@ def remedy_tables(section: Optional[RemedySection]) -> List[Table]:
         table = Table(title=kind, columns=["step", "node", "float nodes", *plan.targets,
                                            *(["samples with NaN/Inf"] if fp16 else []), "meets", "latency ms"])
         if plan.baseline and not fp16:
-            table.add("baseline", "", 0, *[metric_text(plan.baseline.get(t)) for t in plan.targets], "no", "")
+            meets = plan.baseline_meets if plan.baseline_meets is not None else not plan.steps and plan.found
+            table.add("baseline", "", 0, *[metric_text(plan.baseline.get(t)) for t in plan.targets],
+                      Cell("yes" if meets else "no", OK if meets else None), "")
         for i, step in enumerate(plan.steps, start=1):
             table.add(f"{i} {step.action}", visible(step.node), len(step.float_nodes),
                       *[metric_text(step.metrics.get(t)) for t in metrics],

@@ -20,6 +20,7 @@ VIEW_BUILDERS: Dict[str, str] = {
     "inputs": "inspector_cli.render.inputs_view:inputs_view",
     "sequence": "inspector_cli.render.sequence_view:sequence_view",
     "inspect": "inspector_cli.render.inspect_view:inspect_view",
+    "fix": "inspector_cli.render.fix_view:fix_view",
 }
 
 

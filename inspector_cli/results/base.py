@@ -207,7 +207,7 @@ def known_kinds() -> List[str]:
 
 # One module per result kind; each registers its class by defining `kind`.
 RESULT_MODULES = ("compare", "report_diff", "suite", "inputs", "profile", "probe", "validate", "nan_bisect",
-                  "sequence", "inspect")
+                  "sequence", "inspect", "fix")
 
 
 def load_all_kinds() -> None:

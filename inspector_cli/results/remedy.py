@@ -78,6 +78,8 @@ class FallbackSection:
     """Why the heuristic was used and how to get the isolation ranking; None otherwise."""
     isolation_seconds: float = 0.0
     isolated_layers: int = 0
+    baseline_meets: Optional[bool] = None
+    """Whether the quantised model itself meets the targets (None: not recorded, results before issue 44)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,8 @@ class RemedySection:
     """Every compared layer paired through a quantiser (with --layers on a quantised MODEL_B)."""
     simulated: List[SimulatedRow] = field(default_factory=list)
     """`--simulated`: per output and layer, QDQ arithmetic beside the deployed kernels."""
+    label_notes: List[str] = field(default_factory=list)
+    """One line per output the labels were read for (which output of a classifier, and why)."""
 
 
 def metric_text(value: Optional[float]) -> str:

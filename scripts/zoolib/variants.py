@@ -49,12 +49,25 @@ def preprocess(fp32: Path, out: Path) -> str:
 
 
 def _static(pre: Path, out: Path, calib: Sequence[Sample], *, fmt: str, act: str, weight: str, per_channel: bool,
-            ops: Optional[List[str]] = None, exclude: Sequence[str] = ()):
+            ops: Optional[List[str]] = None, exclude: Sequence[str] = (), extra_options: Optional[dict] = None):
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     quantize_static(str(pre), str(out), _Reader(calib, _input_names(pre)), quant_format=getattr(QuantFormat, fmt),
                     activation_type=getattr(QuantType, act), weight_type=getattr(QuantType, weight),
                     per_channel=per_channel, calibrate_method=CalibrationMethod.MinMax, op_types_to_quantize=ops,
-                    nodes_to_exclude=list(exclude) or None)
+                    nodes_to_exclude=list(exclude) or None, extra_options=_quant_types(extra_options or {}))
+
+
+def _quant_types(extra: dict) -> dict:
+    """extra_options as `mi fix --export` writes them (JSON: QuantType by name, ranges as numbers) -> what
+    quantize_static takes (QuantType members, rmin/rmax as float32 arrays: it reads their dtype)."""
+    import numpy as np
+    from onnxruntime.quantization import QuantType
+
+    def entry(e: dict) -> dict:
+        out = {k: np.array(v, dtype=np.float32) if k in ("rmin", "rmax") else v for k, v in e.items()}
+        return {**out, **({"quant_type": QuantType[out["quant_type"]]} if "quant_type" in out else {})}
+    overrides = {t: [entry(e) for e in entries] for t, entries in (extra.get("TensorQuantOverrides") or {}).items()}
+    return {**extra, **({"TensorQuantOverrides": overrides} if overrides else {})}
 
 
 def _qoperator(pre: Path, out: Path, calib: Sequence[Sample]) -> Optional[str]:
@@ -156,7 +169,8 @@ def make(variant: str, fp32: Path, pre: Path, out: Path, calib: Sequence[Sample]
 
 
 def rebuild(variant: str, fp32: Path, pre: Path, out: Path, calib: Sequence[Sample], *,
-            nodes_to_exclude: Sequence[str] = (), node_block_list: Sequence[str] = ()) -> None:
+            nodes_to_exclude: Sequence[str] = (), node_block_list: Sequence[str] = (),
+            extra_options: Optional[dict] = None) -> None:
     """`variant` made again by its own recipe with a fallback plan applied: `nodes_to_exclude` for the
     int8 QDQ variants (quantize_static), `node_block_list` for the fp16 ones (the zoo sweep checks that
     `mi compare --exclude-list` reproduces the plan's metrics this way)."""
@@ -167,4 +181,4 @@ def rebuild(variant: str, fp32: Path, pre: Path, out: Path, calib: Sequence[Samp
                "qdq_s8s8_pc": dict(act="QInt8", weight="QInt8", per_channel=True)}
     if variant not in recipes:
         raise ValueError(f"no exclude-list recipe for variant {variant}")
-    _static(pre, out, calib, fmt="QDQ", exclude=nodes_to_exclude, **recipes[variant])
+    _static(pre, out, calib, fmt="QDQ", exclude=nodes_to_exclude, extra_options=extra_options, **recipes[variant])

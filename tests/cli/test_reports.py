@@ -327,6 +327,7 @@ def test_every_command_output_validates_against_its_schema(cnn_pair, tmp_path):
         "profile": ["profile", fp32, "--against", int8, "--runs", "3", "--warmup", "1"],
         "inputs": ["inputs", "show", data],
         "inspect": ["inspect", fp32, "--diff", int8],
+        "fix": ["fix", fp32, int8, "-i", data, "--target", "cosine>=0.9", "--max-runs", "6"],
     }
     seen = set()
     for kind, args in runs.items():

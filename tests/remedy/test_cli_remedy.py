@@ -74,7 +74,7 @@ def test_unreachable_target_exits_1_with_the_best_found(broken_pair, tmp_path):
 def test_plan_flags_need_fallback_plan(broken_pair):
     folder = _pair_on_disk(broken_pair)
     result = invoke(["compare", folder / "fp32.onnx", folder / "broken.onnx", "--target", "cosine>=0.9"], exit_code=2)
-    assert "--target needs --fallback-plan" in result.stderr
+    assert "--target needs --fallback-plan, which moved to `mi fix FP32 QUANTISED ... --target ...`" in result.stderr
 
 
 def test_bisect_optimizers_names_the_pass(tmp_path):

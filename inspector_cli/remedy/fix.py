@@ -1,0 +1,184 @@
+"""`plan_fix`: the engine of `mi fix` on a QDQ model (remedy/search.py says how it searches).
+
+The plan is a list of choices (a candidate and its remedy), the model they build (`RemedyBuilder`), its cost,
+the steps measured, and the exports for each quantiser (`export.exports`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import onnx
+
+from ..core.runner import RuntimeConfig
+from ..core.types import TensorMap
+from ..executor.base import ExecutorSpec
+from .evaluate import Evaluator, Target
+from .export import exports
+from .fallback import _greedy, _rank, _static_rank, _units, sensitivity_order
+from .naming import fp32_node_names
+from .qdq_patch import quantised_nodes
+from .remedies import A16, A16_PER_CHANNEL, CALIBRATION, COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
+from .search import (BUDGET_GROWTH, GroupRow, RemedySearch, RemedyStep, downgrade, near_float, prune_float,
+                     top_down)
+from .trials import Journal, Trials, identity_of
+
+
+@dataclass
+class FixPlan:
+    """The remedies of a QDQ model meeting its targets (or the best found), with their evidence and cost."""
+
+    choices: List[Choice]
+    found: bool
+    targets: List[str]
+    baseline: Dict[str, Optional[float]]
+    baseline_meets: bool
+    final: Dict[str, Optional[float]]
+    applied: Applied
+    fp32_names: Dict[str, str]
+    steps: List[RemedyStep]
+    strategy: str
+    """'none' (the baseline meets), 'candidates' (bottom up), 'groups' (top down)."""
+    groups: List[GroupRow]
+    float_share: float
+    near_float: bool
+    no_answer: bool
+    budget_note: Optional[str]
+    sensitivity: Dict[str, Dict[str, Optional[float]]]
+    skipped: Dict[str, str]
+    remedies: List[str]
+    ranges: Dict[str, List[Any]]
+    """pair -> [method, rmin, rmax] of the re-calibrations measured (the `calibration` remedy's ranges)."""
+    runs: int
+    replayed: int
+    inferences: int
+    seconds: float
+    baseline_latency_ms: float
+    final_latency_ms: float
+    exports: Dict[str, Any] = field(default_factory=dict)
+    model: Optional[onnx.ModelProto] = field(default=None, repr=False)
+
+
+def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[TensorMap], targets: Sequence[Target], *,
+             sample_ids: Optional[Sequence[str]] = None, own_errors: Optional[Mapping[str, float]] = None,
+             remedies: Sequence[str] = COST_ORDER, calibration: Optional[Sequence[TensorMap]] = None,
+             labels: Any = None, max_nodes: int = 10, max_runs: int = 50, sensitivity_top: Optional[int] = None,
+             runtime: RuntimeConfig = RuntimeConfig(), executor: ExecutorSpec = ExecutorSpec(),
+             journal: Optional[Any] = None, resume: bool = False) -> FixPlan:
+    """The cheapest remedies of `qdq` against `fp32` on `samples` meeting `targets` (see remedy/search.py).
+
+    `remedies` limits the choice (cost order kept); `calibration` holds the samples another calibration is
+    measured on (default: `samples`); `labels` a `label_binding.LabelBinding` for accuracy targets;
+    `journal` a path where every trial is recorded (`resume`: read back first); `executor` the workers."""
+    start = time.perf_counter()
+    ids = list(sample_ids) if sample_ids is not None else [f"sample{i}" for i in range(len(samples))]
+    remedies = [r for r in COST_ORDER if r in remedies]
+    strong = remedies[-1]
+    ev = Evaluator(samples, ids, targets, runtime, extra=labels)
+    fp32_bytes, qdq_bytes = fp32.SerializeToString(), qdq.SerializeToString()
+    ev.set_reference(fp32_bytes)
+    book = None
+    if journal is not None:
+        book = Journal(journal, identity_of([fp32_bytes, qdq_bytes], ids, targets,
+                                            {"remedies": remedies, "max_nodes": max_nodes}), resume)
+    trials = Trials(ev, executor, book)
+    nodes = quantised_nodes(qdq)
+    fp32_names = fp32_node_names(fp32, qdq, nodes)
+    builder = RemedyBuilder(qdq, fp32, fp32_names)
+    ranges: Dict[str, List[Any]] = {}
+    wide = calibration is not None and any(r in (A16, A16_PER_CHANNEL) for r in remedies)
+    if nodes and (CALIBRATION in remedies or wide):
+        ranges, builder.wide_ranges = _measure_ranges(builder, nodes, calibration or samples, runtime, wide)
+        builder.ranges = {p: (r[1], r[2]) for p, r in ranges.items()} if CALIBRATION in remedies else {}
+    search = RemedySearch(fp32, qdq, trials, builder, strong)
+    search.fp32_names = fp32_names
+    baseline = search.evaluate_choices([], full=True)
+    ranked = _rank(nodes, own_errors) if own_errors else _static_rank(qdq, fp32, fp32_names)
+    sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
+    skipped: Dict[str, str] = {}
+    cap = max_runs * BUDGET_GROWTH
+    strategy, plan, groups, no_answer, untried = "none", [], [], False, 0
+    if not baseline.meets and nodes:
+        spread = _spread(search, ranked, baseline, max_nodes)
+        search.early_stop = False  # the sensitivity of a candidate is a gain: every sample counts
+        order = [] if spread else sensitivity_order(search, ranked, baseline, sensitivity, skipped,
+                                                    max_nodes=max_nodes, sensitivity_top=sensitivity_top,
+                                                    max_runs=max_runs)
+        search.early_stop = True
+        plan = search.quantisers.close(_greedy(search, order, max_runs)) if order else []
+        strategy = "candidates"
+        if spread or not search.evaluate(plan).meets:
+            units = _units(search.quantisers, nodes, len(nodes))
+            outcome = top_down(search, units, own_errors, cap)
+            strategy, groups, no_answer, untried = outcome.strategy, outcome.groups, outcome.no_answer, outcome.untried
+            plan = outcome.nodes if not no_answer else plan
+        if search.evaluate(plan).meets:
+            plan = prune_float(search, plan, cap)
+    choices = [Choice(tuple(plan), strong)] if plan else []
+    if plan and search.evaluate(plan).meets and len(remedies) > 1:
+        choices, more = downgrade(search, plan, remedies, own_errors, cap)
+        untried += more
+    final = search.evaluate_choices(choices, full=True)
+    if not final.meets and choices and not search.evaluate(plan).meets and baseline.shortfall <= final.shortfall:
+        choices, final = [], baseline  # nothing measured was better than the quantised model itself
+    model, applied = builder.build(choices)
+    share, near = near_float(applied, len(nodes))
+    for key, reason in trials.failed.items():
+        skipped.setdefault(key, reason)
+    note = None
+    if untried or (not final.meets and ev.runs >= cap):
+        note = (f"the search stopped at {ev.runs} runs (--max-runs {max_runs} x {BUDGET_GROWTH}) with {untried} "
+                "candidate(s) or group(s) not tried: raise --max-runs to look further")
+    return FixPlan(
+        choices=choices, found=final.meets, targets=[t.describe() for t in targets],
+        baseline=baseline.summary(targets), baseline_meets=baseline.meets, final=final.summary(targets),
+        applied=applied, fp32_names=fp32_names, steps=list(search.rsteps), strategy=strategy, groups=groups,
+        float_share=share, near_float=near, no_answer=no_answer, budget_note=note, sensitivity=sensitivity,
+        skipped=skipped, remedies=list(remedies), ranges=ranges, runs=ev.runs, replayed=trials.replayed,
+        inferences=ev.inferences, seconds=time.perf_counter() - start, baseline_latency_ms=baseline.latency_ms,
+        final_latency_ms=final.latency_ms, exports=exports(applied, qdq, fp32, fp32_names), model=model)
+
+
+SPREAD_SHARE = 0.5
+"""The top `max_nodes` candidates together recovering less than this share of the baseline's shortfall: the
+error is spread (or the quantisation catastrophic), and the search goes top down at once."""
+
+
+def _spread(search: RemedySearch, ranked: Sequence[str], baseline: Any, max_nodes: int) -> bool:
+    """One run: the top `max_nodes` ranked candidates in float together. When even they recover less than
+    `SPREAD_SHARE` of the shortfall, measuring candidates one by one cannot find a handful that meets the
+    targets (issue 44: the byte-CNN's catastrophic int8 spent 50 runs there and ended without a plan)."""
+    top = _units(search.quantisers, ranked, max_nodes)
+    if not top or not baseline.shortfall or baseline.shortfall == float("inf"):
+        return False
+    search.early_stop = False  # the probe's gain is measured
+    probe = search.evaluate(list(dict.fromkeys(n for u in top for n in u)), "probe", f"top {len(top)} candidates")
+    search.early_stop = True
+    return not probe.meets and baseline.shortfall - probe.shortfall < SPREAD_SHARE * baseline.shortfall
+
+
+def _measure_ranges(builder: RemedyBuilder, nodes: List[str], samples: Sequence[TensorMap], runtime: RuntimeConfig,
+                    wide: bool) -> Tuple[Dict[str, List[Any]], Dict[str, Tuple[float, float]]]:
+    """pair -> [method, rmin, rmax] for every activation pair another calibration quantises better, and (with
+    `wide`: `samples` are the model's own calibration samples) pair -> the range its 16-bit version is
+    calibrated to; measured on the float model (every quantised node excluded) run on `samples`."""
+    from .calibrate import minmax_16bit_ranges, recalibrated_ranges, tensor_values
+    from .requant import PairEditor
+
+    quantisers = builder.quantisers
+    float_model, _ = builder.build([Choice(tuple(nodes), FLOAT)])
+    editor = PairEditor(builder.qdq, quantisers.index)
+    produced = {o for n in float_model.graph.node for o in n.output}
+    pairs = {}
+    for pair in quantisers.order:
+        params = editor.current(pair)
+        if params is not None:
+            tensor = quantisers.index.producer[pair].input[0]
+            # a Relu/Clip the quantiser folded into the pair is restored in the float model under this name
+            restored = f"{tensor}__float"
+            pairs[pair] = (restored if restored in produced else tensor, params)
+    values = tensor_values(float_model, sorted({t for t, _ in pairs.values()}), samples, runtime)
+    found = recalibrated_ranges(values, pairs)
+    return ({pair: [method, rmin, rmax] for pair, (method, rmin, rmax) in found.items()},
+            minmax_16bit_ranges(values, pairs) if wide else {})

@@ -1,0 +1,241 @@
+"""`mi fix`'s search: the cheapest remedies that make a QDQ model meet its targets.
+
+1. Candidates in float, bottom up (`fallback`: rank, measure each candidate alone, add them greedily,
+   within `max_runs`), with the strongest remedy the user allows (`float`, else the costliest in `--remedies`).
+2. When no handful of candidates meets the targets (spread or catastrophic error): top down by groups
+   (`groups`: every candidate in float, then groups re-quantised by bisection, then the candidates inside
+   the groups left), so that an answer exists whenever one does; near-float answers are said to be so.
+3. Prune node by node (`fallback._prune`).
+4. Downgrade: each candidate of the plan is given the cheapest remedy that still meets the targets, tried in
+   cost order (`remedies.COST_ORDER`: calibration, per-channel, a16) by bisection over the candidates.
+The run budget is `max_runs` for step 1; the later steps may use up to `BUDGET_GROWTH` times it while they
+still have something to gain, and the plan names `--max-runs` when that stopped them.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import onnx
+
+from .evaluate import Evaluation
+from .fallback import _prune, _Search
+from .groups import Group, bisect_accept, harm_order, make_groups
+from .remedies import COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
+
+BUDGET_GROWTH = 4
+NEAR_FLOAT_SHARE = 0.5
+"""A plan keeping at least this share of the quantised nodes in float is reported as near-float."""
+
+
+@dataclass(frozen=True)
+class RemedyStep:
+    """One evaluated variant: what the step did, to which candidate or group, what it gave."""
+
+    action: str
+    node: str
+    float_nodes: int
+    remedies: Dict[str, int]
+    """remedy -> candidates given it in this variant (float included)."""
+    metrics: Dict[str, Optional[float]]
+    meets: bool
+    latency_ms: float
+    partial: int = 0
+    """Stopped early after this many samples (a target out of reach); 0: every sample."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"action": self.action, "node": self.node, "float_nodes": self.float_nodes,
+                "remedies": dict(self.remedies), "metrics": dict(self.metrics), "meets": self.meets,
+                "latency_ms": self.latency_ms, "partial": self.partial}
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """A group the top-down search tried to re-quantise: kept in float (it was needed) or not, and the
+    targets' metrics read when it was re-quantised with the groups before it (what keeping it bought)."""
+
+    name: str
+    nodes: int
+    kept_float: bool
+    untried: bool
+    requantised: Dict[str, Optional[float]]
+
+
+class RemedySearch(_Search):
+    """The fallback search over variants built by `RemedyBuilder` and evaluated by `trials.Trials`: a float
+    set under test (`evaluate(nodes)`) is given the search's `strong` remedy, beside the `base` choices."""
+
+    def __init__(self, fp32: onnx.ModelProto, qdq: onnx.ModelProto, trials: Any, builder: RemedyBuilder,
+                 strong: str = FLOAT) -> None:
+        super().__init__(fp32, qdq, trials.evaluator, builder.quantisers)
+        self.trials, self.builder, self.strong = trials, builder, strong
+        self.base: List[Choice] = []
+        self.early_stop = True
+        """Trials may stop once a countable target is out of reach (off where a gain is measured)."""
+        self.results: Dict[str, Evaluation] = {}
+        self.rsteps: List[RemedyStep] = []
+
+    def choices(self, nodes: Sequence[str]) -> List[Choice]:
+        return self.base + ([Choice(tuple(nodes), self.strong)] if nodes else [])
+
+    def key(self, choices: Sequence[Choice]) -> str:
+        floats = sorted(self.quantisers.close([n for c in choices if c.remedy == FLOAT for n in c.nodes]))
+        others = sorted([c.remedy, sorted(c.nodes)] for c in choices if c.remedy != FLOAT)
+        return json.dumps([floats, others], separators=(",", ":"))
+
+    def run_many(self, variants: Sequence[Sequence[Choice]], full: bool = False) -> List[Evaluation]:
+        """Evaluations of these variants (cached; the new ones together, on the workers when there are).
+        `full`: every sample, even where the search lets trials stop early (a result shown or compared)."""
+        early = self.early_stop and not full
+        todo: List[Tuple[str, Optional[bytes], str]] = []
+        keys = [self.key(v) for v in variants]
+        for key, choices in zip(keys, variants):
+            cached = self.results.get(key)
+            if (cached is not None and not (cached.partial and not early)) or any(key == k for k, _m, _l in todo):
+                continue
+            try:
+                model = self.builder.build(choices)[0].SerializeToString()
+            except (ValueError, KeyError) as exc:  # a variant that cannot be patched never meets the targets
+                self.trials.failed[key] = str(exc).splitlines()[0][:300]
+                model = None
+            todo.append((key, model, f"variant of {sum(len(c.nodes) for c in choices)} nodes"))
+        for (key, _m, _l), result in zip(todo, self.trials.run(todo, early_stop=early)):
+            self.results[key] = result
+        return [self.results[k] for k in keys]
+
+    def evaluate_choices(self, choices: Sequence[Choice], action: str = "", node: str = "",
+                         full: bool = False) -> Evaluation:
+        result = self.run_many([choices], full=full)[0]
+        if action:
+            counts: Dict[str, int] = {}
+            for c in choices:
+                counts[c.remedy] = counts.get(c.remedy, 0) + 1
+            floats = self.quantisers.close([n for c in choices if c.remedy == FLOAT for n in c.nodes])
+            self.rsteps.append(RemedyStep(action, node, len(floats), counts, result.summary(self.ev.targets),
+                                          result.meets, result.latency_ms, result.partial))
+        return result
+
+    # the fallback search's interface (fallback.sensitivity_order, _greedy, _prune)
+    def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "", strict: bool = False,
+                 full: bool = False) -> Evaluation:
+        choices = self.choices(self.quantisers.close(nodes) if self.strong == FLOAT else list(nodes))
+        result = self.evaluate_choices(choices, action, node, full=full)
+        failed = self.trials.failed.get(self.key(choices))
+        if strict and failed:
+            raise ValueError(failed)
+        return result
+
+    def prefetch(self, units: Sequence[Sequence[str]]) -> None:
+        self.run_many([self.choices(self.quantisers.close(u) if self.strong == FLOAT else list(u)) for u in units])
+
+    def model(self, nodes: Sequence[str]) -> onnx.ModelProto:
+        return self.builder.build(self.choices(nodes))[0]
+
+
+@dataclass
+class Outcome:
+    """What the search settled on before the downgrade: the float set, how it was found, the groups."""
+
+    nodes: List[str]
+    strategy: str
+    groups: List[GroupRow] = field(default_factory=list)
+    no_answer: bool = False
+    """Even every candidate given the strongest remedy misses the targets."""
+    untried: int = 0
+
+
+def top_down(search: RemedySearch, units: Sequence[Tuple[str, ...]], scores: Optional[Mapping[str, float]],
+             cap: int) -> Outcome:
+    """Step 2 of the module docstring: every candidate in float, then groups re-quantised by bisection, then
+    the candidates inside the groups left."""
+    everything = list(dict.fromkeys(n for u in units for n in u))
+    if not search.evaluate(everything, "all candidates", f"{len(units)} candidates").meets:
+        return Outcome([], "groups", no_answer=True)
+    groups = make_groups(units)
+    group_scores = [tuple(n for n in g.nodes) for g in groups]
+    order = harm_order(group_scores, scores)
+    budget = lambda: search.ev.runs < cap  # noqa: E731
+    kept = _revert(search, [groups[k] for k in order], budget, "re-quantise group")
+    rows = [GroupRow(groups[order[k]].name, len(groups[order[k]].nodes), k in kept.rejected or k in kept.untried,
+                     k in kept.untried, dict(kept.rejected.get(k, {}))) for k in range(len(order))]
+    left = [u for k in sorted(set(kept.rejected) | set(kept.untried)) for u in groups[order[k]].units]
+    inner_order = harm_order(left, scores)
+    inner = _revert(search, [Group(left[k][0], (left[k],)) for k in inner_order], budget, "re-quantise")
+    plan_units = [left[inner_order[k]] for k in sorted(set(inner.rejected) | set(inner.untried))]
+    nodes = search.quantisers.close(n for u in plan_units for n in u)
+    return Outcome(nodes, "groups", rows, untried=len(kept.untried) + len(inner.untried))
+
+
+def _revert(search: RemedySearch, items: Sequence[Group], budget: Any, action: str) -> Any:
+    """bisect_accept over `items` (float to start with): a batch is re-quantised with those accepted so far."""
+    accepted: List[int] = []
+
+    def accept(batch: List[int]) -> Tuple[bool, Dict[str, Optional[float]]]:
+        gone = set(accepted) | set(batch)
+        nodes = [n for k, item in enumerate(items) if k not in gone for n in item.nodes]
+        label = items[batch[0]].name if len(batch) == 1 else f"{len(batch)} groups from {items[batch[0]].name}"
+        result = search.evaluate(nodes, action, label)
+        if result.meets:
+            accepted.extend(batch)
+        elif len(batch) == 1 and result.partial:  # a group kept: what it bought, on every sample
+            result = search.evaluate(nodes, full=True)
+        return result.meets, result.summary(search.ev.targets)
+
+    return bisect_accept(len(items), accept, budget)
+
+
+def downgrade(search: RemedySearch, plan: Sequence[str], remedies: Sequence[str], scores: Optional[Mapping[str, float]],
+              cap: int) -> Tuple[List[Choice], int]:
+    """Step 4: each node of the plan's float set given the cheapest remedy in `remedies` that keeps the
+    targets (its own tensors at 16 bits or re-calibrated, its own weight per channel), tried in cost order by
+    bisection over the nodes, the others keeping theirs. A node is its own candidate here, not its quantiser
+    group: one node of a group may need its input's range, another its weight per channel. Returns the
+    choices and the nodes left untried when the budget ran out.
+
+    The passes repeat while one of them moved a node off the strongest remedy: a node's cheaper remedy can
+    miss while its neighbours are still in float and meet once they are not (the zoo's MobileNetV2: an Add at
+    16 bits read 0.9834 beside five float Convs, 0.9875 in the final plan, over a target of 0.9851)."""
+    units: List[Tuple[str, ...]] = [(node,) for node in dict.fromkeys(plan)]
+    remedy_of = {unit: search.strong for unit in units}
+    untried, changed = 0, True
+    while changed and search.ev.runs < cap:
+        changed = False
+        for remedy in [r for r in COST_ORDER if r in remedies and COST_ORDER.index(r) < COST_ORDER.index(search.strong)]:
+            accepted, untried = _downgrade_pass(search, units, remedy_of, remedy, scores, cap)
+            for unit in accepted:
+                remedy_of[unit] = remedy
+            changed = changed or bool(accepted)
+    return [Choice(u, r) for u, r in remedy_of.items()], untried
+
+
+def _downgrade_pass(search: RemedySearch, units: List[Tuple[str, ...]], remedy_of: Mapping[Tuple[str, ...], str],
+                    remedy: str, scores: Optional[Mapping[str, float]], cap: int) -> Tuple[List[Tuple[str, ...]], int]:
+    """The units still at the strongest remedy that take `remedy` (bisection, the others as `remedy_of` has
+    them), and how many were left untried by the budget."""
+    open_units = [u for u in units if remedy_of[u] == search.strong and search.builder.applicable(u, remedy)]
+    order = [open_units[k] for k in harm_order(open_units, scores)]
+    accepted: List[Tuple[str, ...]] = []
+
+    def accept(batch: List[int]) -> Tuple[bool, Dict[str, Optional[float]]]:
+        trial = {**remedy_of, **{u: remedy for u in accepted}, **{order[k]: remedy for k in batch}}
+        choices = [Choice(u, r) for u, r in trial.items()]
+        label = order[batch[0]][0] if len(batch) == 1 else f"{len(batch)} candidates from {order[batch[0]][0]}"
+        result = search.evaluate_choices(choices, remedy, label)
+        if result.meets:
+            accepted.extend(order[k] for k in batch)
+        return result.meets, result.summary(search.ev.targets)
+
+    done = bisect_accept(len(order), accept, lambda: search.ev.runs < cap)
+    return accepted, len(done.untried)
+
+
+def near_float(applied: Applied, quantised: int) -> Tuple[float, bool]:
+    """(share of the quantised nodes kept in float, whether that makes the plan near-float)."""
+    share = len(applied.float_nodes) / quantised if quantised else 0.0
+    return share, share >= NEAR_FLOAT_SHARE
+
+
+def prune_float(search: RemedySearch, nodes: List[str], cap: int) -> List[str]:
+    """Step 3 (`fallback._prune` within the grown budget)."""
+    return _prune(search, list(nodes), cap)
