@@ -68,8 +68,17 @@ class NativeWork(threading.Thread):
         super().join(remaining)
 
 
+def import_native_first() -> None:
+    """Import onnxruntime on the calling thread before starting threads that may import it: two first
+    imports of one package at once can hand a thread a partially initialised module (importlib's
+    deadlock avoidance: "cannot import name 'ExecutionMode' from partially initialized module
+    'onnxruntime.capi._pybind_state'", an exit 4 once under load in CI). Free once imported."""
+    import onnxruntime  # noqa: F401
+
+
 def start(target: Callable[..., Any], *args: Any, name: str) -> NativeWork:
     """Start `target(*args)` on a registered `NativeWork` thread and return it."""
+    import_native_first()
     work = NativeWork(target, args, name)
     with _lock:
         _works[:] = [w for w in _works if not w.finished.is_set()]
@@ -86,6 +95,7 @@ def run_all(calls: Sequence[Callable[[], T]], *, name: str) -> List[T]:
     """Each call on a registered thread of its own, side by side; their results in order. The first
     call that raised (in order) raises here once all have returned, as one call after another would.
     A Ctrl-C while waiting leaves the threads to the exit path (`drain`): it is raised at once."""
+    import_native_first()
     results: List[Any] = [None] * len(calls)
     errors: List[Optional[BaseException]] = [None] * len(calls)
 

@@ -214,6 +214,9 @@ def run_capture(targets: Sequence[CaptureTarget], samples: SampleSet, on_chunk: 
 
     # One pool for every chunk: its threads (and so glibc's arenas) are reused by each chunk's
     # sessions instead of new threads spreading the next sessions over new arenas.
+    from . import background
+
+    background.import_native_first()
     pool = ThreadPoolExecutor(max_workers=max(1, len(targets)), thread_name_prefix="mi-session")
     try:
         for index in range(n_chunks):

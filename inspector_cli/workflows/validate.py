@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
 
+from ..core import background
 from ..core.graph import ModelGraph, load_model
 from ..errors import UsageError
 from ..progress import Progress, no_progress
@@ -50,6 +51,7 @@ def validate_model(model: Union[str, "os.PathLike[str]"], config: Optional[Valid
     # onnxruntime builds its session, and hashlib hashes the file, without holding the GIL, so the
     # Python rules run on one worker thread meanwhile. The session stays on this (main) thread:
     # onnxruntime runs markedly slower on a fresh thread (new allocator arenas, page faults).
+    background.import_native_first()  # both threads use onnxruntime (the session; MI401's kernel registry)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mi-validate") as pool:
         wanted = run.session_wanted(loaded.runtime_ok, loaded.weights_readable)
         if wanted and runtime.can_run_from_file(loaded.model, config.runtime):

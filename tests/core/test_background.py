@@ -143,3 +143,51 @@ def test_inside_onnxruntime_names_a_thread_in_an_onnxruntime_call_and_nothing_el
         running.join()
         waiting.join()
     assert background.inside_onnxruntime() == []
+
+
+FIRST_IMPORTS = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from inspector_cli.core import background
+from inspector_cli.workflows import validate as flow
+assert "onnxruntime" not in sys.modules, "imported before the threads: nothing to check"
+seen = []
+
+class Spy(ThreadPoolExecutor):
+    def submit(self, *args, **kwargs):
+        seen.append(("validate", "onnxruntime" in sys.modules))
+        return super().submit(*args, **kwargs)
+
+flow.ThreadPoolExecutor = Spy
+if sys.argv[1] == "threads":
+    seen.append(("run_all", background.run_all([lambda: "onnxruntime" in sys.modules], name="t")[0]))
+else:
+    flow.validate_model(Path(sys.argv[2]))
+print(seen)
+"""
+
+
+@pytest.mark.parametrize("where", ["threads", "validate"])
+def test_onnxruntime_is_imported_before_the_threads_that_use_it(tmp_path, where: str) -> None:
+    """A thread started by core.background, and validate's rules worker, never import onnxruntime for
+    the first time beside another thread: importlib's deadlock avoidance then hands one of them a
+    partially initialised module (CI, under load: `validate --strict` exit 4, "cannot import name
+    'ExecutionMode' from partially initialized module 'onnxruntime.capi._pybind_state'"). Checked in
+    a fresh process: onnxruntime is in sys.modules when the threads start. Fails on the code before."""
+    import subprocess
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = tmp_path / "identity.onnx"
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="id")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    root = str(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    done = subprocess.run([sys.executable, "-c", FIRST_IMPORTS, where, str(model)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr
+    expected = [("run_all", True)] if where == "threads" else [("validate", True)]
+    assert done.stdout.strip() == repr(expected)
