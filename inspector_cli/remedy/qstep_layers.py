@@ -83,7 +83,7 @@ def quant_step_findings(rows: Sequence[QuantStepRow]) -> List[Finding]:
     return [Finding("MI865", Severity.WARNING,
                     f"layer '{r.layer}': error up to {r.max_steps:.1f} quantisation steps (scale {r.scale:.3g}) and "
                     f"its own error is large (isolated cosine {r.isolated_cosine:.4f}): a saturating or wrong scale",
-                    tensor=r.layer, hint="keep it in float: --fallback-plan")
+                    tensor=r.layer, hint="its cheapest remedy: mi fix")
             for r in rows if r.flagged and r.max_steps is not None and r.isolated_cosine is not None]
 
 
