@@ -66,8 +66,8 @@ def float16_converter() -> Any:
     try:
         from onnxconverter_common import float16
     except ImportError:
-        raise UsageError("--fallback-plan on an fp16 model needs onnxconverter-common (the block list is found "
-                         "by converting the fp32 model again), which is not installed",
+        raise UsageError("an fp16 model's plan (mi fix, --fallback-plan) needs onnxconverter-common (the block list "
+                         "is found by converting the fp32 model again), which is not installed",
                          hint="pip install 'model-inspector[fp16]'") from None
     return float16
 

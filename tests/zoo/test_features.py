@@ -62,7 +62,7 @@ def test_fallback_plan(request, sweep, model, variant):
 
 @pytest.mark.parametrize("model,variant", [c for c in CASES if c[1] == "fp16" or FULL and c[1] == "fp16_io"])
 def test_fp16_plan_needs_the_extra(request, sweep, model, variant):
-    """From the core-only install, --fallback-plan on an fp16 model is one line, exit 2, naming the extra."""
+    """From the core-only install, mi fix on an fp16 model is one line, exit 2, naming the extra."""
     _case(request, sweep, "fallback-core", model, variant)
     run = F.fallback_core(sweep, model, variant)
     lines = [line for line in run.stderr_tail.splitlines() if line.strip()]
