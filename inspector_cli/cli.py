@@ -40,7 +40,7 @@ COMMANDS: Dict[str, str] = {
 
 SUMMARIES: Dict[str, str] = {
     "compare": "Compare MODEL_B against the reference MODEL_A on the same inputs.",
-    "fix": "The cheapest remedies (16-bit, per-channel, calibration, float) making a quantised model meet targets.",
+    "fix": "Find the cheapest remedies that make QUANTISED meet every --target against FP32.",
     "report": "Render saved JSON results again, or find regressions between two runs.",
     "run": "Run the steps of the suite file SUITE in order, as one gate with one report.",
     "inputs": "Make sample folders (.npz) for a model, and show what a data folder holds.",
