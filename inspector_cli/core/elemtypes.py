@@ -41,10 +41,20 @@ def ml_dtype(elem_type: int) -> Optional[np.dtype]:
     name = ML_DTYPE_NAMES.get(elem_type)
     if name is None:
         return None
-    import ml_dtypes
-
-    found = getattr(ml_dtypes, name, None)
+    found = getattr(ml_dtypes_module(), name, None)
     return np.dtype(found) if found is not None else None
+
+
+def ml_dtypes_module() -> Any:
+    """ml_dtypes (bound by the core dependencies, through onnx), or a one-line error naming the fix."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        from ..errors import UsageError
+
+        raise UsageError("bfloat16, float8 and int4 values need ml_dtypes, which is not installed",
+                         hint="pip install 'ml_dtypes>=0.5,<0.7'") from None
+    return ml_dtypes
 
 
 def elem_type_of(dtype: np.dtype) -> Optional[int]:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InputDataError, UsageError
-from .elemtypes import INTEGER_TYPES, elem_type_of, ml_dtype
+from .elemtypes import INTEGER_TYPES, elem_type_of, ml_dtype, ml_dtypes_module
 from .memory import available_memory
 from .types import TensorInfo, TensorMap, format_shape
 
@@ -206,8 +206,7 @@ def _is_float(dtype: np.dtype) -> bool:
 def _limits(dtype: np.dtype) -> Tuple[float, float]:
     """The finite range of a numeric dtype, numpy's or ml_dtypes' (its own finfo/iinfo)."""
     if elem_type_of(dtype) is not None:
-        import ml_dtypes
-
+        ml_dtypes = ml_dtypes_module()
         info: Any = ml_dtypes.iinfo(dtype) if elem_type_of(dtype) in INTEGER_TYPES else ml_dtypes.finfo(dtype)
     elif np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)

@@ -21,7 +21,11 @@ from __future__ import annotations
 from typing import Any, Tuple
 
 import numpy as np
-from numba import njit
+
+try:
+    from numba import njit
+except ImportError as missing:  # the optional `fast` extra: core.jit then runs the numpy path
+    raise ImportError("compiled kernels need numba: pip install 'model-inspector[fast]'") from missing
 
 _EXPONENT = np.uint32(0x7F800000)
 _MANTISSA = np.uint32(0x007FFFFF)

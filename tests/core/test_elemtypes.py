@@ -124,3 +124,18 @@ def test_float8e8m0_and_2_bit_types_through_cast(elem: int, values: list) -> Non
     assert got.dtype == dtype and got.astype(np.float64).tolist() == [float(v) for v in values]
     (back,) = elemtypes.run(sessions[1], ["x"], {"y": got}, {})
     assert back.tolist() == [float(v) for v in values]
+
+
+def test_a_missing_ml_dtypes_is_a_one_line_usage_error(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Without ml_dtypes (a broken install), a bfloat16 value is a usage error naming the fix, not an ImportError."""
+    import sys
+
+    import pytest
+
+    from inspector_cli.core.elemtypes import ml_dtype
+    from inspector_cli.errors import UsageError
+
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # `import ml_dtypes` raises ImportError
+    with pytest.raises(UsageError) as raised:
+        ml_dtype(16)  # ONNX BFLOAT16
+    assert "need ml_dtypes" in str(raised.value) and raised.value.hint == "pip install 'ml_dtypes>=0.5,<0.7'"
