@@ -10,6 +10,10 @@ hits both sides of a ratio alike:
   compare-layers    ... --layers all                                      floor: the same
   probe-all         mi -q probe A --inputs DIR --select all --no-history  floor: plain inference of A
 
+`--baselines` adds, on the two rows that read every tensor, plain onnxruntime with every tensor exposed as
+an output (`exposed`: no statistic) and the same plus one numpy pass over each float tensor (`exposed+1
+pass`): what any tool that reads every tensor spends at least, reported as their own ratios to the floor.
+
 Figures per row: the whole-process ratio at each count (median of the pairs), the marginal cost of a
 sample between counts, (mi(n2) - mi(n1)) / (floor(n2) - floor(n1)), in wall and CPU seconds (the
 median over repetitions of each repetition's own marginal: its four runs ran minutes apart at
@@ -19,7 +23,7 @@ during the row. Then one in-process run of mi and of the floor at --phase-count 
 onnxruntime, metrics and bookkeeping, with each session's thread settings against the floor's.
 
     python scripts/bench_sample_cost.py [--models mobilenet_v2,resnet50] [--rows outputs,layers,probe]
-        [--counts 8,64,512] [--repeat 3] [--before DIR] [--out DIR] [--json OUT] [--phase-count 64]
+        [--counts 8,64,512] [--repeat 3] [--before DIR] [--out DIR] [--json OUT] [--phase-count 64] [--baselines]
 
 The floors use public tools only (numpy + onnxruntime, default session options, CPU provider).
 Models and samples come from bench_models.py in --out (built there if missing: torchvision needs a
@@ -42,6 +46,10 @@ import benchlib  # noqa: E402
 
 FLOOR = [sys.executable, str(ROOT / "scripts" / "bench_speed_work.py"), "floor"]
 PHASES = [sys.executable, str(ROOT / "scripts" / "bench_phases.py")]
+# Lower bounds beside mi for the rows that read every tensor (--baselines): onnxruntime with every tensor
+# exposed and nothing computed, and the same plus one numpy pass over each float tensor.
+BASELINES = {"exposed": [sys.executable, str(ROOT / "scripts" / "bench_speed_work.py"), "exposed"],
+             "exposed+1 pass": [sys.executable, str(ROOT / "scripts" / "bench_speed_work.py"), "exposed_read"]}
 TARGETS = {"compare-outputs": 1.05, "compare-layers": 1.5, "probe-all": 2.0}
 PHASE_ORDER = ("sample read", "feed", "run A", "run B", "run", "copies out of onnxruntime", "metrics",
                "statistics: min/max/zeros, bookkeeping", "statistics: histogram", "statistics: moments",
@@ -78,24 +86,28 @@ def measure(cmd: List[str]) -> Dict[str, Any]:
 
 
 def paired_row(key: str, row: str, paths: Dict[str, Path], counts: Sequence[int], repeat: int,
-               roots: Dict[str, Path], work: Path) -> Dict[str, Any]:
-    """Every count's floor and mi run(s), interleaved, `repeat` times; the ratios."""
+               roots: Dict[str, Path], work: Path, baselines: bool = False) -> Dict[str, Any]:
+    """Every count's floor and mi run(s) (and with `baselines`, BASELINES' runs for the rows that read every
+    tensor), interleaved, `repeat` times; the ratios."""
     a, b = paths["fp32"], paths["int8"]
-    runs: Dict[str, Dict[int, List[Dict[str, Any]]]] = {k: {n: [] for n in counts} for k in ["floor", *roots]}
+    labels = [*roots, *(BASELINES if baselines and row != "compare-outputs" else [])]
+    runs: Dict[str, Dict[int, List[Dict[str, Any]]]] = {k: {n: [] for n in counts} for k in ["floor", *labels]}
     for rep in range(repeat):
         for n in counts:
             data = paths[f"data{n}"]
             runs["floor"][n].append(measure([*FLOOR, *floor_models(row, a, b), data]))
             for label, root in roots.items():
                 runs[label][n].append(measure(mi_cmd(root, *row_args(row, a, b, data, work / f"{label}.json"))))
+            for label in labels[len(roots):]:
+                runs[label][n].append(measure([*BASELINES[label], *floor_models(row, a, b), data]))
             print(f"  {key} rep {rep + 1} n={n}: floor {runs['floor'][n][-1]['wall']:.2f} s, "
-                  + ", ".join(f"{k} {runs[k][n][-1]['wall']:.2f} s" for k in roots)
+                  + ", ".join(f"{k} {runs[k][n][-1]['wall']:.2f} s" for k in labels)
                   + f" (load {runs['floor'][n][-1]['load']:.1f})", file=sys.stderr, flush=True)
     out: Dict[str, Any] = {"key": key, "row": row, "target": TARGETS[row], "counts": list(counts), "repeat": repeat,
                            "load": [min(r["load"] for k in runs for n in counts for r in runs[k][n]),
                                     max(r["load"] for k in runs for n in counts for r in runs[k][n])],
                            "runs": runs}
-    for label in roots:
+    for label in labels:
         fig: Dict[str, Any] = {}
         for n in counts:
             pairs = list(zip(runs["floor"][n], runs[label][n]))
@@ -169,6 +181,10 @@ def report(rows: Sequence[Dict[str, Any]], labels: Sequence[str]) -> str:
         counts = rows[0]["counts"]
         headers = ["row", *[f"per sample {lo}->{hi}" for lo, hi in zip(counts, counts[1:])],
                    *[f"whole {n}" for n in counts], "peak RSS MiB " + "/".join(map(str, counts)), "load", "target", ""]
+        if label in BASELINES:
+            lines.append(f"### {label} (plain onnxruntime, a lower bound: not mi)\n\n"
+                         + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True))
+            continue
         lines.append(f"### {label}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True))
     return "\n\n".join(lines)
 
@@ -203,12 +219,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="the python that builds missing models (torchvision: docs/zoo.md)")
     parser.add_argument("--json", type=Path, help="write every run and figure here")
     parser.add_argument("--phase-count", type=int, default=64, help="samples of the in-process breakdown (0: none)")
+    parser.add_argument("--baselines", action="store_true",
+                        help="also run onnxruntime with every tensor exposed (and + one numpy pass) for the rows "
+                             "that read every tensor: the lower bounds of any such tool")
     parser.add_argument("--report", type=Path, nargs="+", help="no runs: print the tables of earlier --json files")
     args = parser.parse_args(argv)
     if args.report:
         saved = [json.loads(p.read_text()) for p in args.report]
         rows = [r for s in saved for r in s["rows"]]
-        print(report(rows, ["now", "before"]))
+        print(report(rows, ["now", "before", *BASELINES]))
         for s in saved:
             for key, got in s.get("phases", {}).items():
                 print("\n" + phase_table(key, got))
@@ -232,12 +251,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for short in args.rows.split(","):
             row = wanted[short]
             key = f"{name}/{row}"
-            rows.append(paired_row(key, row, paths, counts, args.repeat, roots, work))
+            rows.append(paired_row(key, row, paths, counts, args.repeat, roots, work, args.baselines))
             if args.phase_count:
                 breakdown[key] = phases(row, paths, args.phase_count, ROOT, work)
             if args.json:
                 args.json.write_text(json.dumps({"rows": rows, "phases": breakdown}, indent=1, default=str))
-    print(report(rows, list(roots)))
+    print(report(rows, [*roots, *(BASELINES if args.baselines else [])]))
     for key, got in breakdown.items():
         print("\n" + phase_table(key, got))
     print(f"\nload average at the end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")

@@ -5,6 +5,7 @@
     python scripts/bench_speed_work.py checker MODEL                    check_model(full_check=True) + one session
     python scripts/bench_speed_work.py naive A B DATA                   expose every tensor, numpy diff, streamed
     python scripts/bench_speed_work.py exposed A B DATA                 expose every tensor, no diff (inference only)
+    python scripts/bench_speed_work.py exposed_read A [B] DATA          the same, then one numpy sum of each float tensor
     python scripts/bench_speed_work.py plan A B                         50k-node planning: pairing + chains (seconds)
     python scripts/bench_speed_work.py nan_data MODEL DATA OUT N BAD    N samples; BAD=1: sample N/2 overflows
     python scripts/bench_speed_work.py big NODES OUT_DIR                generated encoder (fp32 + fp16) of ~NODES nodes
@@ -109,6 +110,25 @@ def exposed(*args: str) -> None:
             session.run(None, feeds)
 
 
+def exposed_read(*args: str) -> int:
+    """`exposed`, then one numpy pass (a float32 sum) over every float tensor on the calling thread: the least
+    any statistic of every value reads (a memory pass), as a lower bound beside mi's several exact ones.
+    Returns the number of values read."""
+    import numpy as np
+
+    *models, data = args
+    sessions = [_exposed(path)[0] for path in models]
+    read = 0
+    for path in _feeds(data):
+        feeds = _load(path)
+        for session in sessions:
+            for value in session.run(None, feeds):
+                if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                    np.add.reduce(value, axis=None)
+                    read += value.size
+    return read
+
+
 def plan(a: str, b: str) -> None:
     """Seconds of `compare --layers all` planning: loading, output pairing, tensor pairing and chains."""
     import gc
@@ -209,5 +229,5 @@ def external(out: str) -> None:
 
 
 if __name__ == "__main__":
-    {"floor": floor, "checker": checker, "naive": naive, "exposed": exposed, "plan": plan, "nan_data": nan_data, "big": big,
+    {"floor": floor, "checker": checker, "naive": naive, "exposed": exposed, "exposed_read": exposed_read, "plan": plan, "nan_data": nan_data, "big": big,
      "pick": pick, "external": external}[sys.argv[1]](*sys.argv[2:])

@@ -23,6 +23,8 @@ ML_DTYPE_NAMES: Dict[int, str] = {
 }
 """ONNX element type -> the ml_dtypes type of the same values."""
 _ELEM_OF_ML = {name: elem for elem, name in ML_DTYPE_NAMES.items()}
+_ELEM_BY_DTYPE: Dict[np.dtype, Optional[int]] = {}
+"""elem_type_of's answers by dtype (dtypes hash and compare by value: '<f4' and '>f4' are two keys)."""
 INTEGER_TYPES = frozenset({21, 22, 25, 26})
 """uint4, int4, uint2, int2: the integer ones."""
 PACKED_BITS: Dict[int, int] = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}
@@ -60,7 +62,13 @@ def ml_dtypes_module() -> Any:
 def elem_type_of(dtype: np.dtype) -> Optional[int]:
     """The ONNX element type of an ml_dtypes dtype (by its name: no import; numpy's own names never clash;
     the kind is no guide: float8_e5m2 says 'f', the others 'V'), else None."""
-    return _ELEM_OF_ML.get(dtype.name)
+    try:
+        return _ELEM_BY_DTYPE[dtype]
+    except KeyError:  # numpy builds dtype.name in Python (~1 us): asked for every layer pair of every sample
+        elem = _ELEM_OF_ML.get(dtype.name)
+        if len(_ELEM_BY_DTYPE) < 1024:  # structured dtypes are unbounded in number; the common ones fit
+            _ELEM_BY_DTYPE[dtype] = elem
+        return elem
 
 
 def elem_type_of_ort(type_string: str) -> Optional[int]:
@@ -70,7 +78,7 @@ def elem_type_of_ort(type_string: str) -> Optional[int]:
 
 def is_typed(value: Any) -> bool:
     """An ml_dtypes array (bfloat16, float8, int4...): numpy's own arithmetic does not know it."""
-    return isinstance(value, np.ndarray) and value.dtype.name in _ELEM_OF_ML
+    return isinstance(value, np.ndarray) and elem_type_of(value.dtype) is not None
 
 
 def adopt(value: np.ndarray, elem_type: int) -> Optional[np.ndarray]:

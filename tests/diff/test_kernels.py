@@ -33,6 +33,9 @@ def _pairs():
         q = rng.integers(-128, 128, n).astype(np.int8)
         yield a, q, None, (0.0123, -3.0)
         yield q.astype(np.uint8), rng.integers(0, 256, n).astype(np.uint8), (0.02, 128.0), (0.021, 127.0)
+        yield a * np.float32(1e-25), q, None, (1.1e-27, 5.0)  # dequantised and rescaled by 2**k in the pass
+        yield a, rng.integers(0, 65536, n).astype(np.uint16), None, (3e-5, 32768.0)  # A16 activations
+        yield a, rng.integers(-32768, 32768, n).astype(np.int16), None, (4e-5, 0.0)  # zero point 0: no subtraction
         for bad in (np.nan, np.inf, -np.inf):
             b = near.copy()
             b[n // 2] = bad
@@ -73,6 +76,31 @@ def test_extremes_flag_a_nan_like_numpy():
     hi, lo = kernels.extremes(x)
     assert np.isnan(hi) and np.isnan(lo)
     assert kernels.extremes(np.array([-5, 7, 0], np.int8)) == (7.0, -5.0)
+
+
+@pytest.mark.parametrize("values, want", [
+    ([1.0, -2.0, 3.0], 3.0),
+    ([-7.5, 2.0, -0.0], 7.5),
+    ([0.0, -0.0], 0.0),
+    ([1e-45, -3e-45], 3e-45),  # subnormals
+    ([3.4e38, -3.4028235e38], 3.4028235e38),
+    ([1.0, np.nan, 2.0], None),
+    ([1.0, -np.inf], None),  # as _extent: an Inf peak is not finite, the exact path takes the pair
+    ([np.inf, 2.0], None),
+])
+def test_abs_peak_is_numpys_largest_magnitude(values, want):
+    x = np.array(values, np.float32)
+    got = kernels.abs_peak(x)
+    if want is None:
+        assert np.isnan(got)
+    else:
+        assert got == float(np.abs(x).max()) == float(np.float32(want))
+
+
+def test_abs_peak_on_a_long_tensor_matches_numpy():
+    x = np.random.default_rng(3).standard_normal(3 * BLOCK + 5).astype(np.float32)
+    x[1234] = -9.5
+    assert kernels.abs_peak(x) == 9.5 == float(np.abs(x).max())
 
 
 def test_runs_use_the_kernels_only_when_large_enough(monkeypatch):
