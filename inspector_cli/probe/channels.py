@@ -19,6 +19,8 @@ class ChannelTracker:
         self.axis: Optional[int] = None
         self.alive: Optional[np.ndarray] = None
         self.disabled: Optional[str] = None
+        self.all_alive = False
+        """Every channel seen non-zero: nothing left to examine (the common case after a few samples)."""
 
     def update(self, array: np.ndarray, zeros: int) -> None:
         """Record one sample (`zeros`: its count of exact zeros, already known)."""
@@ -34,15 +36,20 @@ class ChannelTracker:
         if array.ndim <= self.axis or array.shape[self.axis] != self.alive.size:
             self.disabled = f"the channel count changed between samples ({self.alive.size} -> {list(array.shape)})"
             return
+        if self.all_alive:
+            return
         if zeros == 0:
             self.alive[:] = True
+            self.all_alive = True
             return
         pending = np.flatnonzero(~self.alive)
         if pending.size == 0:
+            self.all_alive = True
             return
         moved = np.moveaxis(array, self.axis, 0)
         block = moved[pending].reshape(pending.size, -1)
         self.alive[pending[(block != 0).any(axis=1)]] = True
+        self.all_alive = bool(self.alive.all())
 
     def merge(self, other: "ChannelTracker") -> None:
         """Fold in the samples `other` saw after ours."""
@@ -53,11 +60,13 @@ class ChannelTracker:
         elif self.alive is None:
             self.axis = other.axis
             self.alive = None if other.alive is None else other.alive.copy()
+            self.all_alive = other.all_alive
         elif other.alive is not None:
             if other.alive.size != self.alive.size:
                 self.disabled = f"the channel count changed between samples ({self.alive.size} -> {other.alive.size})"
             else:
                 self.alive |= other.alive
+                self.all_alive = bool(self.alive.all())
 
     @property
     def channels(self) -> int:

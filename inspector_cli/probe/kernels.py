@@ -175,7 +175,7 @@ def scan(x: np.ndarray, counts: np.ndarray, buffers: Scan) -> Tuple[Any, Any, in
     """(min, max, zeros, NaN, Inf, +0 count, -0 count) of the finite values of a contiguous 1-D float32
     array (min > max when there is none); their buckets are added to `counts` (int64[65536])."""
     _scan(x, counts, buffers.ext, buffers.tally)
-    zeros, nan, inf, plus, minus = (int(v) for v in buffers.tally)
+    zeros, nan, inf, plus, minus = buffers.tally.tolist()
     return buffers.ext[0], buffers.ext[1], zeros, nan, inf, plus, minus
 
 

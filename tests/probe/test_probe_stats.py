@@ -158,3 +158,28 @@ def test_non_numeric_and_empty_tensors_are_noted_not_measured():
     stats = tracker.finish()
     assert stats.samples == 2 and stats.count == 0 and stats.min is None and stats.percentiles == {}
     assert any("not numeric" in n for n in stats.notes)
+
+
+def test_channels_found_alive_stay_alive_and_merge_back_in_order():
+    from inspector_cli.probe.channels import ChannelTracker
+
+    x = np.zeros((1, 3, 2, 2), np.float32)
+    first, later = ChannelTracker(1), ChannelTracker(1)
+    x[0, 0, 1, 1] = 2.0
+    first.update(x, zeros=int((x == 0).sum()))
+    assert first.dead() == [1, 2] and not first.all_alive
+    x[0, 1, 0, 0] = -1.0
+    x[0, 2, 0, 1] = 3.0
+    first.update(x, zeros=int((x == 0).sum()))
+    assert first.dead() == [] and first.all_alive
+    first.update(np.zeros((1, 3, 2, 2), np.float32), zeros=12)  # an all-zero sample cannot kill a channel
+    assert first.dead() == []
+    y = np.zeros((1, 3, 2, 2), np.float32)
+    y[0, 2] = 1.0
+    later.update(y, zeros=8)
+    assert later.dead() == [0, 1]
+    later.merge(first)
+    assert later.dead() == [] and later.all_alive
+    fresh = ChannelTracker(1)
+    fresh.merge(later)
+    assert fresh.all_alive and fresh.dead() == []
