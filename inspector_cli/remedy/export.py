@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import onnx
 
+from .exclusion import VALUE_PRESERVING, Quantisers
 from .qdq_patch import GraphIndex, quantised_nodes, weight_input
 from .remedies import Applied
 from .requant import QUANT_TYPE_NAMES, weight_axis
@@ -94,17 +95,58 @@ def not_expressible(applied: Applied) -> Dict[str, List[str]]:
     return out
 
 
-def nncf_scope(applied: Applied, qdq: onnx.ModelProto, fp32_names: Mapping[str, str]) -> Dict[str, Any]:
-    """`nncf.IgnoredScope(names=..., types=...)` arguments: names of the float nodes; types whose every
-    quantised node is in float (an alternative, shorter spelling)."""
+def nncf_readers(applied: Applied, qdq: onnx.ModelProto) -> List[str]:
+    """The nodes NNCF must ignore besides the plan's float nodes for its rebuild to leave float what the plan
+    leaves float. onnxruntime's rules (which the plan follows, exclusion.py) drop a passive op's output
+    quantiser with its input's: the plan's last AveragePool before a classifier's Reshape -> Gemm reads float
+    once the op before it is excluded. NNCF quantises every input of the ops it quantises, wherever the value
+    comes from (its quantiser on the Gemm's input moves up through the Reshape to the pool's output), so an
+    ignored scope of the float nodes alone keeps that quantiser: on EfficientNet's NNCF int8 (whose pool
+    output saturates) the rebuilt model's logits stayed all zero where the plan's read cosine 0.99. Those
+    readers are: the nodes still quantised that read, directly or through passive ops (Reshape, Transpose,
+    pools...), a tensor whose pair the plan removed; returned in graph order."""
+    quantisers = Quantisers(qdq)
+    ops = quantisers.ops
+    if ops is None:
+        return []
+    index = quantisers.index
     floats = set(applied.float_nodes)
+    found: Dict[str, None] = {}
+    seen: set = set()
+
+    def walk(tensor: str) -> None:
+        for reader in index.consumers.get(tensor, []):
+            if reader.op_type == "DequantizeLinear" or reader.name in floats or reader.name in seen:
+                continue
+            seen.add(reader.name)
+            if reader.op_type == "QuantizeLinear":
+                continue  # quantised again here: the plan keeps this quantiser too
+            if reader.op_type in ops.passive or reader.op_type in VALUE_PRESERVING:
+                for out in reader.output:
+                    walk(out)
+            elif reader.op_type in ops.asking and reader.name:
+                found[reader.name] = None
+
+    for pair in quantisers.removed(floats):
+        for dq in index.consumers.get(pair, []):
+            if dq.op_type == "DequantizeLinear":
+                walk(dq.output[0])
+    return sorted(found, key=lambda n: quantisers.position.get(n, -1))
+
+
+def nncf_scope(applied: Applied, qdq: onnx.ModelProto, fp32_names: Mapping[str, str]) -> Dict[str, Any]:
+    """`nncf.IgnoredScope(names=..., types=...)` arguments: the float nodes and the readers NNCF would quantise
+    where the plan reads float (`nncf_readers`, also listed apart as `readers`); types whose every quantised
+    node is ignored (an alternative, shorter spelling)."""
+    readers = nncf_readers(applied, qdq)
+    ignored = set(applied.float_nodes) | set(readers)
     op_of = {n.name: n.op_type for n in qdq.graph.node}
     by_type: Dict[str, List[str]] = {}
     for node in quantised_nodes(qdq):
         by_type.setdefault(op_of[node], []).append(node)
-    types = sorted(t for t, nodes in by_type.items() if nodes and all(n in floats for n in nodes))
-    return {"names": [fp32_names.get(n, n) for n in applied.float_nodes], "types": types,
-            "not_expressible": not_expressible(applied)}
+    types = sorted(t for t, nodes in by_type.items() if nodes and all(n in ignored for n in nodes))
+    return {"names": [fp32_names.get(n, n) for n in [*applied.float_nodes, *readers]], "types": types,
+            "readers": [fp32_names.get(n, n) for n in readers], "not_expressible": not_expressible(applied)}
 
 
 def modelopt_patterns(applied: Applied, fp32_names: Mapping[str, str]) -> Dict[str, Any]:
