@@ -157,23 +157,32 @@ def output_cosine(path: Path, folder: Path, metric: Dict[str, Any]) -> float:
 
 def nncf_rebuild_check(folder: Path, metric: Dict[str, Any], max_drop: float, nncf_python: str) -> Dict[str, Any]:
     """mi fix --remedies float on NNCF's int8 (what an IgnoredScope can say), its export rebuilt by NNCF: the
-    output cosine of the rebuilt model against the plan's."""
+    output cosine of the rebuilt model against the plan's, and the task's metric of both (the cosine of an
+    all-zero output, as EfficientNet's NNCF int8 gives, is undefined: NaN). Files of an earlier run are
+    removed first, and a failed fix or rebuild is reported as such, never read from a stale file."""
+    written, export, rebuilt = folder / "mi_float.onnx", folder / "mi_float_export.json", folder / "nncf_rebuilt.onnx"
+    for stale in (written, export, rebuilt):
+        stale.unlink(missing_ok=True)
     int8 = folder / "nncf_int8.onnx"
     base = output_cosine(int8, folder, metric)
     # halfway to 1; an int8 whose scored output is all zeros (EfficientNet's AveragePool) has no cosine
     target = (base + 1.0) / 2.0 if np.isfinite(base) else 0.99
     argv = [sys.executable, "-m", "inspector_cli", "fix", folder / "fp32.onnx", int8, "--inputs", folder / "val",
-            "--target", f"cosine>={target:.9f}", "--remedies", "float", "--write-model", folder / "mi_float.onnx",
-            "--export", folder / "mi_float_export.json", "-q"]
-    subprocess.run([str(a) for a in argv], capture_output=True, text=True)
-    if not (folder / "mi_float.onnx").exists():
-        return {"error": "no plan written"}
-    subprocess.run([nncf_python, str(ROOT / "scripts" / "bench_fix_nncf.py"), str(folder), "--rebuild",
-                    str(folder / "mi_float_export.json"), str(folder / "nncf_rebuilt.onnx")], capture_output=True)
-    plan, rebuilt = output_cosine(folder / "mi_float.onnx", folder, metric), output_cosine(
-        folder / "nncf_rebuilt.onnx", folder, metric)
-    names = json.loads((folder / "mi_float_export.json").read_text())["nncf"]["names"]
-    return {"target": target, "plan": plan, "rebuilt": rebuilt, "delta": rebuilt - plan, "ignored": len(names)}
+            "--target", f"cosine>={target:.9f}", "--remedies", "float", "--write-model", written,
+            "--export", export, "-q"]
+    fixed = subprocess.run([str(a) for a in argv], capture_output=True, text=True)
+    if not written.exists() or not export.exists():
+        return {"error": f"no plan written (mi fix exit {fixed.returncode})"}
+    built = subprocess.run([nncf_python, str(ROOT / "scripts" / "bench_fix_nncf.py"), str(folder), "--rebuild",
+                            str(export), str(rebuilt)], capture_output=True, text=True)
+    if built.returncode != 0 or not rebuilt.exists():
+        return {"error": f"NNCF's rebuild failed (exit {built.returncode}): "
+                         + " ".join((built.stderr or built.stdout).strip().splitlines()[-1:])}
+    plan, again = output_cosine(written, folder, metric), output_cosine(rebuilt, folder, metric)
+    scope = json.loads(export.read_text())["nncf"]
+    return {"target": target, "plan": plan, "rebuilt": again, "delta": again - plan, "ignored": len(scope["names"]),
+            "readers": len(scope.get("readers", [])), "plan_metric": metric_of(written, folder, metric),
+            "rebuilt_metric": metric_of(rebuilt, folder, metric)}
 
 
 def ort_int8(folder: Path) -> Path:
