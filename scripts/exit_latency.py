@@ -29,7 +29,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parents[1]
-SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+sys.path.insert(0, str(ROOT))
+from tests.fixtures.load import busy_processes, cores, mi_building_sessions  # noqa: E402 (the signal tests' own)
 BUILD = """
 import sys, threading, time
 import onnxruntime as ort
@@ -62,23 +63,12 @@ def write_models(folder: Path) -> Tuple[Path, Path, Path]:
     return paths[0], paths[1], data
 
 
-def building(pid: int) -> bool:
-    """mi's SIGTERM handler installed (only mi catches it) and threads besides the main one."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        tasks = len(os.listdir(f"/proc/{pid}/task"))
-    except OSError:
-        return True
-    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
-    return bool(caught & (1 << (signal.SIGTERM - 1))) and tasks >= 3
-
-
 def interrupted_run(a: Path, b: Path, data: Path, slow: float, signum: int, cwd: Path) -> Tuple[int, float, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), MI_FAILPOINT=f"session:SLOW={slow}" if slow else "")
     proc = subprocess.Popen([sys.executable, "-m", "inspector_cli", "compare", str(a), str(b), "-i", str(data)],
                             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    while proc.poll() is None and not building(proc.pid):
+    while proc.poll() is None and not mi_building_sessions(proc.pid):
         time.sleep(0.002)
     time.sleep(random.uniform(0.0, 0.5))
     sent = time.monotonic()
@@ -106,27 +96,21 @@ def main() -> None:
     parser.add_argument("--slow", type=float, default=0.0,
                         help="seconds the first build stays at work first (MI_FAILPOINT=session:SLOW=S)")
     args = parser.parse_args()
-    cores = len(os.sched_getaffinity(0))
-    with tempfile.TemporaryDirectory(prefix="mi-exit-latency-") as tmp:
+    cpus = cores()
+    with tempfile.TemporaryDirectory(prefix="mi-exit-latency-") as tmp, \
+            busy_processes(args.busy_per_core * cpus, 3600.0) as busy:
         folder = Path(tmp)
         a, b, data = write_models(folder)
-        busy = [subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=3600)]) for _ in range(args.busy_per_core * cores)]
         latencies, builds, statuses, failures = [], [], {}, []
-        try:
-            for run in range(args.runs):
-                signum = (signal.SIGINT, signal.SIGTERM)[run % 2]
-                code, seconds, err = interrupted_run(a, b, data, args.slow, signum, folder)
-                statuses[code] = statuses.get(code, 0) + 1
-                if code != {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]:
-                    failures.append(f"run {run} ({signum.name}): status {code}: {err.strip()[-300:]}")
-                latencies.append(seconds)
-                builds.append(plain_builds(a, b))
-        finally:
-            for proc in busy:
-                proc.kill()
-            for proc in busy:
-                proc.wait()
-    print(f"{args.runs} runs, {len(busy)} busy processes on {cores} cores, first build slowed by {args.slow} s")
+        for run in range(args.runs):
+            signum = (signal.SIGINT, signal.SIGTERM)[run % 2]
+            code, seconds, err = interrupted_run(a, b, data, args.slow, signum, folder)
+            statuses[code] = statuses.get(code, 0) + 1
+            if code != {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]:
+                failures.append(f"run {run} ({signum.name}): status {code}: {err.strip()[-300:]}")
+            latencies.append(seconds)
+            builds.append(plain_builds(a, b))
+    print(f"{args.runs} runs, {len(busy)} busy processes on {cpus} cores, first build slowed by {args.slow} s")
     print(f"statuses: {dict(sorted(statuses.items()))}; failures: {len(failures)}")
     for failure in failures:
         print("  " + failure)

@@ -47,9 +47,10 @@ def _fp32_tensor(tensor: str, known: set) -> Optional[str]:
 
 
 def onnxruntime_options(applied: Applied, qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto],
-                        fp32_names: Mapping[str, str]) -> Dict[str, Any]:
-    """{"nodes_to_exclude": [...], "TensorQuantOverrides": {...}, "extra_options": {...}, "unmapped": [...]}."""
-    index = GraphIndex(qdq.graph)
+                        fp32_names: Mapping[str, str], index: Optional[GraphIndex] = None) -> Dict[str, Any]:
+    """{"nodes_to_exclude": [...], "TensorQuantOverrides": {...}, "extra_options": {...}, "unmapped": [...]}
+    (`index`: qdq's, when the caller has it)."""
+    index = index or GraphIndex(qdq.graph)
     known = _fp32_tensor_names(fp32)
     fp32_index = GraphIndex(fp32.graph) if fp32 is not None else None
     overrides: Dict[str, List[Dict[str, Any]]] = {}
@@ -95,7 +96,7 @@ def not_expressible(applied: Applied) -> Dict[str, List[str]]:
     return out
 
 
-def nncf_readers(applied: Applied, qdq: onnx.ModelProto) -> List[str]:
+def nncf_readers(applied: Applied, qdq: onnx.ModelProto, quantisers: Optional[Quantisers] = None) -> List[str]:
     """The nodes NNCF must ignore besides the plan's float nodes for its rebuild to leave float what the plan
     leaves float. onnxruntime's rules (which the plan follows, exclusion.py) drop a passive op's output
     quantiser with its input's: the plan's last AveragePool before a classifier's Reshape -> Gemm reads float
@@ -104,8 +105,9 @@ def nncf_readers(applied: Applied, qdq: onnx.ModelProto) -> List[str]:
     ignored scope of the float nodes alone keeps that quantiser: on EfficientNet's NNCF int8 (whose pool
     output saturates) the rebuilt model's logits stayed all zero where the plan's read cosine 0.99. Those
     readers are: the nodes still quantised that read, directly or through passive ops (Reshape, Transpose,
-    pools...), a tensor whose pair the plan removed; returned in graph order."""
-    quantisers = Quantisers(qdq)
+    pools...), a tensor whose pair the plan removed; returned in graph order (`quantisers`: qdq's, when the
+    caller has them: the plan's builder does)."""
+    quantisers = quantisers or Quantisers(qdq)
     ops = quantisers.ops
     if ops is None:
         return []
@@ -134,11 +136,12 @@ def nncf_readers(applied: Applied, qdq: onnx.ModelProto) -> List[str]:
     return sorted(found, key=lambda n: quantisers.position.get(n, -1))
 
 
-def nncf_scope(applied: Applied, qdq: onnx.ModelProto, fp32_names: Mapping[str, str]) -> Dict[str, Any]:
+def nncf_scope(applied: Applied, qdq: onnx.ModelProto, fp32_names: Mapping[str, str],
+               quantisers: Optional[Quantisers] = None) -> Dict[str, Any]:
     """`nncf.IgnoredScope(names=..., types=...)` arguments: the float nodes and the readers NNCF would quantise
     where the plan reads float (`nncf_readers`, also listed apart as `readers`); types whose every quantised
     node is ignored (an alternative, shorter spelling)."""
-    readers = nncf_readers(applied, qdq)
+    readers = nncf_readers(applied, qdq, quantisers)
     ignored = set(applied.float_nodes) | set(readers)
     op_of = {n.name: n.op_type for n in qdq.graph.node}
     by_type: Dict[str, List[str]] = {}
@@ -156,10 +159,12 @@ def modelopt_patterns(applied: Applied, fp32_names: Mapping[str, str]) -> Dict[s
 
 
 def exports(applied: Applied, qdq: onnx.ModelProto, fp32: Optional[onnx.ModelProto],
-            fp32_names: Mapping[str, str]) -> Dict[str, Any]:
-    """The document of `--export`: one section per consumer."""
-    return {"onnxruntime": onnxruntime_options(applied, qdq, fp32, fp32_names),
-            "nncf": nncf_scope(applied, qdq, fp32_names),
+            fp32_names: Mapping[str, str], quantisers: Optional[Quantisers] = None) -> Dict[str, Any]:
+    """The document of `--export`: one section per consumer (`quantisers`: qdq's, built once by the plan's
+    builder; else built here)."""
+    quantisers = quantisers or Quantisers(qdq)
+    return {"onnxruntime": onnxruntime_options(applied, qdq, fp32, fp32_names, quantisers.index),
+            "nncf": nncf_scope(applied, qdq, fp32_names, quantisers),
             "modelopt": modelopt_patterns(applied, fp32_names)}
 
 

@@ -137,7 +137,8 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
         float_share=share, near_float=near, no_answer=no_answer, budget_note=note, sensitivity=sensitivity,
         skipped=skipped, remedies=list(remedies), ranges=ranges, runs=ev.runs, replayed=trials.replayed,
         inferences=ev.inferences, seconds=time.perf_counter() - start, baseline_latency_ms=baseline.latency_ms,
-        final_latency_ms=final.latency_ms, exports=exports(applied, qdq, fp32, fp32_names), model=model)
+        final_latency_ms=final.latency_ms, exports=exports(applied, qdq, fp32, fp32_names, builder.quantisers),
+        model=model)
 
 
 SPREAD_SHARE = 0.5

@@ -34,7 +34,7 @@ import numpy as np
 import onnx
 import pytest
 
-from ..fixtures.load import heavy_mode, pytest_generate_tests, repeat  # noqa: F401 (fixtures, hook)
+from ..fixtures.load import heavy_mode, mi_building_sessions, pytest_generate_tests, repeat  # noqa: F401 (fixtures, hook)
 from ..fixtures.subproc import Ran, assert_status, child_env, default_signals, mi_argv, run_mi
 from .world import build_world
 
@@ -169,7 +169,7 @@ def _signalled_while_building(world: Dict[str, Path], tmp_path: Path, argv: List
                             env=child_env({"MI_FAILPOINT": failpoint}), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     try:
-        while proc.poll() is None and not _building_sessions(proc.pid):
+        while proc.poll() is None and not mi_building_sessions(proc.pid):
             time.sleep(0.005)
         time.sleep(random.uniform(earliest, latest))
         sent = None
@@ -185,18 +185,6 @@ def _signalled_while_building(world: Dict[str, Path], tmp_path: Path, argv: List
             proc.kill()
             proc.wait()
     return proc.returncode, out, err
-
-
-def _building_sessions(pid: int) -> bool:
-    """Whether the process has mi's signal handlers in place (SIGTERM caught: only mi catches it) and
-    threads besides the main one (the sessions' builders): the failpoint's signal is on its way."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        tasks = len(os.listdir(f"/proc/{pid}/task"))
-    except OSError:
-        return True
-    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
-    return bool(caught & (1 << (signal.SIGTERM - 1))) and tasks >= 3
 
 
 @pytest.mark.parametrize("signame", sorted(CODES))
