@@ -14,7 +14,7 @@ the identity. One finite value among them, a NaN, or an infinity of the other si
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
@@ -23,7 +23,9 @@ from .maskops import RESHAPES, SAME
 
 IDENTITY_SIGN: Dict[str, int] = {"ReduceMax": -1, "ReduceMin": 1, "ReduceLogSumExp": -1, "ReduceLogSum": -1}
 """The sign of each reduction's infinite identity over an empty set."""
-COPIES = SAME | RESHAPES
+VALUE_COPIES = SAME | RESHAPES
+"""Cast/Identity and the reshapes: an identity copied through them is still all identity (maskops.COPIES,
+the mask scan's, also counts Transpose and Expand)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ def find_empty_reductions(graph: ModelGraph) -> Dict[str, EmptyReduction]:
         if node.op_type in IDENTITY_SIGN:
             entry = EmptyReduction(node.name, node.op_type, node.inputs[0], IDENTITY_SIGN[node.op_type])
         elif node.op_type == "Log":
-            source = graph.producer_through(node.inputs[0], COPIES)
+            source = graph.producer_through(node.inputs[0], VALUE_COPIES)
             if source is not None and source.op_type == "ReduceSum" and source.inputs:
                 entry = EmptyReduction(source.name, "ReduceSum", source.inputs[0], -1)  # log of an empty sum
         if entry is not None:
@@ -60,15 +62,15 @@ def find_empty_reductions(graph: ModelGraph) -> Dict[str, EmptyReduction]:
 def _copies(graph: ModelGraph, tensor: str) -> Iterator[str]:
     """`tensor` and what Cast/Identity/Reshape nodes copy it to (value input only)."""
     stack = [tensor]
-    seen: List[str] = []
+    seen: Set[str] = set()
     while stack:
         name = stack.pop()
         if name in seen:
             continue
-        seen.append(name)
+        seen.add(name)
         yield name
         for node in graph.consumers.get(name, []):
-            if node.op_type in COPIES and node.inputs and node.inputs[0] == name and node.outputs and node.outputs[0]:
+            if node.op_type in VALUE_COPIES and node.inputs and node.inputs[0] == name and node.outputs and node.outputs[0]:
                 stack.append(node.outputs[0])
 
 
@@ -77,10 +79,9 @@ def empty_size(graph: ModelGraph, tensor: str, values: Mapping[str, object]) -> 
     value = values.get(tensor)
     if value is not None:
         return int(np.asarray(value).size) == 0
-    shape = graph.tensor_info(tensor).shape
-    if shape is not None and any(isinstance(d, int) and d == 0 for d in shape):
-        return True
     info = graph.tensor_info(tensor)
+    if info.shape is not None and any(isinstance(d, int) and d == 0 for d in info.shape):
+        return True
     return False if info.element_count() else None
 
 

@@ -89,11 +89,10 @@ class Mask:
         def names(items: Tuple[str, ...], limit: int = 4) -> str:
             return ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
-        ends = [e for e in self.ends]
-        inner = tuple(n for n in self.nodes if n not in ends)
+        inner = tuple(n for n in self.nodes if n not in self.ends)
         sources = (*self.constants, *(f"input {i}" for i in self.inputs))
         through = f" through {names(inner)}" if inner else ""
-        return f"mask of {self.fill:g} from {names(sources, 2)}{through} to {names(tuple(ends), 2)}"
+        return f"mask of {self.fill:g} from {names(sources, 2)}{through} to {names(self.ends, 2)}"
 
 
 def end_inputs(node: NodeInfo) -> Optional[Tuple[int, ...]]:
