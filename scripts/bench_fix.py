@@ -3,7 +3,7 @@
 (issue 44): the same fp32 model, calibration and validation samples, metric and target for each.
 
     python scripts/bench_fix.py OUT --models digits mobilenetv2 resnet --nncf-python /work/venvs/nncf/bin/python \
-        [--max-drop 0.01] [--val 200] [--calib 64] [--zoo /work/zoo]
+        [--max-drop 0.01] [--val 200] [--calib 64] [--zoo /work/zoo] [--polish 40] [--max-runs 50]
 
 Per model: the metric is top-1 accuracy against labels where there are labels (digits: the demo's trained
 CNN, scripts/demo_digits.py; sklearn: the zoo's digits MLP), else top-1 agreement with fp32; the target is a
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
@@ -126,11 +126,13 @@ def counts(final: Path, plain: Path) -> Dict[str, int]:
     return {"float_nodes": len(quantised(a) - quantised(b)), "tensors_16bit": wide, "quantised": len(quantised(a))}
 
 
-def run_mi_fix(folder: Path, int8: Path, metric: Dict[str, Any], max_drop: float, tag: str) -> Dict[str, Any]:
+def run_mi_fix(folder: Path, int8: Path, metric: Dict[str, Any], max_drop: float, tag: str,
+               extra: Sequence[str] = ()) -> Dict[str, Any]:
+    """mi fix at the same target (`extra`: flags such as --polish RUNS, --max-runs N)."""
     target = f"acc1_drop<={max_drop}" if metric["kind"] == "labels" else f"top1>={1 - max_drop:.6g}"
     argv = [sys.executable, "-m", "inspector_cli", "fix", folder / "fp32.onnx", int8, "--inputs", folder / "val",
             "--calibration", folder / "calib", "--target", target, "--write-model", folder / f"mi_{tag}.onnx",
-            "--json", folder / f"mi_{tag}.json", "-q"]
+            "--json", folder / f"mi_{tag}.json", "-q", *extra]
     if metric["kind"] == "labels":
         argv[argv.index("--target"):argv.index("--target")] = ["--labels", folder / "labels.csv"]
     start = time.perf_counter()
@@ -254,7 +256,12 @@ def main() -> None:
     parser.add_argument("--val", type=int, default=200)
     parser.add_argument("--calib", type=int, default=64)
     parser.add_argument("--zoo", type=Path, default=Path("/work/zoo"))
+    parser.add_argument("--polish", type=int, default=0,
+                        help="mi fix --polish RUNS: runs past the target toward fp32's metric (NNCF's accuracy "
+                             "control, reverting whole groups, ends near float)")
+    parser.add_argument("--max-runs", type=int, default=50, help="mi fix --max-runs")
     args = parser.parse_args()
+    extra = ["--max-runs", str(args.max_runs)] + (["--polish", str(args.polish)] if args.polish else [])
     rows = []
     for model in args.models:
         folder = args.out / model
@@ -270,9 +277,9 @@ def main() -> None:
         nncf_int8 = folder / "nncf_int8.onnx"
         ac = {"metric": metric_of(folder / "nncf_ac.onnx", folder, metric), **counts(folder / "nncf_ac.onnx", nncf_int8),
               "seconds": nncf["accuracy_control_s"]}
-        mi_nncf = run_mi_fix(folder, nncf_int8, metric, args.max_drop, "nncf")
+        mi_nncf = run_mi_fix(folder, nncf_int8, metric, args.max_drop, "nncf", extra)
         ort_debug = ort_debug_exclusion(folder, metric, goal)
-        mi_ort = run_mi_fix(folder, folder / "ort_int8.onnx", metric, args.max_drop, "ort")
+        mi_ort = run_mi_fix(folder, folder / "ort_int8.onnx", metric, args.max_drop, "ort", extra)
         scope = nncf_rebuild_check(folder, metric, args.max_drop, args.nncf_python)
         rows.append((model, metric["kind"], fp32_metric, metric_of(nncf_int8, folder, metric),
                      metric_of(folder / "ort_int8.onnx", folder, metric), ac, mi_nncf, ort_debug, mi_ort, nncf))

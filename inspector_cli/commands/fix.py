@@ -35,6 +35,9 @@ from ._output import check_report_paths, emit
               help="Candidates the bottom-up search may add before it reverts groups top down.")
 @click.option("--max-runs", type=click.IntRange(min=3), default=50, show_default=True,
               help="Full-model evaluations of the bottom-up search; the later steps may use up to 4x it.")
+@click.option("--polish", type=click.IntRange(min=0), default=0, show_default=True, metavar="RUNS",
+              help="Once a plan meets the targets, spend up to RUNS more runs raising their metrics toward fp32's: "
+                   "16-bit activations on the nodes the plan left alone, then float for what they cannot buy.")
 @click.option("--write-model", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the plan's model here (standing alone); its targets are re-checked from the file.")
 @click.option("--export", type=click.Path(dir_okay=False), metavar="FILE",
@@ -92,7 +95,8 @@ def fix(ctx: click.Context, fp32: str, quantised: str, **params: Any) -> int:
                            remedies=remedies, labels=path("labels"), calibration=tuple(params.get("calibration") or ()),
                            max_nodes=params["max_nodes"], max_runs=params["max_runs"], write_model=path("write_model"),
                            export=path("export"), exclude_list=path("exclude_list"), journal=path("journal"),
-                           resume=bool(params.get("resume")), workers=params["workers"])
+                           resume=bool(params.get("resume")), workers=params["workers"],
+                           polish=params["polish"])
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
     result = fix_models(fp32, quantised, config)

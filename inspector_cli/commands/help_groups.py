@@ -75,7 +75,7 @@ HELP_GROUPS: Dict[str, Groups] = {
     ),
     "mi fix": (
         ("Inputs", (*INPUTS, "--map", "--labels", "--calibration", *DECODING)),
-        ("Targets and remedies", ("--target", "--remedies", "--max-nodes", "--max-runs")),
+        ("Targets and remedies", ("--target", "--remedies", "--max-nodes", "--max-runs", "--polish")),
         ("Runtime", RUNTIME),
         ("Scale-out", ("--workers",)),
         ("Output", (*REPORTS, "--write-model", "--export", "--exclude-list", "--journal", "--resume")),

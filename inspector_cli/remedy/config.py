@@ -101,8 +101,12 @@ class FixConfig:
     journal: Optional[Path] = None
     resume: bool = False
     workers: int = 0
+    polish: int = 0
+    """Runs `--polish` may spend raising the metrics of a plan that meets the targets (remedy/polish.py)."""
 
     def __post_init__(self) -> None:
+        if self.polish < 0:
+            raise ConfigError(f"--polish: runs must be 0 or more, got {self.polish}")
         RemedyConfig(targets=self.targets, max_nodes=self.max_nodes, max_runs=self.max_runs,
                      exclude_list=self.exclude_list)  # the shared checks, in the same words
         from .remedies import parse_remedies
@@ -136,4 +140,4 @@ class FixConfig:
                 "export": str(self.export) if self.export else None,
                 "exclude_list": str(self.exclude_list) if self.exclude_list else None,
                 "journal": str(self.journal) if self.journal else None, "resume": self.resume,
-                "workers": self.workers}
+                "workers": self.workers, "polish": self.polish}

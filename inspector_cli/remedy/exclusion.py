@@ -27,15 +27,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 import onnx
+from onnx import numpy_helper
 
 from .qdq_patch import QDQ_OPS, GraphIndex, _Patcher, _prune_and_sort
 
 VALUE_PRESERVING = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 """Passive ops whose output holds exactly the input's values: calibrated on its own, the output gets the
 parameters it shared, so their sharing never needs closing over."""
+MOVABLE = VALUE_PRESERVING | {"Pad"}
+"""Ops a quantiser may sit before instead of after: NNCF puts a Conv's input quantiser before the Pad in front of
+it, where onnxruntime's quantiser puts a pair on each side. Their output holds the input's values (a Pad adds
+its constant, 0, which every calibrated range holds), so the pair's parameters fit the value after them."""
 DATA_INPUTS = {"Where": (1, 2)}
 """The inputs a passive op needs quantised before it quantises its output (default: input 0)."""
 
@@ -95,6 +100,9 @@ class Quantisers:
         self.order: List[str] = []
         """the pairs in graph order."""
         self.position = {n.name: k for k, n in enumerate(model.graph.node) if n.name}
+        self.moved_readers: Dict[str, List[Tuple[str, int, str]]] = {}
+        """pair -> (node, input position, tensor) of the nodes asking for quantisation that read the pair's value
+        through movable ops with no pair after them (NNCF's placement): what they read once the pair is gone."""
         for q in model.graph.node:
             if q.op_type != "QuantizeLinear" or q.input[0] in self.index.inits:
                 continue
@@ -133,6 +141,32 @@ class Quantisers:
             elif node.op_type in self.ops.asking:
                 asking.add(node.name)
         self.active[pair] = frozenset(asking)
+        if self.ops is not None:
+            self._find_moved_readers(pair, outputs)
+
+    def _find_moved_readers(self, pair: str, dequantised: Set[str]) -> None:
+        """`moved_readers[pair]`: the asking nodes that read the pair's value through movable ops only (a
+        movable op quantised again after it ends the walk: that pair is its readers')."""
+        assert self.ops is not None
+        frontier = [t for t in dequantised]
+        seen: Set[str] = set()
+        found: List[Tuple[str, int, str]] = []
+        while frontier:
+            tensor = frontier.pop()
+            for reader in self.index.consumers.get(tensor, []):
+                if reader.op_type in QDQ_OPS or not reader.name:
+                    continue
+                if reader.op_type in MOVABLE and reader.input and reader.input[0] == tensor and _pads_zero(self.index, reader):
+                    if reader.name in seen:
+                        continue
+                    seen.add(reader.name)
+                    after = self.index.consumers.get(reader.output[0], [])
+                    if not any(c.op_type == "QuantizeLinear" for c in after):
+                        frontier.append(reader.output[0])
+                elif tensor not in dequantised and reader.op_type in self.ops.asking and reader.op_type not in self.ops.passive:
+                    found += [(reader.name, k, tensor) for k, name in enumerate(reader.input) if name == tensor]
+        if found:
+            self.moved_readers[pair] = found
 
     def removed(self, nodes: Iterable[str]) -> List[str]:
         """The pairs that excluding `nodes` removes: nobody asks for them any more (a pair nobody was
@@ -257,6 +291,18 @@ class Quantisers:
         return False
 
 
+def _pads_zero(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """A node that is not a Pad, or a Pad whose value (a constant-mode Pad's third input, default 0) is 0:
+    the padded tensor's range is its input's (a calibrated range always holds 0)."""
+    if node.op_type != "Pad" or len(node.input) < 3 or not node.input[2]:
+        return True
+    value = index.array(node.input[2])
+    source = index.producer.get(node.input[2])
+    if value is None and source is not None and source.op_type == "Constant":  # torch writes it as a Constant
+        value = next((numpy_helper.to_array(a.t) for a in source.attribute if a.name == "value"), None)
+    return value is not None and not value.any()
+
+
 def exclude_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.ModelProto] = None,
                 fp32_names: Optional[Mapping[str, str]] = None,
                 quantisers: Optional[Quantisers] = None) -> onnx.ModelProto:
@@ -268,9 +314,35 @@ def exclude_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.
     excluded = set(nodes)
     for name in nodes:
         patcher.float_weights(patcher.node(name), readers_within=excluded)
+    moved: Dict[str, str] = {}
     for q_output in quantisers.removed(nodes):
         q = patcher.index.producer.get(q_output)
         if q is not None and q.op_type == "QuantizeLinear":
             patcher.remove_quantiser(q)
+            for reader, position, tensor in quantisers.moved_readers.get(q_output, []):
+                if reader not in excluded:
+                    _requantise_input(patcher, q, patcher.node(reader), position, tensor, moved)
     _prune_and_sort(patcher.model.graph)
     return patcher.model
+
+
+def _requantise_input(patcher: Any, q: onnx.NodeProto, reader: onnx.NodeProto, position: int, tensor: str,
+                      moved: Dict[str, str]) -> None:
+    """`reader`, still quantised, reads `tensor` (the float value after a movable op whose pair before it went)
+    through a pair of its own with the removed pair's parameters: a quantiser asked to quantise `reader` puts
+    one on its input, calibrated on the same range (NNCF's int8 MobileNetV2: Clip -> pair -> Pad -> Conv with
+    the Clip and Pad in float; NNCF's and onnxruntime's rebuilds quantise the Conv's input after the Pad)."""
+    if tensor not in moved:  # the pair's DequantizeLinear is an Identity now: both take the Q's parameters
+        new_q, new_dq = onnx.NodeProto(), onnx.NodeProto()
+        new_q.CopyFrom(q)
+        new_q.name, new_q.output[0] = f"{tensor}__moved_QuantizeLinear", f"{tensor}__moved_q"
+        del new_q.input[:]
+        new_q.input.extend([tensor, *q.input[1:]])
+        new_dq.CopyFrom(new_q)
+        new_dq.op_type, new_dq.name = "DequantizeLinear", f"{tensor}__moved_DequantizeLinear"
+        del new_dq.input[:]
+        new_dq.input.extend([new_q.output[0], *q.input[1:]])
+        new_dq.output[0] = f"{tensor}__moved_dq"
+        patcher.model.graph.node.extend([new_q, new_dq])
+        moved[tensor] = new_dq.output[0]
+    reader.input[position] = moved[tensor]

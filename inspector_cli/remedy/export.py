@@ -106,7 +106,9 @@ def nncf_readers(applied: Applied, qdq: onnx.ModelProto, quantisers: Optional[Qu
     output saturates) the rebuilt model's logits stayed all zero where the plan's read cosine 0.99. Those
     readers are: the nodes still quantised that read, directly or through passive ops (Reshape, Transpose,
     pools...), a tensor whose pair the plan removed; returned in graph order (`quantisers`: qdq's, when the
-    caller has them: the plan's builder does)."""
+    caller has them: the plan's builder does). A reader behind movable ops only (Reshape, Transpose, Pad: no
+    MaxPool) is not one: the plan gives it a pair of its own with the removed pair's parameters, as both
+    rebuilds do (exclusion.MOVABLE), and the search puts it in float when that pair hurts."""
     quantisers = quantisers or Quantisers(qdq)
     ops = quantisers.ops
     if ops is None:
@@ -116,7 +118,7 @@ def nncf_readers(applied: Applied, qdq: onnx.ModelProto, quantisers: Optional[Qu
     found: Dict[str, None] = {}
     seen: set = set()
 
-    def walk(tensor: str) -> None:
+    def walk(tensor: str, requantised: set) -> None:
         for reader in index.consumers.get(tensor, []):
             if reader.op_type == "DequantizeLinear" or reader.name in floats or reader.name in seen:
                 continue
@@ -125,14 +127,17 @@ def nncf_readers(applied: Applied, qdq: onnx.ModelProto, quantisers: Optional[Qu
                 continue  # quantised again here: the plan keeps this quantiser too
             if reader.op_type in ops.passive or reader.op_type in VALUE_PRESERVING:
                 for out in reader.output:
-                    walk(out)
-            elif reader.op_type in ops.asking and reader.name:
+                    walk(out, requantised)
+            elif reader.op_type in ops.asking and reader.name and reader.name not in requantised:
                 found[reader.name] = None
 
     for pair in quantisers.removed(floats):
+        # a reader through movable ops only gets a pair of its own in the plan (exclusion._requantise_input),
+        # as in NNCF's rebuild: nothing to ignore
+        requantised = {name for name, _k, _t in quantisers.moved_readers.get(pair, [])}
         for dq in index.consumers.get(pair, []):
             if dq.op_type == "DequantizeLinear":
-                walk(dq.output[0])
+                walk(dq.output[0], requantised)
     return sorted(found, key=lambda n: quantisers.position.get(n, -1))
 
 

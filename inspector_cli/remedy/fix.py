@@ -18,6 +18,7 @@ from .evaluate import Evaluator, Target
 from .export import exports
 from .fallback import _greedy, _rank, _static_rank, _units, sensitivity_order
 from .naming import fp32_node_names
+from .polish import PolishResult, polish
 from .qdq_patch import quantised_nodes
 from .remedies import A16, A16_PER_CHANNEL, CALIBRATION, COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
 from .search import (BUDGET_GROWTH, GroupRow, RemedySearch, RemedyStep, downgrade, near_float, prune_float,
@@ -58,6 +59,8 @@ class FixPlan:
     final_latency_ms: float
     exports: Dict[str, Any] = field(default_factory=dict)
     model: Optional[onnx.ModelProto] = field(default=None, repr=False)
+    polish: Optional[PolishResult] = None
+    """What `--polish` added past the targets (None: not asked for, or no plan met them)."""
 
 
 def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[TensorMap], targets: Sequence[Target], *,
@@ -65,12 +68,13 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
              remedies: Sequence[str] = COST_ORDER, calibration: Optional[Sequence[TensorMap]] = None,
              labels: Any = None, max_nodes: int = 10, max_runs: int = 50, sensitivity_top: Optional[int] = None,
              runtime: RuntimeConfig = RuntimeConfig(), executor: ExecutorSpec = ExecutorSpec(),
-             journal: Optional[Any] = None, resume: bool = False) -> FixPlan:
+             journal: Optional[Any] = None, resume: bool = False, polish_runs: int = 0) -> FixPlan:
     """The cheapest remedies of `qdq` against `fp32` on `samples` meeting `targets` (see remedy/search.py).
 
     `remedies` limits the choice (cost order kept); `calibration` holds the samples another calibration is
     measured on (default: `samples`); `labels` a `label_binding.LabelBinding` for accuracy targets;
-    `journal` a path where every trial is recorded (`resume`: read back first); `executor` the workers."""
+    `journal` a path where every trial is recorded (`resume`: read back first); `executor` the workers;
+    `polish_runs` the evaluations `--polish` may spend raising the metrics of a plan that meets (polish.py)."""
     start = time.perf_counter()
     ids = list(sample_ids) if sample_ids is not None else [f"sample{i}" for i in range(len(samples))]
     remedies = [r for r in COST_ORDER if r in remedies]
@@ -114,12 +118,16 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
             strategy, groups, no_answer, untried = outcome.strategy, outcome.groups, outcome.no_answer, outcome.untried
             plan = outcome.nodes if not no_answer else plan
         if search.evaluate(plan).meets:
-            plan = prune_float(search, plan, cap)
+            plan = prune_float(search, plan, cap - _downgrade_reserve(search, cap, remedies))
     choices = [Choice(tuple(plan), strong)] if plan else []
     if plan and search.evaluate(plan).meets and len(remedies) > 1:
         choices, more = downgrade(search, plan, remedies, own_errors, cap)
         untried += more
     final = search.evaluate_choices(choices, full=True)
+    polished = None
+    if final.meets and polish_runs:
+        choices, polished = polish(search, choices, ranked, remedies, polish_runs)
+        final = search.evaluate_choices(choices, full=True)
     if not final.meets and choices and not search.evaluate(plan).meets and baseline.shortfall <= final.shortfall:
         choices, final = [], baseline  # nothing measured was better than the quantised model itself
     model, applied = builder.build(choices)
@@ -138,7 +146,20 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
         skipped=skipped, remedies=list(remedies), ranges=ranges, runs=ev.runs, replayed=trials.replayed,
         inferences=ev.inferences, seconds=time.perf_counter() - start, baseline_latency_ms=baseline.latency_ms,
         final_latency_ms=final.latency_ms, exports=exports(applied, qdq, fp32, fp32_names, builder.quantisers),
-        model=model)
+        model=model, polish=polished)
+
+
+DOWNGRADE_SHARE = 0.5
+"""The share of the runs left after the top-down search that the prune leaves to the downgrade (when a
+cheaper remedy than the strongest is allowed): a prune takes one run per float node, and on NNCF's int8
+MobileNetV2 it spent the whole budget, so the plan kept 65 float nodes no cheaper remedy was offered to."""
+
+
+def _downgrade_reserve(search: RemedySearch, cap: int, remedies: Sequence[str]) -> int:
+    """Runs the prune must leave to the downgrade: none when only one remedy is allowed."""
+    if len(remedies) < 2:
+        return 0
+    return int(max(0, cap - search.ev.runs) * DOWNGRADE_SHARE)
 
 
 SPREAD_SHARE = 0.5

@@ -15,7 +15,7 @@ from ..compare.plan import ModelArg, plan_comparison
 from ..core.lazyload import save_standalone
 from ..executor.base import ExecutorSpec
 from ..results.base import Finding, Severity
-from ..results.fix import FixChoiceRow, FixCost, FixGroupRow, FixStepRow
+from ..results.fix import FixChoiceRow, FixCost, FixGroupRow, FixPolish, FixStepRow
 from ..results.remedy import AccuracyRow, metric_text
 from ..serialize import write_atomic
 from .compare_run import (_Standalone, fp16_fallback, is_fp16, isolated_own_errors, isolation_budget,
@@ -65,7 +65,8 @@ def run_fix(model_a: ModelArg, model_b: ModelArg, config: FixConfig) -> Dict[str
     fix = plan_fix(models.a, models.b, samples, targets, sample_ids=ids, own_errors=own,
                    remedies=config.chosen_remedies(), calibration=calibration, labels=binding,
                    max_nodes=config.max_nodes, max_runs=config.max_runs, runtime=runtime,
-                   executor=ExecutorSpec(workers=config.workers), journal=config.journal, resume=config.resume)
+                   executor=ExecutorSpec(workers=config.workers), journal=config.journal, resume=config.resume,
+                   polish_runs=config.polish)
     written, recheck, meets, accuracy = _write(fix, config, models, ids, samples, targets, binding)
     export_file = _write_exports(fix, config)
     cost = fix.applied.cost
@@ -87,6 +88,7 @@ def run_fix(model_a: ModelArg, model_b: ModelArg, config: FixConfig) -> Dict[str
         "recheck": recheck, "recheck_meets": meets, "labels": str(config.labels) if config.labels else None,
         "label_notes": notes, "accuracy": accuracy, "ranking": ranking,
         "journal": str(config.journal) if config.journal else None, "budget_note": fix.budget_note,
+        "polish": FixPolish(**fix.polish.to_dict()) if fix.polish else None,
         "skipped": {**fix.skipped, **qoperator_kernels(models.b)}, "findings": _findings(fix, config, meets)}
 
 

@@ -15,7 +15,7 @@ Parameters follow onnxruntime's `compute_scale_zp`: the range widened to include
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import onnx
@@ -82,6 +82,7 @@ class PairEditor:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         self.params: Dict[str, PairParams] = {}
         """pair -> the parameters written for it."""
+        self._declared: Optional[Dict[str, List[onnx.ValueInfoProto]]] = None
 
     def current(self, pair: str) -> Optional[PairParams]:
         """The parameters of the pair whose QuantizeLinear writes `pair` (None: not an activation pair)."""
@@ -132,6 +133,7 @@ class PairEditor:
             else:
                 self.model.graph.initializer.append(tensor)
                 self.index.inits[tensor.name] = self.model.graph.initializer[-1]
+        self._retype(pair, params.dtype)
         wide = params.dtype.itemsize > 1
         for node in [q] + [d for d in self.index.consumers.get(pair, []) if d.op_type == "DequantizeLinear"]:
             del node.input[1:]
@@ -141,6 +143,19 @@ class PairEditor:
         if wide and self.opset < 21 and not any(o.domain == MS_DOMAIN for o in self.model.opset_import):
             self.model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
         self.params[pair] = params
+
+    def _retype(self, tensor: str, dtype: np.dtype) -> None:
+        """The declared element type of the pair's integer tensor follows its new zero point: producers such as
+        NNCF write value_info for every Q output, and onnxruntime refuses a uint16 QuantizeLinear output
+        still declared int8 (every a16 variant of NNCF's MobileNetV2 failed to load)."""
+        if self._declared is None:
+            self._declared = {}
+            for info in [*self.model.graph.value_info, *self.model.graph.output]:
+                self._declared.setdefault(info.name, []).append(info)
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        for info in self._declared.get(tensor, []):
+            if info.type.HasField("tensor_type"):
+                info.type.tensor_type.elem_type = elem
 
 
 # Per-channel weights (the `per-channel` remedy and compare's per-channel advice)

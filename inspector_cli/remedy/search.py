@@ -6,8 +6,11 @@
    (`groups`: every candidate in float, then groups re-quantised by bisection, then the candidates inside
    the groups left), so that an answer exists whenever one does; near-float answers are said to be so.
 3. Prune node by node (`fallback._prune`).
-4. Downgrade: each candidate of the plan is given the cheapest remedy that still meets the targets, tried in
-   cost order (`remedies.COST_ORDER`: calibration, per-channel, a16) by bisection over the candidates.
+4. Downgrade: each candidate of the plan is given the cheapest remedy that still meets the targets, the
+   passes going from the remedy closest to float down to the cheapest (`remedies.COST_ORDER` reversed:
+   a16+per-channel, a16, per-channel, calibration) by bisection over the candidates; the prune before it
+   leaves it half the runs left (`fix.DOWNGRADE_SHARE`).
+5. With `--polish RUNS`: the metrics raised past the targets without more float (remedy/polish.py).
 The run budget is `max_runs` for step 1; the later steps may use up to `BUDGET_GROWTH` times it while they
 still have something to gain, and the plan names `--max-runs` when that stopped them.
 """
@@ -188,21 +191,28 @@ def _revert(search: RemedySearch, items: Sequence[Group], budget: Any, action: s
 def downgrade(search: RemedySearch, plan: Sequence[str], remedies: Sequence[str], scores: Optional[Mapping[str, float]],
               cap: int) -> Tuple[List[Choice], int]:
     """Step 4: each node of the plan's float set given the cheapest remedy in `remedies` that keeps the
-    targets (its own tensors at 16 bits or re-calibrated, its own weight per channel), tried in cost order by
-    bisection over the nodes, the others keeping theirs. A node is its own candidate here, not its quantiser
-    group: one node of a group may need its input's range, another its weight per channel. Returns the
-    choices and the nodes left untried when the budget ran out.
+    targets (its own tensors at 16 bits or re-calibrated, its own weight per channel), by bisection over the
+    nodes, the others keeping theirs. A node is its own candidate here, not its quantiser group: one node of
+    a group may need its input's range, another its weight per channel. Returns the choices and the nodes
+    left untried when the budget ran out (all of them when it was spent before this step began).
 
-    The passes repeat while one of them moved a node off the strongest remedy: a node's cheaper remedy can
-    miss while its neighbours are still in float and meet once they are not (the zoo's MobileNetV2: an Add at
-    16 bits read 0.9834 beside five float Convs, 0.9875 in the final plan, over a target of 0.9851)."""
+    The passes go from the remedy closest to float down to the cheapest (a16+per-channel, a16, per-channel,
+    calibration), each offering its remedy to every node whose remedy is still costlier: the first pass
+    takes the most nodes out of float for the fewest runs, so that a budget that ends early leaves the
+    plan with the largest saving (the zoo's MobileNetV2 on NNCF's int8 spent its budget in the calibration
+    pass, where nearly every node is rejected, and kept 65 nodes in float). The passes repeat while one of
+    them moved a node: a node's cheaper remedy can miss while its neighbours are still in float and meet once
+    they are not (an Add at 16 bits read 0.9834 beside five float Convs, 0.9875 in the final plan, over a
+    target of 0.9851)."""
     units: List[Tuple[str, ...]] = [(node,) for node in dict.fromkeys(plan)]
     remedy_of = {unit: search.strong for unit in units}
-    untried, changed = 0, True
-    while changed and search.ev.runs < cap:
-        changed = False
-        for remedy in [r for r in COST_ORDER if r in remedies and COST_ORDER.index(r) < COST_ORDER.index(search.strong)]:
-            accepted, untried = _downgrade_pass(search, units, remedy_of, remedy, scores, cap)
+    cheaper = [r for r in reversed(COST_ORDER) if r in remedies and COST_ORDER.index(r) < COST_ORDER.index(search.strong)]
+    untried, changed, first = 0, True, True
+    while cheaper and (first or (changed and search.ev.runs < cap)):
+        changed, first, untried = False, False, 0
+        for remedy in cheaper:
+            accepted, left = _downgrade_pass(search, units, remedy_of, remedy, scores, cap)
+            untried = max(untried, left)
             for unit in accepted:
                 remedy_of[unit] = remedy
             changed = changed or bool(accepted)
@@ -211,9 +221,10 @@ def downgrade(search: RemedySearch, plan: Sequence[str], remedies: Sequence[str]
 
 def _downgrade_pass(search: RemedySearch, units: List[Tuple[str, ...]], remedy_of: Mapping[Tuple[str, ...], str],
                     remedy: str, scores: Optional[Mapping[str, float]], cap: int) -> Tuple[List[Tuple[str, ...]], int]:
-    """The units still at the strongest remedy that take `remedy` (bisection, the others as `remedy_of` has
-    them), and how many were left untried by the budget."""
-    open_units = [u for u in units if remedy_of[u] == search.strong and search.builder.applicable(u, remedy)]
+    """The units whose remedy is costlier than `remedy` that take it (bisection, the others as `remedy_of`
+    has them), and how many were left untried by the budget."""
+    rank = COST_ORDER.index
+    open_units = [u for u in units if rank(remedy_of[u]) > rank(remedy) and search.builder.applicable(u, remedy)]
     order = [open_units[k] for k in harm_order(open_units, scores)]
     accepted: List[Tuple[str, ...]] = []
 

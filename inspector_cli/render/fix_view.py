@@ -2,7 +2,7 @@
 accuracy against the labels, and where the exports went (terminal and HTML draw the same View)."""
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List
 
 from ..results.base import Severity
 from ..results.fix import FixResult
@@ -92,6 +92,16 @@ def _targets_table(result: FixResult) -> Table:
         where.append(f"model {visible(result.written_model)}")
     if result.export_file:
         where.append(f"exports (onnxruntime, NNCF, ModelOpt) {visible(result.export_file)}")
-    notes = [*result.label_notes]
+    notes = [*result.label_notes, *([_polish_line(result.polish)] if result.polish else [])]
     table.caption = "; ".join([*notes, *(["wrote " + ", ".join(where)] if where else [])]) or None
     return table
+
+
+def _polish_line(polish: Any) -> str:
+    """--polish: what the runs past the targets bought (the plan column includes it)."""
+    moved = ", ".join(f"{visible(k)} {metric_text(polish.before.get(k))} -> {metric_text(v)}" for k, v in polish.after.items())
+    if not polish.nodes:
+        return f"polish ({polish.runs} runs): nothing kept, {polish.note or 'no node improved the metrics'}"
+    ideal = ", the reference's own value" if polish.ideal else ""
+    given = ", ".join(f"{count} at {remedy}" for remedy, count in sorted(polish.remedies.items()))
+    return f"polish ({polish.runs} runs): {given} of {polish.candidates} node(s) offered: {moved}{ideal}"

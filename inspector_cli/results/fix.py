@@ -63,6 +63,24 @@ class FixCost:
 
 
 @dataclass(frozen=True)
+class FixPolish:
+    """`--polish RUNS`: the nodes the plan left alone given `remedy` past the targets, and what it bought."""
+
+    remedy: str
+    nodes: List[str]
+    before: Metrics
+    after: Metrics
+    runs: int
+    ideal: bool
+    """Every target's metric reached its best value (agreement or cosine 1, a drop or an error 0)."""
+    candidates: int
+    note: str = ""
+    remedies: Dict[str, int] = field(default_factory=dict)
+    """remedy -> nodes given it: each takes the costliest remedy short of float that applies to it
+    (`remedy` is the costliest allowed)."""
+
+
+@dataclass(frozen=True)
 class FixResult(Result):
     """`mi fix FP32 QUANTISED`: the plan (choices with their remedies), its evidence, its cost and exports."""
 
@@ -109,6 +127,7 @@ class FixResult(Result):
     ranking: str = ""
     journal: Optional[str] = None
     budget_note: Optional[str] = None
+    polish: Optional[FixPolish] = None
     skipped: Dict[str, str] = field(default_factory=dict)
     fp16: Optional[FallbackSection] = None
     """mode 'fp16': the block list (remedy section of compare, issue 18)."""

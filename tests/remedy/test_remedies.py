@@ -184,17 +184,47 @@ def test_a16_bias_at_opset_11_is_a_model_onnxruntime_loads(plain):
     assert not builder.applicable(("conv3",), PER_CHANNEL) and builder.applicable(("conv3",), A16)
 
 
+def test_a16_of_a_model_declaring_its_q_outputs_loads(plain):
+    """NNCF writes value_info for every QuantizeLinear output (its int8 type): a pair moved to 16 bits must
+    declare its new type, or onnxruntime refuses the model. Fails before (every a16 variant of NNCF's int8
+    MobileNetV2 failed to load: 'Type (tensor(uint8)) of output arg ... does not match expected type
+    (tensor(uint16))', and mi fix never offered it a16)."""
+    import onnxruntime as ort
+
+    declared = onnx.shape_inference.infer_shapes(plain["qdq"])
+    quantisers = Quantisers(declared)
+    builder = RemedyBuilder(declared, plain["fp32"], {n.name: n.name for n in declared.graph.node}, quantisers)
+    q_outputs = {n.output[0] for n in declared.graph.node if n.op_type == "QuantizeLinear"}
+    types = {v.name: v.type.tensor_type.elem_type for v in declared.graph.value_info if v.name in q_outputs}
+    assert types and set(types.values()) <= {onnx.TensorProto.UINT8, onnx.TensorProto.INT8}
+    model, applied = builder.build([Choice(tuple(quantisers.unit("conv2")), A16)])
+    assert applied.pairs_16bit
+    wide = {n.output[0]: n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.output[0] in types
+            and n.input[2].endswith("__zero_point")}
+    assert wide
+    declared_now = {v.name: v.type.tensor_type.elem_type for v in model.graph.value_info}
+    assert all(declared_now[name] == onnx.TensorProto.UINT16 for name in wide)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    plain_model, _ = RemedyBuilder(plain["qdq"], plain["fp32"], builder.fp32_names).build(
+        [Choice(tuple(Quantisers(plain["qdq"]).unit("conv2")), A16)])
+    reference = _outputs(plain_model, plain["samples"][:2])
+    mine = np.concatenate([session.run(None, s)[0].ravel() for s in plain["samples"][:2]]).astype(np.float64)
+    assert np.array_equal(mine, reference)
+
+
 def test_the_broken_cnn_needs_no_float_node(broken_pair, tmp_path):
     """conv1's input scale 25x too small and conv3's per-tensor outlier weight: the float plan keeps conv2,
-    conv1 and conv3 in float; with every remedy, conv1's tensors are re-calibrated and conv2/conv3 get
-    per-channel weights: no float node, and onnxruntime's rebuild from the exports is within 2e-3 of the plan."""
+    conv1 and conv3 in float; with every remedy, conv1's and conv2's tensors are re-calibrated and conv3 gets
+    per-channel weights (conv2 took per-channel while calibration was tried first beside float neighbours;
+    the downgrade now goes from a16 down, so calibration is tried beside the plan's own remedies): no float
+    node, and onnxruntime's rebuild from the exports is within 2e-3 of the plan."""
     targets = [parse_target("cosine>=0.995")]
     fp32, broken, samples = broken_pair["fp32"], broken_pair["broken"], broken_pair["samples"]
     float_only = plan_fix(fp32, broken, samples, targets, remedies=("float",))
     assert float_only.found and sorted(float_only.applied.float_nodes) == ["conv1", "conv2", "conv3"]
     plan = plan_fix(fp32, broken, samples, targets, calibration=broken_pair["calibration"])
     assert plan.found and plan.applied.cost.float_nodes == 0
-    assert {c.head: c.remedy for c in plan.choices} == {"conv1": "calibration", "conv2": "per-channel",
+    assert {c.head: c.remedy for c in plan.choices} == {"conv1": "calibration", "conv2": "calibration",
                                                          "conv3": "per-channel"}
     assert plan.final["cosine>=0.995"] >= 0.995
     # the broken scale is the model's, not the recipe's: the rebuild re-calibrates x itself, so compare the
