@@ -42,6 +42,13 @@ class GraphIndex:
         dq = self.producer.get(tensor)
         return dq if dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in self.inits else None
 
+    def weight_qdq(self, tensor: str) -> Optional[onnx.NodeProto]:
+        """The QuantizeLinear of a float weight kept behind a Q -> DQ pair (onnxruntime's AddQDQPairToWeight, as
+        NVIDIA ModelOpt writes its int8) when its DequantizeLinear produces `tensor`, or None."""
+        dq = self.producer.get(tensor)
+        q = self.producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+        return q if q is not None and q.op_type == "QuantizeLinear" and q.input[0] in self.inits else None
+
 
 def producer_through_qdq(producer: Mapping[str, onnx.NodeProto], tensor: str) -> Optional[onnx.NodeProto]:
     """The node computing `tensor`, looked through the Q/DQ pairs after it (`producer`: output -> node)."""
@@ -196,6 +203,9 @@ class _Patcher:
         quantiser dequantises a weight shared with a quantised node for all its readers)."""
         for i, tensor in enumerate(list(node.input)):
             dq = self.index.weight_dq(tensor)
+            if dq is None and self.index.weight_qdq(tensor) is not None:
+                self._float_weight_behind_pair(node, i, tensor, readers_within)
+                continue
             if dq is None:
                 self._restore_float_input(node, i, tensor, readers_within)
                 continue
@@ -210,6 +220,26 @@ class _Patcher:
             self.model.graph.initializer.append(tensor_proto)
             self.index.inits[name] = tensor_proto
             node.input[i] = name
+
+    def _float_weight_behind_pair(self, node: onnx.NodeProto, i: int, tensor: str, within: Optional[Set[str]]) -> None:
+        """A float weight quantised by a Q -> DQ pair in the graph (AddQDQPairToWeight): the node reads the
+        float initializer before the pair (the fp32 model's, when it has one of that shape). Before, a node kept
+        in float went on reading the int8-rounded weight (ModelOpt's rebuild, which reads the float one, gave
+        another cosine)."""
+        q = self.index.weight_qdq(tensor)
+        assert q is not None
+        if within is not None and any(reader.name not in within for reader in self.index.consumers.get(tensor, [])):
+            return
+        stored = self.index.array(q.input[0])
+        value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, stored.shape) \
+            if stored is not None else None
+        if value is None or stored is None or np.array_equal(value, stored.astype(np.float32)):
+            node.input[i] = q.input[0]
+            return
+        name = f"{node.name}__input{i}_float"
+        self.model.graph.initializer.append(numpy_helper.from_array(value.astype(stored.dtype), name))
+        self.index.inits[name] = self.model.graph.initializer[-1]
+        node.input[i] = name
 
     def _restore_float_input(self, node: onnx.NodeProto, i: int, tensor: str, within: Optional[Set[str]]) -> None:
         """A float initializer the quantiser changed (NNCF's bias correction) goes back to the fp32 model's."""

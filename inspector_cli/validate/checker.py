@@ -279,11 +279,14 @@ def _report_inference_error(ctx: Context, op_type: str, node_name: str, kind: st
     inputs = _input_shapes(ctx, node.inputs if node else ())
     if "type" in message.lower() or kind == "TypeInferenceError":
         types = ", ".join(f"{t} {ctx.info(t).dtype_name}" for t in (node.inputs if node else ()) if t)
-        ctx.report("MI203", f"{label}: {message} (inputs: {types})" if types else f"{label}: {message}", node=name)
+        # onnxruntime runs its own inference at load: a model it loads disputes onnx's (the conformance case
+        # node/test_mvn: onnx's inference of the MeanVarianceNormalization function body fails, onnxruntime runs it)
+        ctx.report("MI203", f"{label}: {message} (inputs: {types})" if types else f"{label}: {message}", node=name,
+                   runtime_level=Severity.WARNING)
         return
     shapes = " and ".join(f"'{t}' {s}" for t, s in inputs)
     text = f"{label}: {message}; inputs {shapes}" if shapes else f"{label}: {message}"
-    ctx.report("MI202", text, node=name, input_shapes={t: s for t, s in inputs})
+    ctx.report("MI202", text, node=name, input_shapes={t: s for t, s in inputs}, runtime_level=Severity.WARNING)
 
 
 def _input_shapes(ctx: Context, inputs: Tuple[str, ...]) -> List[Tuple[str, str]]:

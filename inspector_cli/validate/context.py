@@ -20,6 +20,10 @@ from ..results.base import Finding, Severity
 from .catalog import RULES
 from .config import ValidateConfig
 
+REFUSAL_CAUSES = frozenset({"MI202", "MI203"})
+"""Disputed rules (onnx's shape and type inference) whose finding, when onnxruntime refuses the model after
+all, is why it did: its refusal is not reported again (MI404). MI201/MI204 are onnx's objections only."""
+
 
 @dataclass
 class Reporter:
@@ -59,7 +63,7 @@ class Reporter:
     def has_error_on(self, nodes: List[str], tensors: List[str]) -> bool:
         """Whether an earlier error finding already points at one of these nodes or tensors."""
         for index, f in enumerate(self.findings):
-            if index in self.disputed:
+            if index in self.disputed and f.rule not in REFUSAL_CAUSES:
                 continue  # the checker's objection, not why onnxruntime failed
             if f.severity.value == "error" and ((f.node and f.node in nodes) or (f.tensor and f.tensor in tensors)):
                 return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import onnx
@@ -74,8 +74,10 @@ def image_samples(count: int, seed: int) -> List[Dict[str, np.ndarray]]:
 
 
 def quantize_qdq(fp32_path: Path, out_path: Path, samples: List[Dict[str, np.ndarray]],
-                 nodes_to_exclude: Tuple[str, ...] = (), per_channel: bool = False) -> Path:
-    """onnxruntime's quantize_static, QDQ format, int8 weights and uint8 activations."""
+                 nodes_to_exclude: Tuple[str, ...] = (), per_channel: bool = False,
+                 extra_options: Optional[Dict[str, object]] = None) -> Path:
+    """onnxruntime's quantize_static, QDQ format, int8 weights and uint8 activations (`extra_options`: its own,
+    e.g. AddQDQPairToWeight, as NVIDIA ModelOpt passes it)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -92,7 +94,7 @@ def quantize_qdq(fp32_path: Path, out_path: Path, samples: List[Dict[str, np.nda
 
     quantize_static(str(fp32_path), str(out_path), Reader(), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
-                    nodes_to_exclude=list(nodes_to_exclude))
+                    nodes_to_exclude=list(nodes_to_exclude), extra_options=dict(extra_options or {}))
     return out_path
 
 
