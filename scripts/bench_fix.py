@@ -3,7 +3,7 @@
 (issue 44): the same fp32 model, calibration and validation samples, metric and target for each.
 
     python scripts/bench_fix.py OUT --models digits mobilenetv2 resnet --nncf-python /work/venvs/nncf/bin/python \
-        [--max-drop 0.01] [--val 200] [--calib 64] [--zoo /work/zoo] [--polish 40] [--max-runs 50]
+        [--max-drop 0.01] [--val 200] [--calib 64] [--zoo /work/zoo] [--polish 40] [--max-runs 50] [--reuse]
 
 Per model: the metric is top-1 accuracy against labels where there are labels (digits: the demo's trained
 CNN, scripts/demo_digits.py; sklearn: the zoo's digits MLP), else top-1 agreement with fp32; the target is a
@@ -260,12 +260,17 @@ def main() -> None:
                         help="mi fix --polish RUNS: runs past the target toward fp32's metric (NNCF's accuracy "
                              "control, reverting whole groups, ends near float)")
     parser.add_argument("--max-runs", type=int, default=50, help="mi fix --max-runs")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep OUT/MODEL's fp32.onnx, samples and metric.json from an earlier run (the same "
+                             "inputs for a before/after comparison) instead of preparing them again")
     args = parser.parse_args()
     extra = ["--max-runs", str(args.max_runs)] + (["--polish", str(args.polish)] if args.polish else [])
     rows = []
     for model in args.models:
         folder = args.out / model
-        metric = prepare(model, args.out, args.zoo, args.val, args.calib)
+        reused = args.reuse and (folder / "metric.json").exists()
+        metric = json.loads((folder / "metric.json").read_text()) if reused else prepare(
+            model, args.out, args.zoo, args.val, args.calib)
         fp32_metric = metric_of(folder / "fp32.onnx", folder, metric)
         goal = fp32_metric - args.max_drop
         ran = subprocess.run([args.nncf_python, str(ROOT / "scripts" / "bench_fix_nncf.py"), str(folder),
