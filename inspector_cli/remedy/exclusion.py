@@ -25,6 +25,7 @@ tensor (Shape, an op the quantiser cannot quantise) does not keep its pair.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
@@ -43,6 +44,22 @@ it, where onnxruntime's quantiser puts a pair on each side. Their output holds t
 its constant, 0, which every calibrated range holds), so the pair's parameters fit the value after them."""
 DATA_INPUTS = {"Where": (1, 2)}
 """The inputs a passive op needs quantised before it quantises its output (default: input 0)."""
+
+
+ONNXRUNTIME, NNCF = "onnxruntime", "nncf"
+_NNCF_QUANTISER = re.compile(r"QuantizeLinear_(?P<tensor>.+)")
+
+
+def quantiser_rules(model: onnx.ModelProto) -> str:
+    """Whose rules placed the model's quantisers: NNCF's ONNX backend names every activation QuantizeLinear
+    `QuantizeLinear_<tensor>_<k>` writing `q_output_<tensor>_<k>`, and places a quantiser only on the inputs of
+    the ops it quantises; anything else is read by onnxruntime's (a pair on each tensor a quantised node
+    produces or reads)."""
+    inits = {t.name for t in model.graph.initializer}
+    names = [(n.name, n.output[0]) for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in inits]
+    matches = [_NNCF_QUANTISER.fullmatch(name) for name, _ in names]
+    nncf = bool(names) and all(m is not None and out == f"q_output_{m['tensor']}" for m, (_, out) in zip(matches, names))
+    return NNCF if nncf else ONNXRUNTIME
 
 
 @dataclass(frozen=True)
@@ -103,6 +120,11 @@ class Quantisers:
         self.moved_readers: Dict[str, List[Tuple[str, int, str]]] = {}
         """pair -> (node, input position, tensor) of the nodes asking for quantisation that read the pair's value
         through movable ops with no pair after them (NNCF's placement): what they read once the pair is gone."""
+        self.behind: Dict[str, Set[str]] = {}
+        """pair -> the nodes asking for quantisation that read the pair's value through passive or movable ops
+        with no pair after them (the ops NNCF placed the quantiser for)."""
+        self.rules = quantiser_rules(model)
+        """Whose rules the model's quantisers follow, and so its rebuild: `ONNXRUNTIME` or `NNCF`."""
         for q in model.graph.node:
             if q.op_type != "QuantizeLinear" or q.input[0] in self.index.inits:
                 continue
@@ -110,6 +132,22 @@ class Quantisers:
             if not after or any(d.op_type != "DequantizeLinear" for d in after):
                 continue  # feeds an integer kernel (QOperator) or a graph output: not a QDQ pair
             self._add_pair(q, after)
+        if self.rules == NNCF and self.ops is not None:
+            self._nncf_askers()
+
+    def _nncf_askers(self) -> None:
+        """NNCF's rule: a quantiser belongs to the inputs of the ops it quantises (read directly, or through ops
+        it moves quantisers across), whatever produces the tensor. So its rebuild drops a pair every reader of
+        which is ignored even where the producer stays quantised (a Conv's output read only by an ignored Add,
+        a squeeze-excite Sigmoid's read by an ignored Mul), which onnxruntime's rules keep: the askers of a pair
+        are its readers alone, and a pair nobody is seen to ask for is kept as the model has it."""
+        assert self.ops is not None
+        for pair in self.order:
+            readers = {r.name for d in self.index.consumers.get(pair, []) if d.op_type == "DequantizeLinear"
+                       for r in self.index.consumers.get(d.output[0], [])
+                       if r.name and r.op_type in self.ops.asking and r.op_type not in self.ops.passive}
+            self.active[pair] = frozenset(readers | self.behind.get(pair, set()))
+            self.passive_producer.pop(pair, None)
 
     def _add_pair(self, q: onnx.NodeProto, after: List[onnx.NodeProto]) -> None:
         pair = q.output[0]
@@ -148,25 +186,32 @@ class Quantisers:
         """`moved_readers[pair]`: the asking nodes that read the pair's value through movable ops only (a
         movable op quantised again after it ends the walk: that pair is its readers')."""
         assert self.ops is not None
-        frontier = [t for t in dequantised]
+        frontier = [(t, True) for t in dequantised]
         seen: Set[str] = set()
         found: List[Tuple[str, int, str]] = []
+        behind: Set[str] = set()
         while frontier:
-            tensor = frontier.pop()
+            tensor, movable = frontier.pop()
             for reader in self.index.consumers.get(tensor, []):
                 if reader.op_type in QDQ_OPS or not reader.name:
                     continue
-                if reader.op_type in MOVABLE and reader.input and reader.input[0] == tensor and _pads_zero(self.index, reader):
+                passes = reader.op_type in MOVABLE or reader.op_type in self.ops.passive
+                if passes and reader.input and reader.input[0] == tensor:
                     if reader.name in seen:
                         continue
                     seen.add(reader.name)
                     after = self.index.consumers.get(reader.output[0], [])
                     if not any(c.op_type == "QuantizeLinear" for c in after):
-                        frontier.append(reader.output[0])
+                        frontier.append((reader.output[0], movable and reader.op_type in MOVABLE
+                                         and _pads_zero(self.index, reader)))
                 elif tensor not in dequantised and reader.op_type in self.ops.asking and reader.op_type not in self.ops.passive:
-                    found += [(reader.name, k, tensor) for k, name in enumerate(reader.input) if name == tensor]
+                    behind.add(reader.name)
+                    if movable:
+                        found += [(reader.name, k, tensor) for k, name in enumerate(reader.input) if name == tensor]
         if found:
             self.moved_readers[pair] = found
+        if behind:
+            self.behind[pair] = behind
 
     def removed(self, nodes: Iterable[str]) -> List[str]:
         """The pairs that excluding `nodes` removes: nobody asks for them any more (a pair nobody was
@@ -239,7 +284,7 @@ class Quantisers:
         range is not in the QDQ model, so the nodes still asking for the pair are excluded too, which removes
         it. Value-preserving ops (Reshape, Transpose, ...) calibrate to the range they shared: nothing to do."""
         chosen = list(dict.fromkeys(nodes))
-        if self.ops is None:
+        if self.ops is None or self.rules == NNCF:  # NNCF calibrates every quantiser on its own tensor
             return chosen
         changed = True
         while changed:

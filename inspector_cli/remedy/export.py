@@ -10,6 +10,8 @@
   remedies are listed under `not_expressible` (their nodes stay quantised by NNCF's own rules).
 - ModelOpt (`python -m modelopt.onnx.quantization --nodes_to_exclude`): one anchored regular expression per
   float node (ModelOpt matches node names with `re.match`); same limit as NNCF.
+`rules` says whose rules the plan's model was built by (exclusion.quantiser_rules: NNCF's for a model NNCF
+wrote, else onnxruntime's): the rebuild it predicts is that quantiser's.
 """
 from __future__ import annotations
 
@@ -168,7 +170,8 @@ def exports(applied: Applied, qdq: onnx.ModelProto, fp32: Optional[onnx.ModelPro
     """The document of `--export`: one section per consumer (`quantisers`: qdq's, built once by the plan's
     builder; else built here)."""
     quantisers = quantisers or Quantisers(qdq)
-    return {"onnxruntime": onnxruntime_options(applied, qdq, fp32, fp32_names, quantisers.index),
+    return {"rules": quantisers.rules,
+            "onnxruntime": onnxruntime_options(applied, qdq, fp32, fp32_names, quantisers.index),
             "nncf": nncf_scope(applied, qdq, fp32_names, quantisers),
             "modelopt": modelopt_patterns(applied, fp32_names)}
 

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from inspector_cli.remedy.exclusion import Quantisers, exclude_qdq
+from inspector_cli.remedy.exclusion import Quantisers, exclude_qdq, quantiser_rules
 from inspector_cli.remedy.export import nncf_readers, nncf_scope
 from inspector_cli.remedy.remedies import Applied
 
@@ -93,3 +93,54 @@ def test_no_reader_is_added_where_the_pool_stays_quantised_or_the_reader_is_floa
     assert nncf_readers(Applied(float_nodes=["gemm_node"]), qdq) == []  # the pool's quantiser: only Gemm read it
     assert nncf_readers(Applied(float_nodes=[]), qdq) == []
     assert nncf_readers(Applied(float_nodes=["conv_node", "gemm_node"]), qdq) == []
+
+
+def _nncf_named(tensor_pairs: bool = True) -> onnx.ModelProto:
+    """x -> conv (int8 weight) -> h -> add(h, k) -> y and h -> conv2 -> z, with activation pairs on x and h named
+    as NNCF's ONNX backend names them (`QuantizeLinear_<t>_1` -> `q_output_<t>_1`), or, with
+    `tensor_pairs=False`, as onnxruntime's quantiser does (`<t>_QuantizeLinear`)."""
+    nodes, inits = [], []
+
+    def pair(tensor: str, scale: float) -> str:
+        inits.extend([numpy_helper.from_array(np.array(scale, np.float32), f"{tensor}_scale"),
+                      numpy_helper.from_array(np.array(128, np.uint8), f"{tensor}_zero")])
+        q, dq = ((f"QuantizeLinear_{tensor}_1", f"q_output_{tensor}_1"), (f"DequantizeLinear_{tensor}_1", f"dq_output_{tensor}_1")) \
+            if tensor_pairs else ((f"{tensor}_QuantizeLinear", f"{tensor}_q"), (f"{tensor}_DequantizeLinear", f"{tensor}_dq"))
+        nodes.extend([helper.make_node("QuantizeLinear", [tensor, f"{tensor}_scale", f"{tensor}_zero"], [q[1]], name=q[0]),
+                      helper.make_node("DequantizeLinear", [q[1], f"{tensor}_scale", f"{tensor}_zero"], [dq[1]], name=dq[0])])
+        return dq[1]
+
+    x = pair("x", 0.02)
+    nodes.append(helper.make_node("Conv", [x, _weight(nodes, inits, "conv_w", (4, 3, 3, 3))], ["h"], name="conv",
+                                  pads=[1, 1, 1, 1]))
+    h = pair("h", 0.05)
+    inits.append(numpy_helper.from_array(np.full((1, 4, 1, 1), 0.5, np.float32), "k"))
+    nodes.append(helper.make_node("Add", [h, "k"], ["y"], name="add"))
+    nodes.append(helper.make_node("Conv", [h, _weight(nodes, inits, "conv2_w", (4, 4, 1, 1))], ["z"], name="conv2"))
+    graph = helper.make_graph(nodes, "named", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_an_nncf_model_is_planned_by_nncfs_rules():
+    """NNCF places a quantiser on the inputs of the ops it quantises, whatever produces the tensor: with add and
+    conv2 ignored, its rebuild has no pair on h although conv (its producer) stays quantised; onnxruntime's
+    rules keep it (conv asks for its output). The zoo's NNCF int8 EfficientNet: a squeeze-excite Sigmoid's pair
+    read only by an ignored Mul, which the plan kept. Fails before: one rule for every model (the pair kept)."""
+    nncf, ort_named = _nncf_named(), _nncf_named(tensor_pairs=False)
+    assert quantiser_rules(nncf) == "nncf" and quantiser_rules(ort_named) == "onnxruntime"
+    assert Quantisers(nncf).removed(["add", "conv2"]) == ["q_output_h_1"]
+    assert Quantisers(ort_named).removed(["add", "conv2"]) == []
+    # a reader still quantised keeps it under both rules
+    assert Quantisers(nncf).removed(["add"]) == [] and Quantisers(ort_named).removed(["add"]) == []
+    planned = exclude_qdq(nncf, ["add", "conv2"])
+    add = next(n for n in planned.graph.node if n.name == "add")
+    producer = {o: n for n in planned.graph.node for o in n.output}
+    source = producer[add.input[0]]  # the pair's DequantizeLinear, now an Identity of the float h
+    assert source.op_type == "Identity" and list(source.input) == ["h"]
+    session_inputs = {"x": np.random.default_rng(0).normal(0, 1, (1, 3, 8, 8)).astype(np.float32)}
+    import onnxruntime as ort
+
+    y = ort.InferenceSession(planned.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], session_inputs)[0]
+    assert np.isfinite(y).all()
