@@ -118,7 +118,7 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
             strategy, groups, no_answer, untried = outcome.strategy, outcome.groups, outcome.no_answer, outcome.untried
             plan = outcome.nodes if not no_answer else plan
         if search.evaluate(plan).meets:
-            plan = prune_float(search, plan, cap - _downgrade_reserve(search, cap, remedies))
+            plan = prune_float(search, plan, cap - _downgrade_reserve(search, cap, remedies, plan))
     choices = [Choice(tuple(plan), strong)] if plan else []
     if plan and search.evaluate(plan).meets and len(remedies) > 1:
         choices, more = downgrade(search, plan, remedies, own_errors, cap)
@@ -155,9 +155,11 @@ cheaper remedy than the strongest is allowed): a prune takes one run per float n
 MobileNetV2 it spent the whole budget, so the plan kept 65 float nodes no cheaper remedy was offered to."""
 
 
-def _downgrade_reserve(search: RemedySearch, cap: int, remedies: Sequence[str]) -> int:
-    """Runs the prune must leave to the downgrade: none when only one remedy is allowed."""
-    if len(remedies) < 2:
+def _downgrade_reserve(search: RemedySearch, cap: int, remedies: Sequence[str], plan: Sequence[str]) -> int:
+    """Runs the prune must leave to the downgrade: none when no node of the plan can take a remedy cheaper
+    than the strongest (one remedy allowed, or none that applies: every pair already at 16 bits...)."""
+    cheaper = [r for r in remedies if r != search.strong]
+    if not any(search.builder.applicable((node,), r) for node in plan for r in cheaper):
         return 0
     return int(max(0, cap - search.ev.runs) * DOWNGRADE_SHARE)
 

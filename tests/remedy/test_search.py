@@ -177,3 +177,29 @@ def test_downgrade_repeats_while_a_pass_moves_a_node():
     gives B its per-channel. Fails before (one round: B stayed in float)."""
     choices, untried = downgrade(_InteractingSearch(), ["B", "A"], ("per-channel", "a16", "float"), None, cap=50)
     assert {c.nodes[0]: c.remedy for c in choices} == {"A": "a16", "B": "per-channel"} and untried == 0
+
+
+def test_a_spent_budget_reports_the_downgrade_untried():
+    """The prune had spent the runs (NNCF's MobileNetV2: 65 float nodes): the downgrade ran no pass and said
+    nothing, so the plan kept them in float without MI868. Fails before (untried 0)."""
+    search = _InteractingSearch()
+    search.ev.runs = 50
+    choices, untried = downgrade(search, ["B", "A"], ("per-channel", "a16", "float"), None, cap=50)
+    assert {c.nodes[0]: c.remedy for c in choices} == {"A": "float", "B": "float"}
+    assert untried == 2 and search.ev.runs == 50
+
+
+def test_the_downgrade_tries_the_remedy_closest_to_float_first():
+    """Passes from a16 down: with runs for one trial only, the one trial moves both nodes to a16 (the largest
+    saving); before, the per-channel pass came first and its trial was rejected (B at per-channel needs A out
+    of float), leaving both in float."""
+    class _Both(_InteractingSearch):
+        def evaluate_choices(self, choices, action="", node="", full=False):
+            self.ev.runs += 1
+            given = {c.nodes[0]: c.remedy for c in choices}
+            return SimpleNamespace(meets=all(r in ("a16", "float") for r in given.values()), summary=lambda t: {})
+
+    search = _Both()
+    choices, untried = downgrade(search, ["B", "A"], ("per-channel", "a16", "float"), None, cap=1)
+    assert {c.nodes[0]: c.remedy for c in choices} == {"A": "a16", "B": "a16"} and search.ev.runs == 1
+    assert untried == 2  # the per-channel pass had no run left for them
