@@ -12,7 +12,8 @@ when that is allowed and the metrics are still short of fp32's, and never gives 
    (every target at its ideal: agreement or cosine 1, a drop or an error of 0) or the list ends.
 2. The best prefix pruned, latest first: a node whose remedy can go while the metric stays as good goes.
 3. When the metrics are still short of ideal and `--remedies` allows float: steps 1 and 2 again with float on the
-   nodes still quantised (what 16 bits cannot buy: an 8-bit weight's error, a node no cheaper remedy fits).
+   nodes still quantised or at 16 bits (what 16 bits cannot buy: an 8-bit weight's error, a node no cheaper
+   remedy fits), a node taking float losing its cheaper remedy.
 Both within RUNS evaluations (the trials are cached with the search's, so a variant seen before is free).
 """
 from __future__ import annotations
@@ -106,10 +107,13 @@ def polish(search: Any, choices: List[Choice], ranked: Sequence[str], remedies: 
     if FLOAT in remedies and ladder != [FLOAT] and not at_ideal(best, targets) and search.ev.runs < cap:
         # what 16 bits could not buy (an 8-bit weight's error, a node no cheaper remedy applies to): float,
         # on the nodes still quantised, most harmful first, kept only where it raises the metrics further
+        # (a node the plan or the first step gave 16 bits is offered float too: its activations at 16 bits may be
+        # what still costs a sample, EfficientNet's on NNCF's int8)
         plan = choices + added
-        floats = _offers(search, plan, ranked, [FLOAT])
+        floats = _offers(search, [c for c in plan if c.remedy == FLOAT], ranked, [FLOAT])
         more, best = _climb(search, plan, floats, best, cap, "polish float")
-        added, offered = added + more, offered + len(floats)
+        added, offered = _combine(added, more), offered + len(floats)
+    final = _combine(choices, added)
     counts: Dict[str, int] = {}
     for choice in added:
         counts[choice.remedy] = counts.get(choice.remedy, 0) + 1
@@ -118,7 +122,13 @@ def polish(search: Any, choices: List[Choice], ranked: Sequence[str], remedies: 
         note = f"no quantised node left that {' or '.join(ladder)} applies to"
     summary = PolishResult(ladder[0], [c.nodes[0] for c in added], start.summary(targets), best.summary(targets),
                            search.ev.runs - start_runs, at_ideal(best, targets), offered, note, counts)
-    return choices + added, summary
+    return final, summary
+
+
+def _combine(base: Sequence[Choice], offers: Sequence[Choice]) -> List[Choice]:
+    """`base` with `offers` added, a node offered float losing the cheaper remedy `base` gave it."""
+    upgraded = {n for c in offers if c.remedy == FLOAT for n in c.nodes}
+    return [c for c in base if c.remedy == FLOAT or not set(c.nodes) <= upgraded] + list(offers)
 
 
 def _offers(search: Any, choices: Sequence[Choice], ranked: Sequence[str], ladder: Sequence[str]) -> List[Choice]:
@@ -140,7 +150,7 @@ def _climb(search: Any, choices: List[Choice], pool: List[Choice], best: Any, ca
     best_size, size = 0, 1
     while pool and search.ev.runs < cap and not at_ideal(best, targets):
         size = min(size, len(pool))
-        result = search.evaluate_choices(choices + pool[:size], action, f"{size} most harmful")
+        result = search.evaluate_choices(_combine(choices, pool[:size]), action, f"{size} most harmful")
         if merit(result, targets) > merit(best, targets):
             best, best_size = result, size
         if size == len(pool):
@@ -151,7 +161,7 @@ def _climb(search: Any, choices: List[Choice], pool: List[Choice], best: Any, ca
         if search.ev.runs >= cap:
             break
         fewer = [c for c in kept if c is not offer]
-        result = search.evaluate_choices(choices + fewer, action, f"without {offer.nodes[0]}")
+        result = search.evaluate_choices(_combine(choices, fewer), action, f"without {offer.nodes[0]}")
         if merit(result, targets) >= merit(best, targets):
             best, kept = result, fewer
     return kept, best

@@ -13,6 +13,7 @@ import pytest
 from inspector_cli.remedy.evaluate import parse_target
 from inspector_cli.remedy.fix import plan_fix
 from inspector_cli.remedy.polish import at_ideal, merit, polish, polish_ladder
+from inspector_cli.remedy.remedies import Choice
 
 from ..cli.test_reports import validate_document
 from ..fixtures.helpers import read_json
@@ -66,6 +67,12 @@ def test_float_buys_what_16_bits_cannot_when_it_is_allowed():
     # 16 bits: n0 and n1 (0.99); then float on the nodes still quantised, most harmful first: n2 (1.0)
     assert {c.nodes[0]: c.remedy for c in choices} == {"n0": "a16", "n1": "a16", "n2": "float"}
     assert result.remedies == {"a16": 2, "float": 1} and result.after == {"top1>=0.9": 1.0} and result.ideal
+    # a node the plan gave 16 bits is offered float too, and loses its a16 choice when float is kept
+    search = _Graded()
+    search.weight_bound = True
+    choices, result = polish(search, [Choice(("n2",), "a16")], [f"n{k}" for k in range(8)], ("a16", "float"), 30)
+    assert sorted((c.nodes[0], c.remedy) for c in choices) == [("n0", "a16"), ("n1", "a16"), ("n2", "float")]
+    assert result.remedies == {"a16": 2, "float": 1} and result.ideal
     # without float among the remedies the polish stops at what 16 bits bought
     search = _Graded()
     search.weight_bound = True
