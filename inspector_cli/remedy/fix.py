@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import onnx
 
@@ -61,10 +61,13 @@ class FixPlan:
     model: Optional[onnx.ModelProto] = field(default=None, repr=False)
     polish: Optional[PolishResult] = None
     """What `--polish` added past the targets (None: not asked for, or no plan met them)."""
+    ranked: bool = True
+    """The candidates were ranked (False: the quantised model met the targets and nothing was to be done)."""
 
 
 def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[TensorMap], targets: Sequence[Target], *,
-             sample_ids: Optional[Sequence[str]] = None, own_errors: Optional[Mapping[str, float]] = None,
+             sample_ids: Optional[Sequence[str]] = None,
+             own_errors: "Optional[Mapping[str, float] | Callable[[], Optional[Mapping[str, float]]]]" = None,
              remedies: Sequence[str] = COST_ORDER, calibration: Optional[Sequence[TensorMap]] = None,
              labels: Any = None, max_nodes: int = 10, max_runs: int = 50, sensitivity_top: Optional[int] = None,
              runtime: RuntimeConfig = RuntimeConfig(), executor: ExecutorSpec = ExecutorSpec(),
@@ -74,7 +77,9 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
     `remedies` limits the choice (cost order kept); `calibration` holds the samples another calibration is
     measured on (default: `samples`); `labels` a `label_binding.LabelBinding` for accuracy targets;
     `journal` a path where every trial is recorded (`resume`: read back first); `executor` the workers;
-    `polish_runs` the evaluations `--polish` may spend raising the metrics of a plan that meets (polish.py)."""
+    `polish_runs` the evaluations `--polish` may spend raising the metrics of a plan that meets (polish.py);
+    `own_errors` node -> isolated error score, or a callable giving them, called only when there is something to
+    rank (the quantised model misses the targets, or `polish_runs`)."""
     start = time.perf_counter()
     ids = list(sample_ids) if sample_ids is not None else [f"sample{i}" for i in range(len(samples))]
     remedies = [r for r in COST_ORDER if r in remedies]
@@ -98,7 +103,10 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
     search = RemedySearch(fp32, qdq, trials, builder, strong)
     search.fp32_names = fp32_names
     baseline = search.evaluate_choices([], full=True)
-    ranked = _rank(nodes, own_errors) if own_errors else _static_rank(qdq, fp32, fp32_names)
+    must_rank = bool(nodes) and (not baseline.meets or polish_runs > 0)
+    if callable(own_errors):  # measured only when something is to be ranked
+        own_errors = own_errors() if must_rank else None
+    ranked = (_rank(nodes, own_errors) if own_errors else _static_rank(qdq, fp32, fp32_names)) if must_rank else []
     sensitivity: Dict[str, Dict[str, Optional[float]]] = {}
     skipped: Dict[str, str] = {}
     cap = max_runs * BUDGET_GROWTH
@@ -146,7 +154,7 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
         skipped=skipped, remedies=list(remedies), ranges=ranges, runs=ev.runs, replayed=trials.replayed,
         inferences=ev.inferences, seconds=time.perf_counter() - start, baseline_latency_ms=baseline.latency_ms,
         final_latency_ms=final.latency_ms, exports=exports(applied, qdq, fp32, fp32_names, builder.quantisers),
-        model=model, polish=polished)
+        model=model, polish=polished, ranked=must_rank)
 
 
 DOWNGRADE_SHARE = 0.5
