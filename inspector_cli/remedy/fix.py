@@ -18,7 +18,7 @@ from .evaluate import Evaluator, Target
 from .export import exports
 from .fallback import _greedy, _rank, _static_rank, _units, sensitivity_order
 from .naming import fp32_node_names
-from .polish import PolishResult, polish
+from .polish import PolishResult, at_ideal, polish
 from .qdq_patch import quantised_nodes
 from .remedies import A16, A16_PER_CHANNEL, CALIBRATION, COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
 from .search import (BUDGET_GROWTH, GroupRow, RemedySearch, RemedyStep, downgrade, near_float, prune_float,
@@ -103,7 +103,8 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
     search = RemedySearch(fp32, qdq, trials, builder, strong)
     search.fp32_names = fp32_names
     baseline = search.evaluate_choices([], full=True)
-    must_rank = bool(nodes) and (not baseline.meets or polish_runs > 0)
+    # nothing to rank when the quantised model meets the targets, and polish has nothing to raise past fp32's own
+    must_rank = bool(nodes) and (not baseline.meets or (polish_runs > 0 and not at_ideal(baseline, targets)))
     if callable(own_errors):  # measured only when something is to be ranked
         own_errors = own_errors() if must_rank else None
     ranked = (_rank(nodes, own_errors) if own_errors else _static_rank(qdq, fp32, fp32_names)) if must_rank else []
