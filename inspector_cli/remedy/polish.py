@@ -120,6 +120,8 @@ def polish(search: Any, choices: List[Choice], ranked: Sequence[str], remedies: 
     note = "" if added or not offered else "no node given a remedy improved the targets' metrics"
     if not offered:
         note = f"no quantised node left that {' or '.join(ladder)} applies to"
+    if at_ideal(start, targets):
+        note = "the plan already reads fp32's own value: nothing to raise"
     summary = PolishResult(ladder[0], [c.nodes[0] for c in added], start.summary(targets), best.summary(targets),
                            search.ev.runs - start_runs, at_ideal(best, targets), offered, note, counts)
     return final, summary

@@ -206,3 +206,4 @@ def test_nothing_is_ranked_or_polished_at_fp32s_own_value():
     assert plan.found and plan.strategy == "none" and plan.baseline["cosine>=0.9"] == pytest.approx(1.0, abs=1e-12)
     assert not plan.ranked and calls == []
     assert plan.polish is not None and plan.polish.runs == 0 and plan.polish.ideal and not plan.polish.nodes
+    assert plan.polish.note == "the plan already reads fp32's own value: nothing to raise"
