@@ -111,13 +111,56 @@ class RemedySearch(_Search):
                          full: bool = False) -> Evaluation:
         result = self.run_many([choices], full=full)[0]
         if action:
-            counts: Dict[str, int] = {}
-            for c in choices:
-                counts[c.remedy] = counts.get(c.remedy, 0) + 1
-            floats = self.quantisers.close([n for c in choices if c.remedy == FLOAT for n in c.nodes])
-            self.rsteps.append(RemedyStep(action, node, len(floats), counts, result.summary(self.ev.targets),
-                                          result.meets, result.latency_ms, result.partial))
+            self._record(choices, result, action, node)
         return result
+
+    def evaluate_at_least(self, choices: Sequence[Choice], floor: Evaluation, action: str = "",
+                          node: str = "") -> Evaluation:
+        """`choices` judged against the targets raised to `floor`'s values (polish: is this variant at least as
+        good as the best so far?). A variant that cannot read as well stops at the sample that shows it (a
+        countable target, early_stop.py) instead of running every sample; its `meets` is then False, as it is
+        for any variant below the floor. Kept in the cache only when it ran every sample and held (its values
+        then hold the original targets too); not journalled."""
+        import dataclasses
+
+        from .evaluate import Target
+
+        key = self.key(choices)
+        cached = self.results.get(key)
+        if cached is not None and not cached.partial:
+            result = cached
+        else:
+            raised = []
+            for target in self.ev.targets:
+                value = floor.value(target)
+                if value is not None and value == value:
+                    value = max(target.threshold, value) if target.op == ">=" else min(target.threshold, value)
+                    target = Target(target.metric, target.op, value, target.output)
+                raised.append(target)
+            try:
+                model = self.builder.build(choices)[0].SerializeToString()
+            except (ValueError, KeyError) as exc:  # a variant that cannot be patched never holds
+                self.trials.failed[key] = str(exc).splitlines()[0][:300]
+                return Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)
+            bar = dataclasses.replace(self.ev, targets=raised, runs=0, inferences=0, session_builds=0, seconds=0.0)
+            result = bar.evaluate(model, label=f"variant of {sum(len(c.nodes) for c in choices)} nodes", early_stop=True)
+            self.ev.runs += bar.runs
+            self.ev.inferences += bar.inferences
+            self.ev.session_builds += bar.session_builds
+            self.ev.seconds += bar.seconds
+            if result.meets and not result.partial:
+                self.results[key] = result
+        if action:
+            self._record(choices, result, action, node)
+        return result
+
+    def _record(self, choices: Sequence[Choice], result: Evaluation, action: str, node: str) -> None:
+        counts: Dict[str, int] = {}
+        for c in choices:
+            counts[c.remedy] = counts.get(c.remedy, 0) + 1
+        floats = self.quantisers.close([n for c in choices if c.remedy == FLOAT for n in c.nodes])
+        self.rsteps.append(RemedyStep(action, node, len(floats), counts, result.summary(self.ev.targets),
+                                      result.meets, result.latency_ms, result.partial))
 
     # the fallback search's interface (fallback.sensitivity_order, _greedy, _prune)
     def evaluate(self, nodes: Sequence[str], action: str = "", node: str = "", strict: bool = False,

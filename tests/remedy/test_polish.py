@@ -207,3 +207,29 @@ def test_nothing_is_ranked_or_polished_at_fp32s_own_value():
     assert not plan.ranked and calls == []
     assert plan.polish is not None and plan.polish.runs == 0 and plan.polish.ideal and not plan.polish.nodes
     assert plan.polish.note == "the plan already reads fp32's own value: nothing to raise"
+
+
+def test_a_trial_below_the_best_stops_early(broken_pair):
+    """RemedySearch.evaluate_at_least: judged against the targets raised to the best so far, a variant that
+    cannot read as well stops at the sample that shows it; one at least as good runs every sample and holds."""
+    from inspector_cli.remedy.evaluate import Evaluator
+    from inspector_cli.remedy.qdq_patch import quantised_nodes
+    from inspector_cli.remedy.remedies import RemedyBuilder
+    from inspector_cli.remedy.search import RemedySearch
+    from inspector_cli.remedy.trials import Trials
+
+    fp32, samples = broken_pair["fp32"], broken_pair["samples"]
+    qdq = onnx.load(broken_pair["folder"] / "int8.onnx")
+    target = parse_target("top1>=0.5")
+    ev = Evaluator(samples, [f"s{k}" for k in range(len(samples))], [target])
+    ev.set_reference(fp32.SerializeToString())
+    builder = RemedyBuilder(qdq, fp32, {n.name: n.name for n in qdq.graph.node})
+    search = RemedySearch(fp32, qdq, Trials(ev), builder)
+    everything = [Choice((n,), "float") for n in quantised_nodes(qdq)]
+    best = search.evaluate_choices(everything, full=True)  # float everywhere: fp32's own top-1, 1.0
+    assert best.value(target) == 1.0
+    plain = search.evaluate_at_least([], best, "polish", "nothing")  # the int8 model: 0.83, below 1.0
+    assert not plain.meets and 0 < plain.partial < len(samples)
+    again = search.evaluate_at_least(everything, best, "polish", "everything")
+    assert again.meets and not again.partial and again.value(target) == 1.0
+    assert [s.action for s in search.rsteps] == ["polish", "polish"]
