@@ -8,7 +8,6 @@ its budget with candidates untried (warning), MI869 even every quantised node in
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -22,12 +21,6 @@ from ..serialize import write_atomic
 from .compare_run import (_Standalone, fp16_fallback, is_fp16, isolated_own_errors, isolation_budget,
                           qoperator_kernels, refuse_qoperator)
 from .config import FixConfig
-
-
-RANKING_SAMPLES = 16
-"""Samples the isolated-error ranking (a layer pass isolating every layer) runs on: it only orders the
-candidates, and every trial of the search runs on all the samples. NNCF's accuracy control ranks on a subset
-too (`ranking_subset_size`). On 100 samples of NNCF's int8 EfficientNet the pass took 24 s of an 88 s run."""
 
 
 def run_fix(model_a: ModelArg, model_b: ModelArg, config: FixConfig) -> Dict[str, Any]:
@@ -70,11 +63,8 @@ def run_fix(model_a: ModelArg, model_b: ModelArg, config: FixConfig) -> Dict[str
         a 6 s run on the zoo's ResNet)."""
         if len(nodes) > isolation_budget(config.max_runs):
             return None
-        ranking_plan = plan
-        if len(plan.samples) > RANKING_SAMPLES:  # the order is a heuristic: the search verifies on every sample
-            ranking_plan = replace(plan, samples=plan.samples.subset(plan.samples.refs[:RANKING_SAMPLES]))
         try:
-            own, _layers, _seconds = isolated_own_errors(ranking_plan, config.compare, models.b)
+            own, _layers, _seconds = isolated_own_errors(plan, config.compare, models.b)
         except Exception:  # noqa: BLE001 - the layer pass cannot run on this pair: the heuristic still can
             return None
         ranking["by"] = "isolated" if own else ranking["by"]
