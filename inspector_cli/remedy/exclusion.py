@@ -28,10 +28,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 import onnx
-from onnx import numpy_helper
 
 from .qdq_patch import QDQ_OPS, GraphIndex, _Patcher, _prune_and_sort
 
@@ -341,10 +340,7 @@ def _pads_zero(index: GraphIndex, node: onnx.NodeProto) -> bool:
     the padded tensor's range is its input's (a calibrated range always holds 0)."""
     if node.op_type != "Pad" or len(node.input) < 3 or not node.input[2]:
         return True
-    value = index.array(node.input[2])
-    source = index.producer.get(node.input[2])
-    if value is None and source is not None and source.op_type == "Constant":  # torch writes it as a Constant
-        value = next((numpy_helper.to_array(a.t) for a in source.attribute if a.name == "value"), None)
+    value = index.constant(node.input[2])
     return value is not None and not value.any()
 
 
@@ -371,7 +367,7 @@ def exclude_qdq(qdq: onnx.ModelProto, nodes: Iterable[str], fp32: Optional[onnx.
     return patcher.model
 
 
-def _requantise_input(patcher: Any, q: onnx.NodeProto, reader: onnx.NodeProto, position: int, tensor: str,
+def _requantise_input(patcher: _Patcher, q: onnx.NodeProto, reader: onnx.NodeProto, position: int, tensor: str,
                       moved: Dict[str, str]) -> None:
     """`reader`, still quantised, reads `tensor` (the float value after a movable op whose pair before it went)
     through a pair of its own with the removed pair's parameters: a quantiser asked to quantise `reader` puts

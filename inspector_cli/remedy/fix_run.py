@@ -55,19 +55,20 @@ def run_fix(model_a: ModelArg, model_b: ModelArg, config: FixConfig) -> Dict[str
         refuse_qoperator(models.b, "mi fix: QUANTISED")
     binding, notes = _binding(config, plan, ids, samples, runtime)
     calibration = _calibration(config, plan)
-    ranking = {"by": "weight-sqnr"}
+    ranking = "weight-sqnr"
 
     def own_errors() -> Any:
         """The isolated own errors, asked for by plan_fix only when there is something to rank (the baseline
         misses the targets, or --polish): a quantised model that meets them costs no layer pass (3.5 s of
         a 6 s run on the zoo's ResNet)."""
+        nonlocal ranking
         if len(nodes) > isolation_budget(config.max_runs):
             return None
         try:
             own, _layers, _seconds = isolated_own_errors(plan, config.compare, models.b)
         except Exception:  # noqa: BLE001 - the layer pass cannot run on this pair: the heuristic still can
             return None
-        ranking["by"] = "isolated" if own else ranking["by"]
+        ranking = "isolated" if own else ranking
         return own
 
     fix = plan_fix(models.a, models.b, samples, targets, sample_ids=ids, own_errors=own_errors,
@@ -94,7 +95,7 @@ def run_fix(model_a: ModelArg, model_b: ModelArg, config: FixConfig) -> Dict[str
         "baseline_latency_ms": fix.baseline_latency_ms, "final_latency_ms": fix.final_latency_ms,
         "exports": fix.exports, "ranges": fix.ranges, "written_model": written, "export_file": export_file,
         "recheck": recheck, "recheck_meets": meets, "labels": str(config.labels) if config.labels else None,
-        "label_notes": notes, "accuracy": accuracy, "ranking": ranking["by"] if fix.ranked else "none",
+        "label_notes": notes, "accuracy": accuracy, "ranking": ranking if fix.ranked else "none",
         "journal": str(config.journal) if config.journal else None, "budget_note": fix.budget_note,
         "polish": FixPolish(**fix.polish.to_dict()) if fix.polish else None,
         "skipped": {**fix.skipped, **qoperator_kernels(models.b)}, "findings": _findings(fix, config, meets)}

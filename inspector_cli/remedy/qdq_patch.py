@@ -37,6 +37,14 @@ class GraphIndex:
         tensor = self.inits.get(name)
         return None if tensor is None else numpy_helper.to_array(tensor)
 
+    def constant(self, name: str) -> Optional[np.ndarray]:
+        """An initializer's value, or a Constant node's (torch writes a Pad's value as one), else None."""
+        value = self.array(name)
+        node = self.producer.get(name)
+        if value is None and node is not None and node.op_type == "Constant":
+            value = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"), None)
+        return value
+
     def weight_dq(self, tensor: str) -> Optional[onnx.NodeProto]:
         """The DequantizeLinear producing `tensor` from a stored initializer (a quantised weight), or None."""
         dq = self.producer.get(tensor)
@@ -203,43 +211,22 @@ class _Patcher:
         quantiser dequantises a weight shared with a quantised node for all its readers)."""
         for i, tensor in enumerate(list(node.input)):
             dq = self.index.weight_dq(tensor)
-            if dq is None and self.index.weight_qdq(tensor) is not None:
-                self._float_weight_behind_pair(node, i, tensor, readers_within)
-                continue
             if dq is None:
-                self._restore_float_input(node, i, tensor, readers_within)
+                q = self.index.weight_qdq(tensor)
+                if q is not None:  # a float weight kept behind a Q -> DQ pair (AddQDQPairToWeight, ModelOpt)
+                    if readers_within is None or all(
+                            reader.name in readers_within for reader in self.index.consumers.get(tensor, [])):
+                        node.input[i] = q.input[0]  # the float weight itself, then the fp32 model's if it differs
+                        self._restore_float_input(node, i, q.input[0], None)
+                else:
+                    self._restore_float_input(node, i, tensor, readers_within)
                 continue
             if readers_within is not None and any(
                     reader.name not in readers_within for reader in self.index.consumers.get(dq.output[0], [])):
                 continue
             current = dequantize_initializer(self.index, dq)
             value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, current.shape)
-            value = current if value is None else value
-            name = f"{node.name}__input{i}_float"
-            tensor_proto = numpy_helper.from_array(value.astype(np.float32), name)
-            self.model.graph.initializer.append(tensor_proto)
-            self.index.inits[name] = tensor_proto
-            node.input[i] = name
-
-    def _float_weight_behind_pair(self, node: onnx.NodeProto, i: int, tensor: str, within: Optional[Set[str]]) -> None:
-        """A float weight quantised by a Q -> DQ pair in the graph (AddQDQPairToWeight): the node reads the
-        float initializer before the pair (the fp32 model's, when it has one of that shape). Before, a node kept
-        in float went on reading the int8-rounded weight (ModelOpt's rebuild, which reads the float one, gave
-        another cosine)."""
-        q = self.index.weight_qdq(tensor)
-        assert q is not None
-        if within is not None and any(reader.name not in within for reader in self.index.consumers.get(tensor, [])):
-            return
-        stored = self.index.array(q.input[0])
-        value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, stored.shape) \
-            if stored is not None else None
-        if value is None or stored is None or np.array_equal(value, stored.astype(np.float32)):
-            node.input[i] = q.input[0]
-            return
-        name = f"{node.name}__input{i}_float"
-        self.model.graph.initializer.append(numpy_helper.from_array(value.astype(stored.dtype), name))
-        self.index.inits[name] = self.model.graph.initializer[-1]
-        node.input[i] = name
+            self._float_input(node, i, (current if value is None else value).astype(np.float32))
 
     def _restore_float_input(self, node: onnx.NodeProto, i: int, tensor: str, within: Optional[Set[str]]) -> None:
         """A float initializer the quantiser changed (NNCF's bias correction) goes back to the fp32 model's."""
@@ -249,10 +236,14 @@ class _Patcher:
             return
         value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, mine.shape)
         if value is not None and not np.array_equal(value, mine.astype(np.float32)):
-            name = f"{node.name}__input{i}_float"
-            self.model.graph.initializer.append(numpy_helper.from_array(value.astype(mine.dtype), name))
-            self.index.inits[name] = self.model.graph.initializer[-1]
-            node.input[i] = name
+            self._float_input(node, i, value.astype(mine.dtype))
+
+    def _float_input(self, node: onnx.NodeProto, i: int, value: np.ndarray) -> None:
+        """`node` reads `value` at input `i`, a new initializer of its own."""
+        name = f"{node.name}__input{i}_float"
+        self.model.graph.initializer.append(numpy_helper.from_array(value, name))
+        self.index.inits[name] = self.model.graph.initializer[-1]
+        node.input[i] = name
 
     def remove_quantiser(self, q: onnx.NodeProto) -> None:
         """Every DequantizeLinear after `q` reads the float value `q` quantised (a folded Relu restored)."""

@@ -10,19 +10,20 @@
    passes going from the remedy closest to float down to the cheapest (`remedies.COST_ORDER` reversed:
    a16+per-channel, a16, per-channel, calibration) by bisection over the candidates; the prune before it
    leaves it half the runs left (`fix.DOWNGRADE_SHARE`).
-5. With `--polish RUNS`: the metrics raised past the targets without more float (remedy/polish.py).
+5. With `--polish RUNS`: the metrics raised past the targets, 16 bits first, float only for what they
+   cannot buy (remedy/polish.py).
 The run budget is `max_runs` for step 1; the later steps may use up to `BUDGET_GROWTH` times it while they
 still have something to gain, and the plan names `--max-runs` when that stopped them.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import onnx
 
-from .evaluate import Evaluation
+from .evaluate import Evaluation, Target
 from .fallback import _prune, _Search
 from .groups import Group, bisect_accept, harm_order, make_groups
 from .remedies import COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
@@ -97,15 +98,20 @@ class RemedySearch(_Search):
             cached = self.results.get(key)
             if (cached is not None and not (cached.partial and not early)) or any(key == k for k, _m, _l in todo):
                 continue
-            try:
-                model = self.builder.build(choices)[0].SerializeToString()
-            except (ValueError, KeyError) as exc:  # a variant that cannot be patched never meets the targets
-                self.trials.failed[key] = str(exc).splitlines()[0][:300]
-                model = None
+            model = self._built(key, choices)
             todo.append((key, model, f"variant of {sum(len(c.nodes) for c in choices)} nodes"))
         for (key, _m, _l), result in zip(todo, self.trials.run(todo, early_stop=early)):
             self.results[key] = result
         return [self.results[k] for k in keys]
+
+    def _built(self, key: str, choices: Sequence[Choice]) -> Optional[bytes]:
+        """The serialised model of a variant, or None (its reason in `trials.failed`) when it cannot be patched:
+        such a variant never meets the targets."""
+        try:
+            return self.builder.build(choices)[0].SerializeToString()
+        except (ValueError, KeyError) as exc:
+            self.trials.failed[key] = str(exc).splitlines()[0][:300]
+            return None
 
     def evaluate_choices(self, choices: Sequence[Choice], action: str = "", node: str = "",
                          full: bool = False) -> Evaluation:
@@ -121,10 +127,6 @@ class RemedySearch(_Search):
         countable target, early_stop.py) instead of running every sample; its `meets` is then False, as it is
         for any variant below the floor. Kept in the cache only when it ran every sample and held (its values
         then hold the original targets too); not journalled."""
-        import dataclasses
-
-        from .evaluate import Target
-
         key = self.key(choices)
         cached = self.results.get(key)
         if cached is not None and not cached.partial:
@@ -137,12 +139,10 @@ class RemedySearch(_Search):
                     value = max(target.threshold, value) if target.op == ">=" else min(target.threshold, value)
                     target = Target(target.metric, target.op, value, target.output)
                 raised.append(target)
-            try:
-                model = self.builder.build(choices)[0].SerializeToString()
-            except (ValueError, KeyError) as exc:  # a variant that cannot be patched never holds
-                self.trials.failed[key] = str(exc).splitlines()[0][:300]
+            model = self._built(key, choices)
+            if model is None:
                 return Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)
-            bar = dataclasses.replace(self.ev, targets=raised, runs=0, inferences=0, session_builds=0, seconds=0.0)
+            bar = replace(self.ev, targets=raised, runs=0, inferences=0, session_builds=0, seconds=0.0)
             result = bar.evaluate(model, label=f"variant of {sum(len(c.nodes) for c in choices)} nodes", early_stop=True)
             self.ev.runs += bar.runs
             self.ev.inferences += bar.inferences
