@@ -42,7 +42,7 @@ def miss_counter(evaluator: Any) -> Optional[Callable[[int, Any], bool]]:
         sample = evaluator.sample_ids[k]
         for target in targets:
             key = target.describe()
-            missed[key] += _miss(target, evaluator, binding, k, sample, outputs)
+            missed[key] += sample_miss(target, evaluator, binding, k, sample, outputs)
             if missed[key] > allowed[key] + 1e-9:
                 return True
         return False
@@ -56,7 +56,7 @@ def _labelled(target: Any, binding: Any, evaluator: Any, total: int) -> float:
     return float(sum(1 for s in evaluator.sample_ids if s in binding.labels))
 
 
-def _miss(target: Any, evaluator: Any, binding: Any, k: int, sample: str, outputs: Any) -> float:
+def sample_miss(target: Any, evaluator: Any, binding: Any, k: int, sample: str, outputs: Any) -> float:
     """How much of sample k misses the target: 1 for a wrong label; the share of rows whose top-k class differs
     from the reference's on the worst output the target applies to."""
     if target.on_labels:

@@ -140,6 +140,17 @@ class _Search:
     def prefetch(self, units: Sequence[Sequence[str]]) -> None:
         """Evaluate these float sets ahead (a search with workers runs them together); here: nothing."""
 
+    def measure_alone(self, units: Sequence[Sequence[str]]) -> List[Tuple[Optional[Evaluation], Optional[str]]]:
+        """Each float set's evaluation (the sensitivity phase), or None and why it could not be built or run."""
+        self.prefetch(units)
+        measured: List[Tuple[Optional[Evaluation], Optional[str]]] = []
+        for unit in units:
+            try:
+                measured.append((self.evaluate(unit, strict=True), None))
+            except (InferenceError, ValueError) as exc:
+                measured.append((None, str(exc).splitlines()[0][:300]))
+        return measured
+
     def model(self, nodes: Sequence[str]) -> onnx.ModelProto:
         """The QDQ model with `nodes` excluded, as the quantiser would build it."""
         return exclude_qdq(self.qdq, nodes, self.fp32, self.fp32_names, self.quantisers)
@@ -198,21 +209,12 @@ def sensitivity_order(search: "_Search", ranked: Sequence[str], baseline: Evalua
     ones measured alone (its gain: the drop of the targets' shortfall), as many as the budget leaves beside the
     greedy search; measured gain first, unmeasured ones after in rank order. Fills `sensitivity` and `skipped`."""
     ev = search.ev
-    # measure as many single-candidate gains as the budget allows beside what the greedy search needs:
-    # the own-error ranking misses nodes whose error grows downstream (ResNet's classifier Gemm,
-    # 13th by isolation, is the one whose float copy reaches the zoo's halfway target: issue 29)
-    wanted = sensitivity_top if sensitivity_top is not None else max(
-        SENSITIVITY_MIN, max_runs - ev.runs - greedy_runs(max_nodes))
-    budget = max(1, min(wanted, max_runs - ev.runs - 2))
-    # only the candidates the search can reach are built (a unit costs a pass over the pairs)
-    candidates = _units(search.quantisers, ranked, budget + max_nodes)
-    search.prefetch(candidates[:budget])
+    budget, candidates = sensitivity_candidates(search, ranked, max_nodes=max_nodes, sensitivity_top=sensitivity_top,
+                                                max_runs=max_runs)
     gains: Dict[Tuple[str, ...], float] = {}
-    for unit in candidates[:budget]:
-        try:
-            result = search.evaluate(unit, strict=True)
-        except (InferenceError, ValueError) as exc:  # a patch onnxruntime refuses: not a candidate
-            skipped[unit[0]] = str(exc).splitlines()[0][:300]
+    for unit, (result, failure) in zip(candidates[:budget], search.measure_alone(candidates[:budget])):
+        if result is None:  # a patch onnxruntime refuses: not a candidate
+            skipped[unit[0]] = failure or "could not be run"
             continue
         sensitivity[unit[0]] = result.summary(ev.targets)
         gains[unit] = baseline.shortfall - result.shortfall
@@ -220,6 +222,21 @@ def sensitivity_order(search: "_Search", ranked: Sequence[str], baseline: Evalua
     order = sorted(gains, key=lambda u: -gains[u]) + [u for u in candidates if u not in gains
                                                       and u[0] not in skipped]
     return order[:max_nodes]
+
+
+def sensitivity_candidates(search: "_Search", ranked: Sequence[str], *, max_nodes: int,
+                           sensitivity_top: Optional[int], max_runs: int) -> Tuple[int, List[Tuple[str, ...]]]:
+    """(how many candidates `sensitivity_order` measures alone, the candidates it may order: those measured
+    and up to `max_nodes` behind them)."""
+    # measure as many single-candidate gains as the budget allows beside what the greedy search needs:
+    # the own-error ranking misses nodes whose error grows downstream (ResNet's classifier Gemm,
+    # 13th by isolation, is the one whose float copy reaches the zoo's halfway target: issue 29)
+    runs = search.ev.runs
+    wanted = sensitivity_top if sensitivity_top is not None else max(
+        SENSITIVITY_MIN, max_runs - runs - greedy_runs(max_nodes))
+    budget = max(1, min(wanted, max_runs - runs - 2))
+    # only the candidates the search can reach are built (a unit costs a pass over the pairs)
+    return budget, _units(search.quantisers, ranked, budget + max_nodes)
 
 
 SENSITIVITY_MIN = 12

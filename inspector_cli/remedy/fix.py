@@ -16,13 +16,14 @@ from ..core.types import TensorMap
 from ..executor.base import ExecutorSpec
 from .evaluate import Evaluator, Target
 from .export import exports
-from .fallback import _greedy, _rank, _static_rank, _units, sensitivity_order
+from .fallback import _greedy, _rank, _static_rank, _units, sensitivity_candidates, sensitivity_order
 from .naming import fp32_node_names
 from .polish import PolishResult, at_ideal, polish
 from .qdq_patch import quantised_nodes
 from .remedies import A16, A16_PER_CHANNEL, CALIBRATION, COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
 from .search import (BUDGET_GROWTH, GroupRow, RemedySearch, RemedyStep, downgrade, near_float, prune_float,
                      top_down)
+from .subset import ranking_samples
 from .trials import Journal, Trials, identity_of
 
 
@@ -113,8 +114,9 @@ def plan_fix(fp32: onnx.ModelProto, qdq: onnx.ModelProto, samples: Sequence[Tens
     cap = max_runs * BUDGET_GROWTH
     strategy, plan, groups, no_answer, untried = "none", [], [], False, 0
     if not baseline.meets and nodes:
-        spread = _spread(search, ranked, baseline, max_nodes)
-        search.early_stop = False  # the sensitivity of a candidate is a gain: every sample counts
+        spread = _spread(search, ranked, baseline, max_nodes, sensitivity_top=sensitivity_top, max_runs=max_runs)
+        search.early_stop = False  # the sensitivity of a candidate is a gain: every sample it runs on counts
+        search.ranking_samples = None if spread else ranking_samples(ev, qdq_bytes)
         order = [] if spread else sensitivity_order(search, ranked, baseline, sensitivity, skipped,
                                                     max_nodes=max_nodes, sensitivity_top=sensitivity_top,
                                                     max_runs=max_runs)
@@ -178,17 +180,31 @@ SPREAD_SHARE = 0.5
 error is spread (or the quantisation catastrophic), and the search goes top down at once."""
 
 
-def _spread(search: RemedySearch, ranked: Sequence[str], baseline: Any, max_nodes: int) -> bool:
-    """One run: the top `max_nodes` ranked candidates in float together. When even they recover less than
-    `SPREAD_SHARE` of the shortfall, measuring candidates one by one cannot find a handful that meets the
-    targets (issue 44: the byte-CNN's catastrophic int8 spent 50 runs there and ended without a plan)."""
+def _spread(search: RemedySearch, ranked: Sequence[str], baseline: Any, max_nodes: int, *,
+            sensitivity_top: Optional[int], max_runs: int) -> bool:
+    """Whether the candidates measured one by one cannot hold a handful that meets the targets, so the search
+    goes top down at once. One run: the top `max_nodes` ranked candidates in float together; when even they
+    recover less than `SPREAD_SHARE` of the shortfall, the error is spread (issue 44: the byte-CNN's
+    catastrophic int8 spent 50 runs there and ended without a plan). When they recover more but miss, a
+    second run puts in float every candidate the sensitivity phase would measure or order: when even all of
+    them together miss, no prefix the greedy search builds from them meets (NNCF's EfficientNet, 0.0 int8:
+    36 single-candidate runs on all 100 samples, a third of the search, before going top down)."""
     top = _units(search.quantisers, ranked, max_nodes)
     if not top or not baseline.shortfall or baseline.shortfall == float("inf"):
         return False
     search.early_stop = False  # the probe's gain is measured
     probe = search.evaluate(list(dict.fromkeys(n for u in top for n in u)), "probe", f"top {len(top)} candidates")
     search.early_stop = True
-    return not probe.meets and baseline.shortfall - probe.shortfall < SPREAD_SHARE * baseline.shortfall
+    if probe.meets:
+        return False
+    if baseline.shortfall - probe.shortfall < SPREAD_SHARE * baseline.shortfall:
+        return True
+    _, wide = sensitivity_candidates(search, ranked, max_nodes=max_nodes, sensitivity_top=sensitivity_top,
+                                     max_runs=max_runs)
+    if len(wide) <= len(top):
+        return True  # the probe held them all
+    every = search.evaluate(list(dict.fromkeys(n for u in wide for n in u)), "probe", f"top {len(wide)} candidates")
+    return not every.meets
 
 
 def _measure_ranges(builder: RemedyBuilder, nodes: List[str], samples: Sequence[TensorMap], runtime: RuntimeConfig,

@@ -27,6 +27,7 @@ from .evaluate import Evaluation, Target
 from .fallback import _prune, _Search
 from .groups import Group, bisect_accept, harm_order, make_groups
 from .remedies import COST_ORDER, FLOAT, Applied, Choice, RemedyBuilder
+from .trials import Trials
 
 BUDGET_GROWTH = 4
 NEAR_FLOAT_SHARE = 0.5
@@ -79,6 +80,8 @@ class RemedySearch(_Search):
         """Trials may stop once a countable target is out of reach (off where a gain is measured)."""
         self.results: Dict[str, Evaluation] = {}
         self.rsteps: List[RemedyStep] = []
+        self.ranking_samples: Optional[List[int]] = None
+        """The samples `measure_alone` runs on (subset.py; None: every sample)."""
 
     def choices(self, nodes: Sequence[str]) -> List[Choice]:
         return self.base + ([Choice(tuple(nodes), self.strong)] if nodes else [])
@@ -173,7 +176,33 @@ class RemedySearch(_Search):
         return result
 
     def prefetch(self, units: Sequence[Sequence[str]]) -> None:
-        self.run_many([self.choices(self.quantisers.close(u) if self.strong == FLOAT else list(u)) for u in units])
+        self.run_many([self._variant(u) for u in units])
+
+    def _variant(self, nodes: Sequence[str]) -> List[Choice]:
+        return self.choices(self.quantisers.close(nodes) if self.strong == FLOAT else list(nodes))
+
+    def measure_alone(self, units: Sequence[Sequence[str]]) -> List[Tuple[Optional[Evaluation], Optional[str]]]:
+        """The sensitivity phase's runs: on `ranking_samples` when set (every one of them, on the workers when
+        there are; kept apart from the verdicts on every sample and not journalled: a resumed search runs them
+        again, as deterministic as the first time)."""
+        if self.ranking_samples is None:
+            return super().measure_alone(units)
+        ev, picked = self.ev, self.ranking_samples
+        part = replace(ev, samples=[ev.samples[k] for k in picked], sample_ids=[ev.sample_ids[k] for k in picked],
+                       reference=[ev.reference[k] for k in picked], runs=0, inferences=0, session_builds=0,
+                       seconds=0.0)
+        trials = Trials(part, self.trials.executor, failed=self.trials.failed)  # why a variant could not run
+        keys = [self.key(self._variant(u)) for u in units]
+        todo: Dict[str, Tuple[str, Optional[bytes], str]] = {}
+        for key, unit in zip(keys, units):
+            if key not in todo:
+                todo[key] = (key, self._built(key, self._variant(unit)), f"candidate {unit[0]}")
+        results = dict(zip(todo, trials.run(list(todo.values()), early_stop=False)))
+        ev.runs += part.runs
+        ev.inferences += part.inferences
+        ev.session_builds += part.session_builds
+        ev.seconds += part.seconds
+        return [(None, self.trials.failed[k]) if k in self.trials.failed else (results[k], None) for k in keys]
 
     def model(self, nodes: Sequence[str]) -> onnx.ModelProto:
         return self.builder.build(self.choices(nodes))[0]
@@ -202,7 +231,7 @@ def top_down(search: RemedySearch, units: Sequence[Tuple[str, ...]], scores: Opt
     group_scores = [tuple(n for n in g.nodes) for g in groups]
     order = harm_order(group_scores, scores)
     budget = lambda: search.ev.runs < cap  # noqa: E731
-    kept = _revert(search, [groups[k] for k in order], budget, "re-quantise group")
+    kept = _revert(search, [groups[k] for k in order], budget, "re-quantise group", measure_kept=True)
     rows = [GroupRow(groups[order[k]].name, len(groups[order[k]].nodes), k in kept.rejected or k in kept.untried,
                      k in kept.untried, dict(kept.rejected.get(k, {}))) for k in range(len(order))]
     left = [u for k in sorted(set(kept.rejected) | set(kept.untried)) for u in groups[order[k]].units]
@@ -213,8 +242,11 @@ def top_down(search: RemedySearch, units: Sequence[Tuple[str, ...]], scores: Opt
     return Outcome(nodes, "groups", rows, untried=len(kept.untried) + len(inner.untried))
 
 
-def _revert(search: RemedySearch, items: Sequence[Group], budget: Any, action: str) -> Any:
-    """bisect_accept over `items` (float to start with): a batch is re-quantised with those accepted so far."""
+def _revert(search: RemedySearch, items: Sequence[Group], budget: Any, action: str, measure_kept: bool = False) -> Any:
+    """bisect_accept over `items` (float to start with): a batch is re-quantised with those accepted so far.
+    `measure_kept`: a single item kept in float is measured on every sample (what it bought: the groups table);
+    the candidates inside the groups are not reported one by one, and that full run was a sixth of EfficientNet's
+    top-down search."""
     accepted: List[int] = []
 
     def accept(batch: List[int]) -> Tuple[bool, Dict[str, Optional[float]]]:
@@ -224,7 +256,7 @@ def _revert(search: RemedySearch, items: Sequence[Group], budget: Any, action: s
         result = search.evaluate(nodes, action, label)
         if result.meets:
             accepted.extend(batch)
-        elif len(batch) == 1 and result.partial:  # a group kept: what it bought, on every sample
+        elif measure_kept and len(batch) == 1 and result.partial:  # a group kept: what it bought, on every sample
             result = search.evaluate(nodes, full=True)
         return result.meets, result.summary(search.ev.targets)
 

@@ -203,3 +203,66 @@ def test_the_downgrade_tries_the_remedy_closest_to_float_first():
     choices, untried = downgrade(search, ["B", "A"], ("per-channel", "a16", "float"), None, cap=1)
     assert {c.nodes[0]: c.remedy for c in choices} == {"A": "a16", "B": "a16"} and search.ev.runs == 1
     assert untried == 2  # the per-channel pass had no run left for them
+
+
+class _NeedsSearch:
+    """A float-set search whose targets hold when `needed` are all in float; a miss stops after 3 samples (the
+    early stop) unless the run is asked `full`; counts the runs on every sample."""
+
+    strong = "float"
+
+    def __init__(self, needed, gain_of=None) -> None:
+        self.needed, self.gain_of = set(needed), gain_of
+        self.ev = SimpleNamespace(runs=0, targets=[])
+        self.quantisers = SimpleNamespace(close=lambda nodes: list(dict.fromkeys(nodes)), unit=lambda n: [n])
+        self.full_runs = 0
+        self.early_stop = True
+
+    def evaluate(self, nodes, action="", node="", strict=False, full=False):
+        self.ev.runs += 1
+        meets = self.needed <= set(nodes)
+        partial = 0 if meets or full or not self.early_stop else 3
+        self.full_runs += not partial
+        shortfall = 0.0 if meets else 1.0 - (self.gain_of(nodes) if self.gain_of else 0.0)
+        return SimpleNamespace(meets=meets, partial=partial, shortfall=shortfall, summary=lambda targets: {})
+
+
+def test_only_a_kept_group_is_measured_on_every_sample():
+    """The top-down search re-measured every candidate it kept in float on every sample, the groups' and the
+    candidates' inside them alike; only the groups' are reported (what each bought). On NNCF's EfficientNet
+    those runs were a sixth of the search. Fails before (4 runs asked on every sample: the two candidates kept
+    inside the groups too)."""
+    from inspector_cli.remedy.search import top_down
+
+    units = [(f"/m/a/n{k}",) for k in range(4)] + [(f"/m/b/n{k}",) for k in range(4)]
+    search = _NeedsSearch({"/m/a/n1", "/m/b/n2"})
+    asked = []
+    measure = search.evaluate
+    search.evaluate = lambda nodes, action="", node="", strict=False, full=False: (
+        asked.append((sorted(nodes), full)), measure(nodes, action, node, strict, full))[1]
+    outcome = top_down(search, units, None, cap=100)
+    assert sorted(outcome.nodes) == ["/m/a/n1", "/m/b/n2"]
+    assert [(row.name, row.kept_float) for row in outcome.groups] == [("m/a", True), ("m/b", True)]
+    # the two groups, each re-quantised alone (the other kept in float), measured again on every sample
+    a, b = [f"/m/a/n{k}" for k in range(4)], [f"/m/b/n{k}" for k in range(4)]
+    assert [nodes for nodes, full in asked if full] == [b, a]
+    assert all(row.requantised == {} for row in outcome.groups)  # the fake's summary
+
+
+def test_a_wide_probe_that_misses_sends_the_search_top_down():
+    """The top 10 candidates recover more than half the shortfall but miss; when every candidate the
+    sensitivity phase would measure or order misses too, no greedy prefix of them can meet, and the search
+    goes top down at once (before: 12 single-candidate runs on every sample, then the greedy, then top down)."""
+    from inspector_cli.remedy.fix import _spread
+
+    ranked = [f"n{k}" for k in range(40)]
+    partly = lambda nodes: 0.6 if "n0" in nodes else 0.0  # noqa: E731
+    far = _NeedsSearch({"n0", "n35"}, partly)  # n35: beyond the 22 candidates (12 measured + 10 behind)
+    assert _spread(far, ranked, SimpleNamespace(shortfall=1.0), 10, sensitivity_top=None, max_runs=20)
+    assert far.ev.runs == 2
+    near = _NeedsSearch({"n0", "n15"}, partly)  # n15 is among them: the singles may find it
+    assert not _spread(near, ranked, SimpleNamespace(shortfall=1.0), 10, sensitivity_top=None, max_runs=20)
+    assert near.ev.runs == 2
+    half = _NeedsSearch({"n0", "n15"}, lambda nodes: 0.3)  # less than half recovered: spread on one run
+    assert _spread(half, ranked, SimpleNamespace(shortfall=1.0), 10, sensitivity_top=None, max_runs=20)
+    assert half.ev.runs == 1
