@@ -147,15 +147,19 @@ class RemedySearch(_Search):
                 return Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)
             bar = replace(self.ev, targets=raised, runs=0, inferences=0, session_builds=0, seconds=0.0)
             result = bar.evaluate(model, label=f"variant of {sum(len(c.nodes) for c in choices)} nodes", early_stop=True)
-            self.ev.runs += bar.runs
-            self.ev.inferences += bar.inferences
-            self.ev.session_builds += bar.session_builds
-            self.ev.seconds += bar.seconds
+            self._count(bar)
             if result.meets and not result.partial:
                 self.results[key] = result
         if action:
             self._record(choices, result, action, node)
         return result
+
+    def _count(self, other: Any) -> None:
+        """Add the cost of an evaluator run beside the search's own (raised targets, a subset of samples)."""
+        self.ev.runs += other.runs
+        self.ev.inferences += other.inferences
+        self.ev.session_builds += other.session_builds
+        self.ev.seconds += other.seconds
 
     def _record(self, choices: Sequence[Choice], result: Evaluation, action: str, node: str) -> None:
         counts: Dict[str, int] = {}
@@ -198,10 +202,7 @@ class RemedySearch(_Search):
             if key not in todo:
                 todo[key] = (key, self._built(key, self._variant(unit)), f"candidate {unit[0]}")
         results = dict(zip(todo, trials.run(list(todo.values()), early_stop=False)))
-        ev.runs += part.runs
-        ev.inferences += part.inferences
-        ev.session_builds += part.session_builds
-        ev.seconds += part.seconds
+        self._count(part)
         return [(None, self.trials.failed[k]) if k in self.trials.failed else (results[k], None) for k in keys]
 
     def model(self, nodes: Sequence[str]) -> onnx.ModelProto:
