@@ -48,6 +48,8 @@ class FixPlan:
     no_answer: bool
     budget_note: Optional[str]
     sensitivity: Dict[str, Dict[str, Optional[float]]]
+    """candidate -> its metrics measured alone: on the quantised model's worst samples when there were at least
+    64 (subset.py), so not comparable with `final`; they only order the greedy search."""
     skipped: Dict[str, str]
     remedies: List[str]
     ranges: Dict[str, List[Any]]
