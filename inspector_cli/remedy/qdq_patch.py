@@ -214,15 +214,13 @@ class _Patcher:
             if dq is None:
                 q = self.index.weight_qdq(tensor)
                 if q is not None:  # a float weight kept behind a Q -> DQ pair (AddQDQPairToWeight, ModelOpt)
-                    if readers_within is None or all(
-                            reader.name in readers_within for reader in self.index.consumers.get(tensor, [])):
+                    if self._read_only_within(tensor, readers_within):
                         node.input[i] = q.input[0]  # the float weight itself, then the fp32 model's if it differs
                         self._restore_float_input(node, i, q.input[0], None)
                 else:
                     self._restore_float_input(node, i, tensor, readers_within)
                 continue
-            if readers_within is not None and any(
-                    reader.name not in readers_within for reader in self.index.consumers.get(dq.output[0], [])):
+            if not self._read_only_within(dq.output[0], readers_within):
                 continue
             current = dequantize_initializer(self.index, dq)
             value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, current.shape)
@@ -231,12 +229,15 @@ class _Patcher:
     def _restore_float_input(self, node: onnx.NodeProto, i: int, tensor: str, within: Optional[Set[str]]) -> None:
         """A float initializer the quantiser changed (NNCF's bias correction) goes back to the fp32 model's."""
         mine = self.index.array(tensor) if tensor in self.index.inits else None
-        if mine is None or not np.issubdtype(mine.dtype, np.floating) or (within is not None and any(
-                reader.name not in within for reader in self.index.consumers.get(tensor, []))):
+        if mine is None or not np.issubdtype(mine.dtype, np.floating) or not self._read_only_within(tensor, within):
             return
         value = fp32_weight(self.fp32, self.fp32_names.get(node.name, node.name), i, mine.shape)
         if value is not None and not np.array_equal(value, mine.astype(np.float32)):
             self._float_input(node, i, value.astype(mine.dtype))
+
+    def _read_only_within(self, tensor: str, within: Optional[Set[str]]) -> bool:
+        """Every reader of `tensor` is in `within` (None: no restriction)."""
+        return within is None or all(reader.name in within for reader in self.index.consumers.get(tensor, []))
 
     def _float_input(self, node: onnx.NodeProto, i: int, value: np.ndarray) -> None:
         """`node` reads `value` at input `i`, a new initializer of its own."""
