@@ -152,7 +152,8 @@ def _climb(search: Any, choices: List[Choice], pool: List[Choice], best: Any, ca
     best_size, size = 0, 1
     while pool and search.ev.runs < cap and not at_ideal(best, targets):
         size = min(size, len(pool))
-        result = _at_least(search, _combine(choices, pool[:size]), best, action, f"{size} most harmful")
+        # judged against the targets raised to the best so far: one below stops at the sample that shows it
+        result = search.evaluate_at_least(_combine(choices, pool[:size]), best, action, f"{size} most harmful")
         if merit(result, targets) > merit(best, targets):
             best, best_size = result, size
         if size == len(pool):
@@ -163,17 +164,8 @@ def _climb(search: Any, choices: List[Choice], pool: List[Choice], best: Any, ca
         if search.ev.runs >= cap:
             break
         fewer = [c for c in kept if c is not offer]
-        result = _at_least(search, _combine(choices, fewer), best, action, f"without {offer.nodes[0]}")
+        result = search.evaluate_at_least(_combine(choices, fewer), best, action, f"without {offer.nodes[0]}")
         if merit(result, targets) >= merit(best, targets):
             best, kept = result, fewer
     return kept, best
 
-
-def _at_least(search: Any, choices: List[Choice], best: Any, action: str, label: str) -> Any:
-    """A trial that only matters if it reads at least as well as `best`: judged against the targets raised to
-    best's values, so that one below stops at the first sample that shows it (RemedySearch.evaluate_at_least;
-    the prune of NNCF's EfficientNet ran ~25 full runs that each lost a sample)."""
-    at_least = getattr(search, "evaluate_at_least", None)
-    if at_least is None:
-        return search.evaluate_choices(choices, action, label)
-    return at_least(choices, best, action, label)

@@ -47,6 +47,9 @@ class _Graded:
         return SimpleNamespace(meets=value >= 0.9, partial=0, value=lambda t: value,
                                summary=lambda targets: {TOP1.describe(): value})
 
+    def evaluate_at_least(self, choices, floor, action="", node=""):
+        return self.evaluate_choices(choices, action, node)  # no early stop here: every trial reads its value
+
 
 def test_prefixes_stop_at_the_ideal_and_the_prune_keeps_what_was_needed():
     search = _Graded()
