@@ -145,7 +145,7 @@ class RemedySearch(_Search):
             model = self._built(key, choices)
             if model is None:
                 return Evaluation({}, [], 0.0, shortfall=float("inf"), meets=False)
-            bar = replace(self.ev, targets=raised, runs=0, inferences=0, session_builds=0, seconds=0.0)
+            bar = self._beside(targets=raised)
             result = bar.evaluate(model, label=f"variant of {sum(len(c.nodes) for c in choices)} nodes", early_stop=True)
             self._count(bar)
             if result.meets and not result.partial:
@@ -154,8 +154,13 @@ class RemedySearch(_Search):
             self._record(choices, result, action, node)
         return result
 
+    def _beside(self, **changes: Any) -> Any:
+        """An evaluator like the search's with `changes` (raised targets, a subset of samples) and its own cost
+        counters, which `_count` adds to the search's."""
+        return replace(self.ev, runs=0, inferences=0, session_builds=0, seconds=0.0, **changes)
+
     def _count(self, other: Any) -> None:
-        """Add the cost of an evaluator run beside the search's own (raised targets, a subset of samples)."""
+        """Add the cost of an evaluator run beside the search's own (`_beside`)."""
         self.ev.runs += other.runs
         self.ev.inferences += other.inferences
         self.ev.session_builds += other.session_builds
@@ -192,9 +197,8 @@ class RemedySearch(_Search):
         if self.ranking_samples is None:
             return super().measure_alone(units)
         ev, picked = self.ev, self.ranking_samples
-        part = replace(ev, samples=[ev.samples[k] for k in picked], sample_ids=[ev.sample_ids[k] for k in picked],
-                       reference=[ev.reference[k] for k in picked], runs=0, inferences=0, session_builds=0,
-                       seconds=0.0)
+        part = self._beside(samples=[ev.samples[k] for k in picked], sample_ids=[ev.sample_ids[k] for k in picked],
+                            reference=[ev.reference[k] for k in picked])
         trials = Trials(part, self.trials.executor, failed=self.trials.failed)  # why a variant could not run
         keys = [self.key(self._variant(u)) for u in units]
         todo: Dict[str, Tuple[str, Optional[bytes], str]] = {}
