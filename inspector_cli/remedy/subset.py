@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Sequence
 
-import numpy as np
-
+from ..diff.values import all_finite, reduce_values
 from .early_stop import AGREEMENT, sample_miss
 
 RANKING_SAMPLES = 32
@@ -35,17 +34,13 @@ def worst_samples(evaluator: Any, outputs: Sequence[Mapping[str, Any]], size: in
 
 
 def _relative_error(reference: Any, candidate: Any) -> float:
-    """||candidate - reference|| / ||reference|| of a numeric tensor (0 for anything else: strings, maps)."""
-    if not isinstance(reference, np.ndarray) or not isinstance(candidate, np.ndarray) \
-            or reference.dtype.kind not in "fiub" or reference.shape != candidate.shape:
-        return 0.0
-    a, b = reference.astype(np.float64), candidate.astype(np.float64)
-    finite = np.isfinite(a)
-    if not np.isfinite(b[finite]).all():
+    """||candidate - reference|| / ||reference||, from the diff engine's SQNR (infinite for a non-finite candidate;
+    0 where there is no SQNR: strings, maps, structures that differ)."""
+    if not all_finite(candidate):
         return float("inf")
-    norm = float(np.linalg.norm(a[finite]))
-    return float(np.linalg.norm(a[finite] - b[finite])) / (norm if norm > 0 else 1.0)
-
+    pair = reduce_values(reference, candidate)
+    sqnr = pair.metrics().get("sqnr") if pair is not None else None
+    return 0.0 if sqnr is None else 10.0 ** (-float(sqnr) / 20.0)
 
 def ranking_samples(evaluator: Any, quantised: bytes) -> "List[int] | None":
     """The samples to measure single candidates on: the quantised model's `RANKING_SAMPLES` worst (one run of
